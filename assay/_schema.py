@@ -1,0 +1,102 @@
+"""The Parquet schemas of the store, one field list per dataset, each column with its meaning.
+
+These are the only definitions: the writer casts to them, `docs/schema.md` documents them and a
+test checks that the two agree. JSON text columns hold `json.dumps` of the value.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _schema(*fields: tuple[str, pa.DataType, str]) -> pa.Schema:
+    return pa.schema([pa.field(name, kind, metadata={"description": text}) for name, kind, text in fields])
+
+
+_TOKENS = (
+    ("tokens_input", pa.int64(), "input (prompt) tokens, as the provider reported them"),
+    ("tokens_output", pa.int64(), "output (completion) tokens"),
+    ("tokens_reasoning", pa.int64(), "reasoning tokens, where the provider reports them"),
+    ("tokens_cached", pa.int64(), "cached input tokens, where the provider reports them"),
+)
+
+ITEMS = _schema(
+    ("item_id", pa.string(), "stable id: the dataset's id field, else a hash of the row; pairs items across runs"),
+    ("item_index", pa.int64(), "the row's position in the dataset, from 0"),
+    ("trial", pa.int32(), "which repetition of the item, from 0"),
+    ("input", pa.string(), "the item's input (JSON text)"),
+    ("expected", pa.string(), "the item's expected answer (JSON text), null if none"),
+    ("annotations", pa.string(), "the item's annotations (JSON text of an object)"),
+    ("output", pa.string(), "what the target answered (JSON text), null unless completed"),
+    ("output_text", pa.string(), "the output as plain text: the string itself, else its JSON"),
+    ("outcome", pa.string(), "item outcome: completed | failed | cancelled | budget_skipped | budget_interrupted"),
+    ("error", pa.string(), "why the item failed, for people; null unless failed"),
+    ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
+    ("failure_provider", pa.string(), "who failed: `openai:<host>` or `python`"),
+    ("failure_http_status", pa.int32(), "the last HTTP status of a failed call"),
+    ("failure_retryable", pa.bool_(), "whether the failure was of a retryable kind (retries ran out)"),
+    ("failure_request_id", pa.string(), "the provider's request id of the failed call"),
+    ("model", pa.string(), "the model that answered, as the provider named it"),
+    ("started_at", _TS, "when the item started (UTC)"),
+    ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
+    ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
+    ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
+    ("retries", pa.int32(), "how many attempts failed before the last"),
+    *_TOKENS,
+    ("cost_usd", pa.float64(), "measured cost in USD; null until the accounting issue prices calls"),
+    ("caller_cost_usd", pa.float64(), "cost reported by the target's own code, kept apart from measured cost"),
+    ("caller_metadata", pa.string(), "metadata reported by the target's own code (JSON text)"),
+)
+
+SCORES = _schema(
+    ("item_id", pa.string(), "the scored item's id"),
+    ("item_index", pa.int64(), "the scored item's position in the dataset"),
+    ("trial", pa.int32(), "the scored item's trial"),
+    ("scorer", pa.string(), "the scorer's name, unique within a run"),
+    ("scorer_kind", pa.string(), "the scorer's kind (exact_match, regex, user_code, ...)"),
+    ("scorer_version", pa.string(), "the scorer implementation's version"),
+    ("score", pa.float64(), "a finite number in [0, 1]; null unless outcome is scored"),
+    ("outcome", pa.string(), "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted"),
+    ("error", pa.string(), "why the scorer failed; null unless failed"),
+    ("duration_ms", pa.float64(), "wall time of the scorer"),
+    ("cost_usd", pa.float64(), "measured cost of the scorer in USD (model-graded scorers); null if none"),
+    ("explanation", pa.string(), "the scorer's explanation, if it gave one"),
+    ("metadata", pa.string(), "the scorer's metadata (JSON text), if it gave any"),
+)
+
+RUNS = _schema(
+    ("kind", pa.string(), "run | rescore"),
+    ("name", pa.string(), "the spec's name"),
+    ("status", pa.string(), "running | completed | failed_gate | cancelled"),
+    ("created_at", _TS, "when the run was first started (UTC)"),
+    ("finished_at", _TS, "when it last finished (UTC); null while running"),
+    ("spec_path", pa.string(), "the spec file the run was started from"),
+    ("spec_json", pa.string(), "the validated spec (JSON text); holds env-var names, never secrets"),
+    ("spec_hash", pa.string(), "hash of the whole validated spec"),
+    ("identity", pa.string(), "hash of what decides results: dataset, target, scorers, trials, seed"),
+    ("dataset_hash", pa.string(), "hash of the mapped dataset items"),
+    ("target_hash", pa.string(), "hash of the target's result-deciding config"),
+    ("scorers_hash", pa.string(), "hash of the scorers' names, versions and params"),
+    ("source_run_id", pa.string(), "for a rescore: the run it rescored"),
+    ("target_kind", pa.string(), "openai | python"),
+    ("model", pa.string(), "the target's model, for model targets"),
+    ("trials", pa.int32(), "repetitions per item"),
+    ("seed", pa.int64(), "the run's seed"),
+    ("tags", pa.list_(pa.string()), "the spec's tags"),
+    ("n_items", pa.int64(), "items in the dataset"),
+    ("n_planned", pa.int64(), "items x trials planned"),
+    ("n_completed", pa.int64(), "item outcomes: completed"),
+    ("n_failed", pa.int64(), "item outcomes: failed"),
+    ("n_cancelled", pa.int64(), "item outcomes: cancelled"),
+    ("n_budget_skipped", pa.int64(), "item outcomes: budget_skipped"),
+    ("n_budget_interrupted", pa.int64(), "item outcomes: budget_interrupted"),
+    ("item_error_rate", pa.float64(), "failed / (completed + failed); null if nothing was attempted"),
+    ("fail_on_item_error_rate", pa.float64(), "the gate's limit (1 disables it)"),
+    *_TOKENS,
+    ("cost_usd", pa.float64(), "measured cost in USD; null until the accounting issue prices calls"),
+    ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
+    ("assay_version", pa.string(), "Assay's version"),
+    ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
+)

@@ -1,0 +1,100 @@
+"""What a person at a terminal sees: a live progress bar and summary tables (rich)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from assay.outcomes import ItemOutcome
+
+
+class _ProgressBar:
+    """done / total, failures and ETA on stderr; nothing when stderr is not a terminal."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task: Any = None
+        self._failed = 0
+
+    def started(self, total: int, already_done: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task("items", total=total, completed=already_done, failed=0, rate="")
+
+    def item_done(self, outcome: str) -> None:
+        if outcome == ItemOutcome.FAILED:
+            self._failed += 1
+        task = self._progress.tasks[0]
+        rate = f"{task.speed:,.0f} items/s" if task.speed else ""
+        self._progress.update(self._task, advance=1, failed=self._failed, rate=rate)
+        if task.completed >= (task.total or 0):
+            self._progress.stop()
+
+
+def progress_bar() -> Any:
+    """A reporter for `assay.progress`, or None when stderr is not a terminal."""
+    return _ProgressBar() if sys.stderr.isatty() else None
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    console = Console()
+    counts = summary["items"]
+    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    rate = summary["item_error_rate"]
+    gate = "passed" if summary["gate_passed"] else "FAILED"
+    console.print(
+        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]  status [bold]{summary['status']}[/bold]"
+    )
+    console.print(
+        f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
+        f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in summary["scorers"]:
+        table.add_row(
+            row["scorer"],
+            *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
+            *(str(row[k]) for k in ("scored", "failed", "skipped")),
+        )
+    console.print(table)
+    duration = summary["duration_ms"]
+    wall = summary.get("wall_ms")
+    console.print(
+        "item duration ms: "
+        + " · ".join(f"{k} {_fmt(duration[k], 1)}" for k in ("mean", "p50", "p95", "max"))
+        + (f" · wall {wall / 1000:.2f} s" if wall else "")
+    )
+
+
+def print_runs(runs: pl.DataFrame) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for column in runs.columns:
+        table.add_column(column)
+    for row in runs.iter_rows():
+        table.add_row(*(_fmt(v) for v in row))
+    Console().print(table)

@@ -1,0 +1,136 @@
+"""The `assay` command: run, resume, show and list evals from a terminal.
+
+Exit status: 0 ok, 1 a gate failed, 2 bad input (spec, dataset, flag, unknown run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from assay import _prefect_env
+from assay.errors import InputError
+
+EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its message short
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="store root (default: $ASSAY_STORE or ./assay-store)")
+    common.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no table")
+    common.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    parser = _ArgumentParser(prog="assay", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+
+    run = commands.add_parser("run", parents=[common], help="run an eval spec")
+    run.add_argument("spec", help="the eval spec (YAML)")
+    run.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
+    resume.add_argument("run_id")
+    resume.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    show = commands.add_parser("show", parents=[common], help="a run's summary")
+    show.add_argument("run_id")
+    ls = commands.add_parser("ls", parents=[common], help="recent runs")
+    ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _prefect_env.configure(verbose=args.verbose)
+    try:
+        return _COMMANDS[args.command](args)
+    except InputError as exc:
+        head = f"error: {exc.source}" if exc.source else "error"
+        if len(exc.problems) == 1:
+            print(f"{head}: {exc.problems[0]}", file=sys.stderr)
+        else:
+            print(f"{head}: {len(exc.problems)} problems", file=sys.stderr)
+            for problem in exc.problems:
+                print(f"  - {problem}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("interrupted: finished items are stored; `assay resume RUN_ID` continues", file=sys.stderr)
+        return 130
+
+
+def _execute(args: argparse.Namespace, **params: Any) -> int:
+    from assay import _terminal, progress
+    from flows.run import run_eval
+
+    if not (args.quiet or args.json):
+        progress.install(_terminal.progress_bar())
+    try:
+        if args.prefect or _prefect_env.api_configured():
+            summary = asyncio.run(run_eval(store=args.store, **params))
+        else:
+            summary = asyncio.run(run_eval.fn(store=args.store, **params))
+    finally:
+        progress.install(None)
+    _print_summary(args, summary)
+    return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    return _execute(args, spec=args.spec)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from assay.plan import spec_for_resume
+    from assay.store import Store
+
+    spec = spec_for_resume(Store(args.store), args.run_id)
+    return _execute(args, spec=str(spec), run_id=args.run_id, resume=True)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from assay.store import Store
+    from assay.summary import summarise
+
+    summary = summarise(Store(args.store), args.run_id)
+    _print_summary(args, summary)
+    return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from assay import _terminal
+    from assay.store import Store
+
+    runs = (
+        Store(args.store)
+        .runs()
+        .select("run_id", "name", "kind", "status", "created_at", "n_planned", "n_completed", "n_failed")
+        .sort("created_at", descending=True)
+        .head(args.limit)
+        .collect()
+    )
+    if args.json:
+        print(json.dumps(runs.to_dicts(), default=str, indent=2))
+    elif not args.quiet:
+        _terminal.print_runs(runs)
+    return EXIT_OK
+
+
+def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    from assay import _terminal
+
+    if args.json:
+        print(json.dumps(summary, default=str, indent=2))
+    elif not args.quiet:
+        _terminal.print_summary(summary)
+
+
+_COMMANDS = {"run": _run, "resume": _resume, "show": _show, "ls": _ls}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Assay's exceptions, drawn once.
+
+    AssayError                      base of everything Assay raises on purpose
+    ├── InputError                  bad input from the user: exit status 2, nothing written
+    │   ├── SpecError               the eval spec (YAML) or a flag that overrides it
+    │   ├── DatasetError            a dataset file or one of its rows
+    │   ├── RunNotFoundError        a run id the store does not hold
+    │   └── ResumeRefusedError      resuming a run whose identity changed
+    └── StoreError                  the store on disk is not what Assay wrote
+
+Failures of a *target* (HTTP errors, timeouts, exceptions in user code) are not exceptions at
+this level: they become data, an item with outcome `failed` and a failure description.
+`TargetFailure` carries that description from the target to the runner and never escapes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AssayError(Exception):
+    """Base of every error Assay raises on purpose."""
+
+
+class InputError(AssayError):
+    """Bad input from the user. `problems` holds one message per problem, each naming the
+    field or line and the bad value; the CLI prints them all and exits with status 2."""
+
+    def __init__(self, problems: list[str] | str, *, source: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        head = f"{source}: " if source else ""
+        super().__init__(head + "; ".join(self.problems))
+
+
+class SpecError(InputError):
+    """The eval spec is invalid."""
+
+
+class DatasetError(InputError):
+    """The dataset file or one of its rows is invalid."""
+
+
+class RunNotFoundError(InputError):
+    """No run with that id in the store."""
+
+
+class ResumeRefusedError(InputError):
+    """The spec's identity changed since the run started, so resuming would mix results."""
+
+
+class StoreError(AssayError):
+    """The store holds something Assay did not write, or cannot be written."""
+
+
+class TargetFailure(Exception):
+    """A target call that failed for good. Caught by the runner and stored as data.
+
+    Args:
+        message: what went wrong, for people.
+        kind: one of `assay.outcomes.FailureKind`.
+        provider: who failed (`openai` host, `python`).
+        http_status: the last HTTP status, if any.
+        retryable: whether the failure was of a kind worth retrying.
+        request_id: the provider's request id, if it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        provider: str,
+        http_status: int | None = None,
+        retryable: bool = False,
+        request_id: str | None = None,
+        usage: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.provider = provider
+        self.http_status = http_status
+        self.retryable = retryable
+        self.request_id = request_id
+        self.usage = usage

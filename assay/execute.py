@@ -1,0 +1,216 @@
+"""Executing a shard: items through the target, outputs through the scorers, rows to Parquet.
+
+Plain asyncio. One limiter (`RunPlan`'s concurrency) bounds the whole run's in-flight target
+calls across every shard — shards are awaited together on one event loop — and one per item
+bounds its scorers. Finished items are committed in batches, so a killed process loses at most
+the items in flight and one unflushed batch; those run again on resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from assay import _schema, progress
+from assay.dataset import Item
+from assay.errors import TargetFailure
+from assay.outcomes import FailureKind, ItemOutcome
+from assay.plan import RunPlan, Shard
+from assay.targets import Target, TargetResult
+from evaluators import Sample, ScoreRecord, evaluate
+
+_BATCH_ROWS = 500
+_BATCH_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class ShardReport:
+    """What a shard did: outcome counts of the items it executed, and how many it found done."""
+
+    shard: int
+    executed: dict[str, int] = field(default_factory=dict)
+    already_done: int = 0
+
+
+class Executor:
+    """Runs shards of one plan against one open target, sharing one limiter.
+
+    Args:
+        plan: the run's plan.
+        target: the open target.
+    """
+
+    def __init__(self, plan: RunPlan, target: Target) -> None:
+        self.plan = plan
+        self.target = target
+        self.limiter = asyncio.Semaphore(plan.spec.concurrency)
+        self._search_path = str(plan.spec_dir)
+
+    async def run_shard(self, shard: Shard) -> ShardReport:
+        plan = self.plan
+        report = ShardReport(shard=shard.index)
+        todo = []
+        for position, trial in shard.work:
+            if (plan.items[position].item_id, trial) in plan.done:
+                report.already_done += 1
+            else:
+                todo.append((plan.items[position], trial))
+        batch = _Batch(plan, shard.index)
+        try:
+            for finished in asyncio.as_completed([self._run_item(item, trial) for item, trial in todo]):
+                item_row, score_rows = await finished
+                report.executed[item_row["outcome"]] = report.executed.get(item_row["outcome"], 0) + 1
+                batch.add(item_row, score_rows)
+                progress.current().item_done(item_row["outcome"])
+        finally:
+            # Commit what finished even when cancelled or failing, so none of it runs twice.
+            batch.flush()
+        return report
+
+    async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async with self.limiter:
+            started_at = datetime.now(UTC)
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.plan.spec.item_timeout):
+                    result = await self.target(item, trial)
+            except TargetFailure as failure:
+                return _failed_row(item, trial, started_at, started, failure), []
+            except TimeoutError:
+                failure = TargetFailure(
+                    f"item timed out after {self.plan.spec.item_timeout:g}s (item_timeout)",
+                    kind=FailureKind.TIMEOUT,
+                    provider=self.plan.spec.target.kind,
+                    retryable=True,
+                )
+                return _failed_row(item, trial, started_at, started, failure), []
+            duration_ms = (time.perf_counter() - started) * 1000
+        row = _completed_row(item, trial, started_at, duration_ms, result)
+        return row, await self._score(item, trial, result.output)
+
+    async def _score(self, item: Item, trial: int, output: Any) -> list[dict[str, Any]]:
+        sample = Sample(
+            output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
+        )
+        scorers = self.plan.spec.scorers
+        if len(scorers) == 1 or self.plan.spec.scorer_concurrency == 1:
+            records = [await evaluate(s, sample, search_path=self._search_path) for s in scorers]
+        else:
+            limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
+
+            async def bounded(scorer: Any) -> ScoreRecord:
+                async with limiter:
+                    return await evaluate(scorer, sample, search_path=self._search_path)
+
+            records = await asyncio.gather(*(bounded(s) for s in scorers))
+        return [_score_row(item, trial, record) for record in records]
+
+
+class _Batch:
+    """Rows waiting to be committed, flushed by size or age."""
+
+    def __init__(self, plan: RunPlan, shard: int) -> None:
+        self._plan = plan
+        self._shard = shard
+        self._items: list[dict[str, Any]] = []
+        self._scores: list[dict[str, Any]] = []
+        self._since = time.monotonic()
+
+    def add(self, item_row: dict[str, Any], score_rows: list[dict[str, Any]]) -> None:
+        self._items.append(item_row)
+        self._scores.extend(score_rows)
+        if len(self._items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._items:
+            # A random part name: a resumed shard writes beside, never over, its earlier parts.
+            part = f"part-{self._shard:05d}-{uuid.uuid4().hex[:12]}"
+            self._plan.store.commit_batch(
+                self._plan.run_id,
+                part,
+                pa.Table.from_pylist(self._items, schema=_schema.ITEMS),
+                pa.Table.from_pylist(self._scores, schema=_schema.SCORES),
+            )
+        self._items, self._scores = [], []
+        self._since = time.monotonic()
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _item_columns(item: Item, trial: int, started_at: datetime) -> dict[str, Any]:
+    return {
+        "item_id": item.item_id,
+        "item_index": item.item_index,
+        "trial": trial,
+        "input": _json(item.input),
+        "expected": _json(item.expected),
+        "annotations": _json(item.annotations),
+        "started_at": started_at,
+    }
+
+
+def _completed_row(
+    item: Item, trial: int, started_at: datetime, duration_ms: float, result: TargetResult
+) -> dict[str, Any]:
+    usage = result.usage
+    output = result.output
+    return {
+        **_item_columns(item, trial, started_at),
+        "output": _json(output),
+        "output_text": output if isinstance(output, str) else _json(output),
+        "outcome": ItemOutcome.COMPLETED.value,
+        "model": result.model,
+        "duration_ms": duration_ms,
+        "wire_ms": result.wire_ms,
+        "retry_ms": result.retry_ms,
+        "retries": result.retries,
+        "tokens_input": usage.input_tokens if usage else None,
+        "tokens_output": usage.output_tokens if usage else None,
+        "tokens_reasoning": usage.reasoning_tokens if usage else None,
+        "tokens_cached": usage.cached_tokens if usage else None,
+        "caller_cost_usd": result.caller_cost,
+        "caller_metadata": _json(result.caller_metadata),
+    }
+
+
+def _failed_row(
+    item: Item, trial: int, started_at: datetime, started: float, failure: TargetFailure
+) -> dict[str, Any]:
+    return {
+        **_item_columns(item, trial, started_at),
+        "outcome": ItemOutcome.FAILED.value,
+        "error": failure.message,
+        "failure_kind": str(failure.kind),
+        "failure_provider": failure.provider,
+        "failure_http_status": failure.http_status,
+        "failure_retryable": failure.retryable,
+        "failure_request_id": failure.request_id,
+        "duration_ms": (time.perf_counter() - started) * 1000,
+    }
+
+
+def _score_row(item: Item, trial: int, record: ScoreRecord) -> dict[str, Any]:
+    return {
+        "item_id": item.item_id,
+        "item_index": item.item_index,
+        "trial": trial,
+        "scorer": record.scorer,
+        "scorer_kind": record.scorer_kind,
+        "scorer_version": record.scorer_version,
+        "score": record.score,
+        "outcome": str(record.outcome),
+        "error": record.error,
+        "duration_ms": record.duration_ms,
+        "explanation": record.explanation,
+        "metadata": _json(record.metadata),
+    }

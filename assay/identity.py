@@ -1,0 +1,70 @@
+"""A run's identity: a hash of everything that decides its results.
+
+Dataset content, the target's result-deciding config, the scorers (name, kind, version, params),
+trials and seed. Operational settings — concurrency, timeouts, retries, the API key's variable,
+the endpoint's address — are left out, so a run can resume on another port or with more
+concurrency and still be the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from assay.dataset import Item, canonical_json, dataset_hash
+from assay.spec import EvalSpec
+
+_OPERATIONAL_TARGET_FIELDS = {"base_url", "api_key_env", "timeout", "max_retries"}
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The parts of a run's identity and their combined hash."""
+
+    dataset: str
+    target: str
+    scorers: str
+    trials: int
+    seed: int
+
+    @property
+    def digest(self) -> str:
+        return _hash([self.dataset, self.target, self.scorers, self.trials, self.seed])
+
+    def differences(self, other: Identity) -> list[str]:
+        """What changed from `other` to this identity, in words."""
+        changed = []
+        if self.dataset != other.dataset:
+            changed.append("the dataset's content")
+        if self.target != other.target:
+            changed.append("the target's config")
+        if self.scorers != other.scorers:
+            changed.append("the scorers")
+        if self.trials != other.trials:
+            changed.append(f"trials ({other.trials} -> {self.trials})")
+        if self.seed != other.seed:
+            changed.append(f"seed ({other.seed} -> {self.seed})")
+        return changed
+
+
+def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:
+    target = spec.target.model_dump(mode="json", exclude=_OPERATIONAL_TARGET_FIELDS)
+    scorers = [
+        {"version": type(s).version, **s.model_dump(mode="json")} for s in sorted(spec.scorers, key=lambda s: s.name)
+    ]
+    return Identity(
+        dataset=dataset_hash(items)[:16],
+        target=_hash(target),
+        scorers=_hash(scorers),
+        trials=spec.trials,
+        seed=spec.seed,
+    )
+
+
+def spec_hash(spec: EvalSpec) -> str:
+    return _hash(spec.model_dump(mode="json"))

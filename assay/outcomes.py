@@ -1,0 +1,54 @@
+"""Every enum Assay stores or prints, defined once.
+
+The words are part of the contract: gates, dashboards and analysts' queries read them.
+`docs/schema.md` has the same tables in prose; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ItemOutcome(StrEnum):
+    """What became of one item x trial."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    BUDGET_SKIPPED = "budget_skipped"
+    BUDGET_INTERRUPTED = "budget_interrupted"
+
+
+class ScorerOutcome(StrEnum):
+    """What became of one scorer on one item x trial."""
+
+    SCORED = "scored"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    BUDGET_SKIPPED = "budget_skipped"
+    BUDGET_INTERRUPTED = "budget_interrupted"
+
+
+class RunKind(StrEnum):
+    RUN = "run"
+    RESCORE = "rescore"
+
+
+class RunStatus(StrEnum):
+    """`running` until the flow finishes; `failed_gate` when the item-error-rate gate trips."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED_GATE = "failed_gate"
+    CANCELLED = "cancelled"
+
+
+class FailureKind(StrEnum):
+    """Why a target call failed, in one word an analyst can group by."""
+
+    HTTP = "http"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    PROTOCOL = "protocol"
+    EXCEPTION = "exception"

@@ -1,0 +1,228 @@
+"""Planning a run: validate everything, fix its identity, record it, cut the work into shards.
+
+`open_run` is the only step that writes before items execute, and it writes only after the spec,
+the dataset and every rendered prompt passed validation: bad input leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from assay import __version__
+from assay.dataset import Item, canonical_json, load_items
+from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
+from assay.identity import Identity, identity_of, spec_hash
+from assay.outcomes import RunKind, RunStatus
+from assay.spec import EvalSpec, OpenAITarget, load_spec
+from assay.store import Store
+from assay.targets import render
+
+_MAX_SHARDS = 32
+_MIN_SHARD_SIZE = 25
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A slice of the work: (item position, trial) pairs, and a digest of exactly those."""
+
+    index: int
+    work: tuple[tuple[int, int], ...]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(canonical_json(self.work).encode()).hexdigest()[:16]
+
+
+class RunPlan:
+    """Everything a run's execution needs. A plain class on purpose: Prefect walks the fields of
+    dataclasses and pydantic models passed to tasks, and a plan holds every item.
+
+    Args:
+        run_id: the run's id.
+        spec: the validated spec.
+        spec_dir: the spec's folder (relative paths, importable code).
+        items: the dataset's items.
+        identity: the run's identity.
+        store: where results go.
+        record: the run's row as last written.
+        done: (item_id, trial) already committed when execution started.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        spec: EvalSpec,
+        spec_dir: Path,
+        items: list[Item],
+        identity: Identity,
+        store: Store,
+        record: dict[str, Any],
+        done: set[tuple[str, int]],
+    ) -> None:
+        self.run_id = run_id
+        self.spec = spec
+        self.spec_dir = spec_dir
+        self.items = items
+        self.identity = identity
+        self.store = store
+        self.record = record
+        self.done = done
+
+    @property
+    def total(self) -> int:
+        return len(self.items) * self.spec.trials
+
+    def shards(self) -> list[Shard]:
+        """Cut items x trials into at most 32 shards, in dataset order, trial-major per item."""
+        work = [(position, trial) for position in range(len(self.items)) for trial in range(self.spec.trials)]
+        size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / _MAX_SHARDS))
+        return [Shard(index=n, work=tuple(work[start : start + size])) for n, start in enumerate(range(0, len(work), size))]
+
+
+def new_run_id(now: datetime | None = None, suffix: str | None = None) -> str:
+    """A sortable run id: UTC time to the second, then 6 hex characters."""
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%S}-{suffix or secrets.token_hex(3)}"
+
+
+def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
+    """Render every prompt once, so a template naming a missing field fails before anything runs."""
+    if not isinstance(spec.target, OpenAITarget):
+        return
+    templates = {"target.prompt": spec.target.prompt, "target.system": spec.target.system}
+    problems = []
+    for field_name, template in templates.items():
+        if template is None:
+            continue
+        for item in items:
+            try:
+                render(template, item)
+            except (KeyError, IndexError, ValueError) as exc:
+                problems.append(
+                    f"item {item.item_index} (id {item.item_id!r}): {field_name} {template!r} "
+                    f"cannot be filled: {type(exc).__name__} {exc}"
+                )
+            if len(problems) >= 20:
+                break
+    if problems:
+        raise DatasetError(problems)
+
+
+def _load(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
+    spec = load_spec(spec_path)
+    key_env = getattr(spec.target, "api_key_env", None)
+    if key_env and not os.environ.get(key_env):
+        raise SpecError(f"target.api_key_env: environment variable {key_env!r} is not set", source=str(spec_path))
+    items = load_items(spec.dataset, spec_path.parent)
+    _check_prompts(spec, items)
+    return spec, items
+
+
+def _new_record(spec: EvalSpec, spec_path: Path, items: list[Item], identity: Identity) -> dict[str, Any]:
+    target = spec.target
+    return {
+        "kind": RunKind.RUN,
+        "name": spec.name,
+        "status": RunStatus.RUNNING,
+        "created_at": datetime.now(UTC),
+        "finished_at": None,
+        "spec_path": str(spec_path),
+        "spec_json": spec.model_dump_json(),
+        "spec_hash": spec_hash(spec),
+        "identity": identity.digest,
+        "dataset_hash": identity.dataset,
+        "target_hash": identity.target,
+        "scorers_hash": identity.scorers,
+        "source_run_id": None,
+        "target_kind": target.kind,
+        "model": getattr(target, "model", None),
+        "trials": spec.trials,
+        "seed": spec.seed,
+        "tags": list(spec.tags),
+        "n_items": len(items),
+        "n_planned": len(items) * spec.trials,
+        "fail_on_item_error_rate": spec.fail_on_item_error_rate,
+        "assay_version": __version__,
+    }
+
+
+def open_run(
+    spec_path: str | Path,
+    *,
+    store: Store,
+    run_id: str | None = None,
+    resume: bool = False,
+    flow_run_id: str | None = None,
+) -> RunPlan:
+    """Validate, fix the identity and record the run as `running`.
+
+    Args:
+        spec_path: the spec file.
+        store: the store to write to.
+        run_id: the run's id; a new one when None.
+        resume: continue `run_id` (its identity must not have changed) rather than start it.
+        flow_run_id: the Prefect flow run executing this, if any.
+    """
+    spec_path = Path(spec_path).resolve()
+    spec, items = _load(spec_path)
+    identity = identity_of(spec, items)
+    run_id = run_id or new_run_id()
+
+    if resume or _exists(store, run_id):
+        record = store.read_run(run_id)
+        before = Identity(
+            dataset=record["dataset_hash"],
+            target=record["target_hash"],
+            scorers=record["scorers_hash"],
+            trials=record["trials"],
+            seed=record["seed"],
+        )
+        changed = identity.differences(before)
+        if changed:
+            raise ResumeRefusedError(
+                f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
+                f"Start a new run with `assay run {spec_path}` instead."
+            )
+        store.remove_uncommitted(run_id)
+        record = {k: v for k, v in record.items() if k != "run_id"}
+        record.update(status=RunStatus.RUNNING, finished_at=None)
+    else:
+        record = _new_record(spec, spec_path, items, identity)
+    record["prefect_flow_run_id"] = flow_run_id
+    store.write_run(run_id, record)
+    return RunPlan(
+        run_id=run_id,
+        spec=spec,
+        spec_dir=spec_path.parent,
+        items=items,
+        identity=identity,
+        store=store,
+        record=record,
+        done=store.done_keys(run_id),
+    )
+
+
+def _exists(store: Store, run_id: str) -> bool:
+    try:
+        store.read_run(run_id)
+    except RunNotFoundError:
+        return False
+    return True
+
+
+def spec_for_resume(store: Store, run_id: str) -> Path:
+    """The spec file a stored run was started from (resume re-reads it and checks identity)."""
+    record = store.read_run(run_id)
+    path = Path(record["spec_path"])
+    if not path.is_file():
+        raise SpecError(f"run {run_id} was started from {path}, which no longer exists")
+    return path
+

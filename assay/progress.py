@@ -1,0 +1,37 @@
+"""Where item-level progress goes while a run executes.
+
+The CLI installs a reporter (a live progress bar); flows and the Prefect UI run without one.
+A module-level hook rather than a flow parameter, because Prefect sends parameters to its API
+as JSON and a callback is not JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Reporter(Protocol):
+    def started(self, total: int, already_done: int) -> None: ...
+
+    def item_done(self, outcome: str) -> None: ...
+
+
+class _Silent:
+    def started(self, total: int, already_done: int) -> None:
+        pass
+
+    def item_done(self, outcome: str) -> None:
+        pass
+
+
+_reporter: Reporter = _Silent()
+
+
+def current() -> Reporter:
+    return _reporter
+
+
+def install(reporter: Reporter | None) -> None:
+    """Install `reporter` for runs in this process (None restores the silent one)."""
+    global _reporter
+    _reporter = reporter or _Silent()

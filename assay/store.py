@@ -1,0 +1,152 @@
+"""The store: Parquet datasets hive-partitioned by run id.
+
+    <root>/runs/run_id=<id>/run.parquet         one row per run, rewritten atomically
+    <root>/items/run_id=<id>/<part>.parquet     one row per item x trial
+    <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer
+
+A batch of results is committed as two parts of the same name: the scores part first, then the
+items part. The items part is the commit marker: a scores part without its items part is an
+orphan of a killed process and is removed before a run resumes, so every item and each of its
+scores end up in the store exactly once. Every file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assay import _schema
+from assay.errors import RunNotFoundError, StoreError
+
+DEFAULT_ROOT = "assay-store"
+_TMP_PREFIX = ".tmp-"
+
+
+def default_root() -> str:
+    """`ASSAY_STORE` if set, else `./assay-store`."""
+    return os.environ.get("ASSAY_STORE") or DEFAULT_ROOT
+
+
+def _write_atomic(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+class Store:
+    """A local folder holding runs, items and scores.
+
+    Args:
+        root: the folder (created on first write).
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root if root is not None else default_root())
+
+    def _partition(self, dataset: str, run_id: str) -> Path:
+        return self.root / dataset / f"run_id={run_id}"
+
+    def artifacts_dir(self, run_id: str) -> Path:
+        return self.root / "artifacts" / run_id
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def write_run(self, run_id: str, record: dict[str, Any]) -> None:
+        """Write (or replace) a run's row."""
+        table = pa.Table.from_pylist([record], schema=_schema.RUNS)
+        _write_atomic(table, self._partition("runs", run_id) / "run.parquet")
+
+    def read_run(self, run_id: str) -> dict[str, Any]:
+        """A run's row; `RunNotFoundError` if the store has no such run."""
+        path = self._partition("runs", run_id) / "run.parquet"
+        if not path.is_file():
+            raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
+        rows = pq.read_table(path).to_pylist()
+        if len(rows) != 1:
+            raise StoreError(f"{path} holds {len(rows)} rows, expected 1")
+        return {"run_id": run_id, **rows[0]}
+
+    # -- items and scores -----------------------------------------------------------------------
+
+    def commit_batch(self, run_id: str, part: str, items: pa.Table, scores: pa.Table) -> None:
+        """Write one batch: scores first, then items (the commit marker)."""
+        name = f"{part}.parquet"
+        if scores.num_rows:
+            _write_atomic(scores, self._partition("scores", run_id) / name)
+        _write_atomic(items, self._partition("items", run_id) / name)
+
+    def remove_uncommitted(self, run_id: str) -> int:
+        """Delete temporary files and orphaned scores parts of a run; returns how many."""
+        removed = 0
+        committed = {p.name for p in self._parts("items", run_id)}
+        for dataset in ("items", "scores"):
+            folder = self._partition(dataset, run_id)
+            if not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                orphan = dataset == "scores" and path.name not in committed
+                if path.name.startswith(_TMP_PREFIX) or orphan:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        return removed
+
+    def _parts(self, dataset: str, run_id: str) -> list[Path]:
+        folder = self._partition(dataset, run_id)
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(_TMP_PREFIX))
+
+    def done_keys(self, run_id: str) -> set[tuple[str, int]]:
+        """(item_id, trial) of every item already committed for the run."""
+        parts = self._parts("items", run_id)
+        if not parts:
+            return set()
+        frame = pl.read_parquet(parts, columns=["item_id", "trial"])
+        return set(zip(frame["item_id"].to_list(), frame["trial"].to_list(), strict=True))
+
+    def run_items(self, run_id: str) -> pl.DataFrame:
+        """All committed items of one run."""
+        return self._read_run_dataset("items", run_id, _schema.ITEMS)
+
+    def run_scores(self, run_id: str) -> pl.DataFrame:
+        """All committed scores of one run."""
+        committed = {p.name for p in self._parts("items", run_id)}
+        parts = [p for p in self._parts("scores", run_id) if p.name in committed]
+        if not parts:
+            return pl.DataFrame(schema=pl.from_arrow(_schema.SCORES.empty_table()).schema)
+        return pl.read_parquet(parts)
+
+    def _read_run_dataset(self, dataset: str, run_id: str, schema: pa.Schema) -> pl.DataFrame:
+        parts = self._parts(dataset, run_id)
+        if not parts:
+            return pl.DataFrame(schema=pl.from_arrow(schema.empty_table()).schema)
+        return pl.read_parquet(parts)
+
+    # -- the analyst's view -----------------------------------------------------------------------
+
+    def _scan(self, dataset: str, pattern: str) -> pl.LazyFrame:
+        if not any((self.root / dataset).glob(f"run_id=*/{pattern}")):
+            schema = pl.from_arrow(getattr(_schema, dataset.upper()).empty_table()).schema
+            return pl.LazyFrame(schema={"run_id": pl.String, **schema})
+        return pl.scan_parquet(
+            str(self.root / dataset / "**" / pattern), hive_partitioning=True, hive_schema={"run_id": pl.String}
+        )
+
+    def runs(self) -> pl.LazyFrame:
+        """Every run, one row each."""
+        return self._scan("runs", "run.parquet")
+
+    def items(self) -> pl.LazyFrame:
+        """Every item of every run."""
+        return self._scan("items", "part-*.parquet")
+
+    def scores(self) -> pl.LazyFrame:
+        """Every score of every run."""
+        return self._scan("scores", "part-*.parquet")

@@ -1,0 +1,51 @@
+"""What every target returns, and the protocol it follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from assay.dataset import Item
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; None where it reported nothing."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    """One successful target call.
+
+    Args:
+        output: what the target answered.
+        model: the model that answered, as the provider named it.
+        usage: measured token usage.
+        wire_ms: time of the attempt that succeeded, on the wire.
+        retry_ms: time spent before it, in failed attempts and backoff.
+        retries: how many attempts failed before it.
+        caller_cost: cost the target's own code reported (kept apart from measured cost).
+        caller_metadata: metadata the target's own code reported.
+    """
+
+    output: Any
+    model: str | None = None
+    usage: Usage | None = None
+    wire_ms: float | None = None
+    retry_ms: float = 0.0
+    retries: int = 0
+    caller_cost: float | None = None
+    caller_metadata: dict[str, Any] | None = None
+
+
+class Target(Protocol):
+    """Answers one item. Raises `assay.errors.TargetFailure` for a failure that is data."""
+
+    async def __call__(self, item: Item, trial: int) -> TargetResult: ...
+
+    async def aclose(self) -> None: ...

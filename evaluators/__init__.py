@@ -1,0 +1,60 @@
+"""Assay's scorers and the function that runs them.
+
+A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates them with
+(`scorers: list[ScorerSpec]`), and `evaluate` runs one on one sample.
+
+    exact_match   output equals expected, with optional normalisation     ExactMatch
+    includes      output contains expected (or `value`)                   Includes
+    regex         a regular expression matches the output                 Regex
+    json_valid    output is valid JSON                                    JsonValid
+    json_schema   output is JSON valid under a JSON Schema                JsonSchema
+    numeric       the number in the output is close to expected           Numeric
+    token_f1      SQuAD-style token F1 against expected                   TokenF1
+    user_code     a Python function named `module:function`               UserCode
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, get_args
+
+from pydantic import Field
+
+from evaluators._base import Sample, Score, Scorer
+from evaluators._evaluate import ScoreRecord, evaluate
+from evaluators.deterministic import (
+    ExactMatch,
+    Includes,
+    JsonSchema,
+    JsonValid,
+    Numeric,
+    Regex,
+    TokenF1,
+)
+from evaluators.user import UserCode
+
+ScorerSpec = Annotated[
+    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode,
+    Field(discriminator="kind"),
+]
+
+SCORER_KINDS: list[str] = sorted(
+    get_args(cls.model_fields["kind"].annotation)[0] for cls in get_args(get_args(ScorerSpec)[0])
+)
+
+__all__ = [
+    "SCORER_KINDS",
+    "ExactMatch",
+    "Includes",
+    "JsonSchema",
+    "JsonValid",
+    "Numeric",
+    "Regex",
+    "Sample",
+    "Score",
+    "ScoreRecord",
+    "Scorer",
+    "ScorerSpec",
+    "TokenF1",
+    "UserCode",
+    "evaluate",
+]

@@ -1,0 +1,68 @@
+"""The contract every scorer follows.
+
+A scorer is a pydantic model: its fields are the parameters users write in the spec, and the
+model *is* the scorer (`score()` does the work). `kind` discriminates the union in the spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """What a scorer sees of one item x trial.
+
+    Args:
+        output: what the target returned (a string for model targets, any JSON value otherwise).
+        input: the item's input field.
+        expected: the item's expected field, or None.
+        annotations: the item's annotations (a dict, possibly empty).
+        fields: the whole dataset row.
+    """
+
+    output: Any
+    input: Any
+    expected: Any = None
+    annotations: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A scorer's full answer: a value in [0, 1], and optionally why."""
+
+    value: float
+    explanation: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Scorer(BaseModel):
+    """Base of every scorer spec.
+
+    Args:
+        kind: which scorer (the discriminator in the spec).
+        name: the column name of its scores; defaults to `kind`.
+        applies: optional `module:function` called as `applies(output, input, annotations)`;
+            a falsy answer makes the scorer's outcome `skipped` for that item.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: ClassVar[str] = "1"
+    # Model-graded scorers set this False; compare uses it for default thresholds.
+    deterministic: ClassVar[bool] = True
+
+    kind: str
+    name: str = ""
+    applies: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.kind)
+
+    def score(self, sample: Sample) -> float | bool | Score:  # may also be async
+        raise NotImplementedError

@@ -1,0 +1,112 @@
+"""Running one scorer on one sample, turning whatever happens into a `ScoreRecord`."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from assay.outcomes import ScorerOutcome
+from evaluators._base import Sample, Score, Scorer
+from evaluators._imports import add_search_path, import_callable
+
+_REPR_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRecord:
+    """One scorer's result on one item x trial, as stored.
+
+    Args:
+        scorer: the scorer's name (its score column).
+        scorer_kind: its `kind`.
+        scorer_version: its class's `version`.
+        score: the value in [0, 1]; None unless the outcome is `scored`.
+        outcome: scored, failed or skipped.
+        error: why it failed, or None.
+        duration_ms: wall time of `applies` and `score` together.
+        explanation: the scorer's explanation, if it gave one.
+        metadata: the scorer's metadata, if it gave any.
+    """
+
+    scorer: str
+    scorer_kind: str
+    scorer_version: str
+    score: float | None
+    outcome: ScorerOutcome
+    error: str | None
+    duration_ms: float
+    explanation: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+
+
+async def _resolve(result: Any) -> Any:
+    return await result if inspect.isawaitable(result) else result
+
+
+async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = None) -> ScoreRecord:
+    """Run `scorer` on `sample`. Never raises for the scorer's faults: they become `failed` records.
+
+    Args:
+        scorer: the scorer spec.
+        sample: what it scores.
+        search_path: the spec's folder, made importable for `applies` and user scorers.
+
+    Raises:
+        asyncio.CancelledError: when the task is cancelled; the caller records that.
+    """
+    start = time.perf_counter()
+
+    def record(
+        outcome: ScorerOutcome,
+        *,
+        score: float | None = None,
+        error: str | None = None,
+        explanation: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ScoreRecord:
+        return ScoreRecord(
+            scorer=scorer.name,
+            scorer_kind=scorer.kind,
+            scorer_version=type(scorer).version,
+            score=score,
+            outcome=outcome,
+            error=error,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            explanation=explanation,
+            metadata=metadata,
+        )
+
+    # `except Exception` on purpose: CancelledError is a BaseException and must reach the caller.
+    try:
+        add_search_path(search_path)
+        if scorer.applies is not None:
+            applies = import_callable(scorer.applies)
+            if not await _resolve(applies(sample.output, sample.input, sample.annotations)):
+                return record(ScorerOutcome.SKIPPED)
+        result = await _resolve(scorer.score(sample))
+    except Exception as exc:
+        return record(ScorerOutcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+
+    explanation = metadata = None
+    if isinstance(result, Score):
+        result, explanation, metadata = result.value, result.explanation, result.metadata
+    # bool is a numbers.Real; the chained comparison is False for NaN and the infinities.
+    if not (isinstance(result, numbers.Real) and 0 <= result <= 1):
+        return record(
+            ScorerOutcome.FAILED,
+            error=(
+                f"scorer {scorer.name!r} returned {_cut(result)} for input {_cut(sample.input)}: "
+                "scores must be finite numbers in [0, 1]"
+            ),
+        )
+    return record(
+        ScorerOutcome.SCORED, score=float(result), explanation=explanation, metadata=metadata
+    )

@@ -1,0 +1,53 @@
+"""Resolving the `module:function` references a spec names (user scorers, `applies`)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def add_search_path(search_path: str | None) -> None:
+    """Put `search_path` at the front of `sys.path`, unless it is already there.
+
+    Args:
+        search_path: a folder (usually the spec's) whose modules a spec may reference; None does nothing.
+    """
+    if search_path is None:
+        return
+    path = os.path.abspath(search_path)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def import_callable(ref: str, search_path: str | None = None) -> Callable[..., Any]:
+    """Import the callable `ref` names.
+
+    Args:
+        ref: `module:attribute`, where the module may be dotted (`pkg.mod`) and so may the attribute
+            (`Class.method`).
+        search_path: a folder made importable first (see `add_search_path`).
+
+    Raises:
+        ValueError: naming `ref`, when it is malformed, its module or attribute is missing, or the
+            attribute is not callable. Other errors raised while importing the module propagate.
+    """
+    module_name, _, attr_path = ref.partition(":")
+    if not module_name or not attr_path:
+        raise ValueError(f"{ref!r} is not a reference of the form 'module:function'")
+    add_search_path(search_path)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # Also covers a missing dependency of the module; the message says which module.
+        raise ValueError(f"cannot import {ref!r}: {exc}") from exc
+    for attr in attr_path.split("."):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            raise ValueError(f"cannot import {ref!r}: {module_name!r} has no attribute {attr_path!r}") from None
+    if not callable(obj):
+        raise ValueError(f"cannot use {ref!r}: {type(obj).__name__} object is not callable")
+    return obj

@@ -1,0 +1,35 @@
+"""The shard task: one slice of a run's items, executed and committed to the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.context import TaskRunContext
+
+from assay.execute import Executor, ShardReport
+from assay.plan import Shard
+
+# Bump when shard execution changes what it writes, so old cached shard results stop matching.
+CODE_VERSION = "1"
+
+
+def shard_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
+    """(task, code version, run, identity, shard contents): a resumed run skips finished shards;
+    a new run of the same spec, having its own run id, never inherits another run's results."""
+    plan = parameters["executor"].plan
+    shard = parameters["shard"]
+    return f"assay-run-shard-v{CODE_VERSION}-{plan.run_id}-{plan.identity.digest}-{shard.digest}"
+
+
+@task(
+    name="run-shard",
+    task_run_name="shard-{shard.index}",
+    retries=2,
+    retry_delay_seconds=2,
+    cache_key_fn=shard_cache_key,
+    persist_result=True,
+)
+async def run_shard(executor: Executor, shard: Shard) -> ShardReport:
+    """Execute one shard. A retry re-runs only its items not yet committed."""
+    return await executor.run_shard(shard)
