@@ -60,7 +60,7 @@ class Scorer(BaseModel):
     name: str = ""
     applies: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
 
-    def model_post_init(self, __context: Any) -> None:
+    def model_post_init(self, context: Any, /) -> None:
         if not self.name:
             object.__setattr__(self, "name", self.kind)
 

@@ -92,7 +92,7 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             if not await _resolve(applies(sample.output, sample.input, sample.annotations)):
                 return record(ScorerOutcome.SKIPPED)
         result = await _resolve(scorer.score(sample))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         return record(ScorerOutcome.FAILED, error=f"{type(exc).__name__}: {exc}")
 
     explanation = metadata = None
@@ -107,6 +107,4 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
                 "scores must be finite numbers in [0, 1]"
             ),
         )
-    return record(
-        ScorerOutcome.SCORED, score=float(result), explanation=explanation, metadata=metadata
-    )
+    return record(ScorerOutcome.SCORED, score=float(result), explanation=explanation, metadata=metadata)

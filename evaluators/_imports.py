@@ -23,7 +23,7 @@ def add_search_path(search_path: str | None) -> None:
 
 
 def import_callable(ref: str, search_path: str | None = None) -> Callable[..., Any]:
-    """Import the callable `ref` names.
+    """Import the callable `ref` names. Errors raised by the module's own code propagate.
 
     Args:
         ref: `module:attribute`, where the module may be dotted (`pkg.mod`) and so may the attribute
@@ -31,8 +31,8 @@ def import_callable(ref: str, search_path: str | None = None) -> Callable[..., A
         search_path: a folder made importable first (see `add_search_path`).
 
     Raises:
-        ValueError: naming `ref`, when it is malformed, its module or attribute is missing, or the
-            attribute is not callable. Other errors raised while importing the module propagate.
+        ValueError: naming `ref`, when it is malformed or its module or attribute is missing.
+        TypeError: naming `ref`, when the attribute is not callable.
     """
     module_name, _, attr_path = ref.partition(":")
     if not module_name or not attr_path:
@@ -47,7 +47,9 @@ def import_callable(ref: str, search_path: str | None = None) -> Callable[..., A
         try:
             obj = getattr(obj, attr)
         except AttributeError:
-            raise ValueError(f"cannot import {ref!r}: {module_name!r} has no attribute {attr_path!r}") from None
+            raise ValueError(
+                f"cannot import {ref!r}: {module_name!r} has no attribute {attr_path!r}"
+            ) from None
     if not callable(obj):
-        raise ValueError(f"cannot use {ref!r}: {type(obj).__name__} object is not callable")
+        raise TypeError(f"cannot use {ref!r}: {type(obj).__name__} object is not callable")
     return obj

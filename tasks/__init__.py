@@ -7,7 +7,8 @@ configured (see docs/prefect.md).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prefect.context import FlowRunContext
 

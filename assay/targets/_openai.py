@@ -16,7 +16,13 @@ from urllib.parse import urlsplit
 
 import httpx
 from httpx_aiohttp import HttpxAiohttpClient
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from assay.dataset import Item
 from assay.errors import TargetFailure
@@ -65,7 +71,7 @@ class OpenAIChatTarget:
             timeout=httpx.Timeout(spec.timeout),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
-        self._wait_backoff = wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
+        self._wait_backoff = wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
 
     def request_body(self, item: Item) -> dict[str, Any]:
         messages = []

@@ -1,0 +1,84 @@
+"""Shared fixtures: an isolated Prefect home, a mock model server, spec files and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from assay.mock_openai import MockOpenAIServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_prefect(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never touch the user's PREFECT_HOME, never report telemetry, never see an API URL."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    os.environ["DO_NOT_TRACK"] = "1"
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ.pop("PREFECT_API_URL", None)
+    os.environ.pop("ASSAY_STORE", None)
+
+
+@pytest.fixture(scope="session")
+def mock_server() -> Iterator[MockOpenAIServer]:
+    with MockOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def mock(mock_server: MockOpenAIServer) -> MockOpenAIServer:
+    """The session's mock server, reset for this test."""
+    mock_server.reset()
+    mock_server.configure(latency_ms=0, answers={}, faults=[])
+    return mock_server
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def write_spec(folder: Path, **spec: Any) -> Path:
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def arithmetic_rows(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(n)]
+
+
+def openai_spec(folder: Path, base_url: str, n: int = 10, **overrides: Any) -> Path:
+    """A spec over `n` arithmetic rows against the mock server, with two scorers."""
+    write_jsonl(folder / "data.jsonl", arithmetic_rows(n))
+    spec: dict[str, Any] = {
+        "name": "arith",
+        "dataset": {"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        "target": {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}"},
+        "scorers": [{"kind": "exact_match", "name": "exact"}, {"kind": "regex", "name": "digits", "pattern": "\\d+"}],
+        "concurrency": 4,
+    }
+    spec.update(overrides)
+    return write_spec(folder, **spec)
+
+
+def run_assay(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The `assay` command in a subprocess, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )

@@ -1,0 +1,145 @@
+"""The run flow end to end, in process (embedded path), against the mock server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import openai_spec, write_jsonl, write_spec
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_openai_run_stores_items_scores_and_usage(tmp_path, mock, capsys):
+    mock.configure(answers={"What is 3 + 3?": "6", "What is 4 + 4?": "eight"})
+    spec = openai_spec(tmp_path, mock.base_url, n=6)
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+
+    assert code == 0
+    assert summary["status"] == "completed"
+    assert summary["items"]["completed"] == 6
+    store = Store(tmp_path / "store")
+    items = store.run_items(summary["run_id"]).sort("item_index")
+    scores = store.run_scores(summary["run_id"])
+    assert items.height == 6 and scores.height == 12
+    # The mock echoes unknown prompts, so only q3 answers right; q4 answers in words.
+    exact = dict(scores.filter(pl.col("scorer") == "exact").select("item_id", "score").iter_rows())
+    assert exact["q3"] == 1.0 and exact["q4"] == 0.0 and exact["q0"] == 0.0
+    assert items["tokens_input"].to_list() == [5] * 6  # "What is i + i?" is five words
+    assert items["model"].unique().to_list() == ["mock-1"]
+    assert items["wire_ms"].min() > 0 and items["retries"].sum() == 0
+    assert json.loads(items.filter(pl.col("item_id") == "q4")["output"][0]) == "eight"
+    exact_stats = next(s for s in summary["scorers"] if s["scorer"] == "exact")
+    assert exact_stats["mean"] == pytest.approx(1 / 6) and exact_stats["scored"] == 6
+    assert mock.stats()["requests"] == 6
+
+
+def test_failures_are_outcomes_not_scores_and_trip_the_gate(tmp_path, mock, capsys):
+    mock.configure(faults=[{"status": 400, "times": -1, "match": "What is 1 + 1?"}])
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+
+    assert code == 1, "1 failed of 5 attempted is 20% > the default 5% limit"
+    assert summary["status"] == "failed_gate" and summary["item_error_rate"] == pytest.approx(0.2)
+    store = Store(tmp_path / "store")
+    failed = store.run_items(summary["run_id"]).filter(pl.col("outcome") == "failed")
+    assert failed["item_id"].to_list() == ["q1"]
+    assert failed["failure_http_status"].to_list() == [400]
+    assert failed["failure_retryable"].to_list() == [False]
+    assert failed["failure_request_id"][0].startswith("req_")
+    assert failed["output"].to_list() == [None]
+    # A failed item gets no scores at all: it is a failure, not a zero.
+    assert store.run_scores(summary["run_id"]).filter(pl.col("item_id") == "q1").height == 0
+    assert store.read_run(summary["run_id"])["status"] == "failed_gate"
+
+
+def test_gate_limit_of_one_disables_it(tmp_path, mock, capsys):
+    mock.configure(faults=[{"status": 400, "times": -1}])
+    spec = openai_spec(tmp_path, mock.base_url, n=3, fail_on_item_error_rate=1)
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+    assert code == 0 and summary["items"]["failed"] == 3 and summary["status"] == "completed"
+
+
+def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
+    (tmp_path / "solver_mod.py").write_text(
+        "import asyncio\n"
+        "async def solve(x, trial):\n"
+        "    await asyncio.sleep(0)\n"
+        "    if x == 'boom':\n"
+        "        raise RuntimeError('solver exploded')\n"
+        "    return {'output': x.upper(), 'cost': 0.25, 'metadata': {'trial_seen': trial}}\n"
+    )
+    write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "A"}, {"input": "boom", "expected": "B"}])
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "solver_mod:solve"},
+        scorers=[{"kind": "exact_match"}],
+        trials=2,
+        fail_on_item_error_rate=1,
+    )
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    assert items.height == 4
+    ok = items.filter(pl.col("outcome") == "completed").sort("trial")
+    assert ok["caller_cost_usd"].to_list() == [0.25, 0.25]
+    assert [json.loads(m)["trial_seen"] for m in ok["caller_metadata"]] == [0, 1]
+    assert ok["cost_usd"].to_list() == [None, None], "caller-reported cost is never measured cost"
+    bad = items.filter(pl.col("outcome") == "failed")
+    assert bad.height == 2 and bad["error"][0] == "RuntimeError: solver exploded"
+    assert bad["failure_kind"][0] == "exception"
+    # Without an id field, ids are content hashes, stable across runs.
+    code, again = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    ids_again = Store(tmp_path / "s").run_items(again["run_id"])["item_id"].sort().to_list()
+    assert ids_again == items["item_id"].sort().to_list()
+
+
+def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
+    mock.configure(faults=[{"delay_ms": 3000, "times": 1, "match": "What is 0 + 0?"}])
+    spec = openai_spec(tmp_path, mock.base_url, n=3, item_timeout=0.5, fail_on_item_error_rate=1)
+    _code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    slow = items.filter(pl.col("item_id") == "q0").to_dicts()[0]
+    assert slow["outcome"] == "failed" and slow["failure_kind"] == "timeout"
+    assert "item_timeout" in slow["error"] and slow["duration_ms"] < 2000
+    assert summary["items"]["completed"] == 2
+
+
+def test_show_and_ls(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=2)
+    store = str(tmp_path / "s")
+    _, summary = run_json(capsys, "run", str(spec), "--store", store)
+    code, shown = run_json(capsys, "show", summary["run_id"], "--store", store)
+    assert code == 0 and shown["items"] == summary["items"] and shown["scorers"] == summary["scorers"]
+    assert main(["ls", "--store", store, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in listed] == [summary["run_id"]] and listed[0]["n_completed"] == 2
+    assert main(["show", "nope", "--store", store]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_api_key_comes_from_env_and_is_never_stored(tmp_path, mock, capsys, monkeypatch):
+    monkeypatch.setenv("ASSAY_TEST_KEY", "sk-secret-value-123")
+    spec = openai_spec(tmp_path, mock.base_url, n=2)
+    doc = spec.read_text().replace("prompt:", "api_key_env: ASSAY_TEST_KEY\n  prompt:")
+    spec.write_text(doc)
+    code, _summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0
+    assert mock.stats()["last_authorization"] == "Bearer sk-secret-value-123"
+    for path in Path(tmp_path / "s").rglob("*.parquet"):
+        assert b"sk-secret-value-123" not in path.read_bytes()
+    monkeypatch.delenv("ASSAY_TEST_KEY")
+    assert main(["run", str(spec), "--store", str(tmp_path / "s2")]) == 2
+    assert "ASSAY_TEST_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "s2").exists()
