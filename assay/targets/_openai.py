@@ -8,6 +8,7 @@ jitter, and honour `Retry-After`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -115,10 +116,10 @@ class OpenAIChatTarget:
     async def _attempt(self, content: bytes) -> dict[str, Any]:
         try:
             response = await self._client.post(self._url, content=content)
-        except httpx.TimeoutException as exc:
-            raise self._failed(f"timed out after {self._spec.timeout:g}s: {exc}", FailureKind.TIMEOUT, True)
         except httpx.TransportError as exc:
-            raise self._failed(f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION, True)
+            if _is_timeout(exc):
+                raise self._failed(f"timed out after {self._spec.timeout:g}s", FailureKind.TIMEOUT, True) from None
+            raise self._failed(f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION, True) from None
         request_id = response.headers.get("x-request-id")
         if response.status_code >= 400:
             raise self._failed(
@@ -182,6 +183,14 @@ class OpenAIChatTarget:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _is_timeout(exc: httpx.TransportError) -> bool:
+    # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; the cause tells the truth.
+    cause = exc.__cause__
+    if cause is not None:
+        return isinstance(cause, asyncio.TimeoutError)
+    return isinstance(exc, httpx.TimeoutException)
 
 
 def _error_message(response: httpx.Response) -> str:
