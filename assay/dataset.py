@@ -45,32 +45,105 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+@dataclass(frozen=True, slots=True)
+class _BadRow:
+    """A row the reader could not parse; kept in place so every problem is reported in order."""
+
+    problem: str
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    # utf-8-sig: a byte-order mark (some Windows tools write one) is not part of line 1's JSON.
+    with path.open(encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                rows.append((f"line {number}", _BadRow(f"not valid JSON ({exc.msg}): {line.strip()[:80]!r}")))
+    return rows
+
+
+def _read_csv(path: Path) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        # Rows are labelled with the line they start on, counting the header as line 1, as an
+        # editor shows them; a quoted field may span lines, so count what the reader consumed.
+        header: list[str] | None = None
+        start = 1
+        try:
+            for values in reader:
+                where, start = f"line {start}", reader.line_num + 1
+                if not values:
+                    continue  # a blank line
+                if header is None:
+                    header = values
+                    repeated = sorted({name for name in header if header.count(name) > 1})
+                    if repeated:
+                        # A repeated name would silently keep only the last column's value.
+                        raise DatasetError(
+                            f"{where}: repeated column name(s) in the header: {', '.join(map(repr, repeated))}",
+                            source=str(path),
+                        )
+                elif len(values) != len(header):
+                    rows.append((where, _BadRow(_ragged(header, values))))
+                else:
+                    rows.append((where, dict(zip(header, values, strict=True))))
+        except csv.Error as exc:
+            rows.append((f"line {start}", _BadRow(f"not valid CSV: {exc}")))
+    return rows
+
+
+def _ragged(header: list[str], values: list[str]) -> str:
+    said = f"{len(values)} fields, the header has {len(header)}"
+    if len(values) > len(header):
+        return f"{said}: extra values {values[len(header) :]!r}"
+    return f"{said}: no value for {', '.join(map(repr, header[len(values) :]))}"
+
+
+def _read_parquet(path: Path) -> list[tuple[str, Any]]:
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(path)
+    except pl.exceptions.PolarsError as exc:  # e.g. ComputeError for a file that is not Parquet
+        raise DatasetError(f"not a readable Parquet file: {exc}", source=str(path)) from None
+    return [(f"row {n}", row) for n, row in enumerate(frame.to_dicts(), start=1)]
+
+
 def _read_rows(path: Path) -> list[tuple[str, Any]]:
     """Rows with the label an error message should use for each ("line 3", "row 3")."""
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        rows: list[tuple[str, Any]] = []
-        problems: list[str] = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append((f"line {number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    problems.append(f"line {number}: not valid JSON ({exc.msg}): {line.strip()[:80]!r}")
-        if problems:
-            raise DatasetError(problems[:_MAX_PROBLEMS], source=str(path))
-        return rows
-    if suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as handle:
-            # Line numbers count the header as line 1, as an editor shows them.
-            return [(f"line {n}", row) for n, row in enumerate(csv.DictReader(handle), start=2)]
-    if suffix in (".parquet", ".pq"):
-        import polars as pl
+    readers = {".jsonl": _read_jsonl, ".ndjson": _read_jsonl, ".csv": _read_csv}
+    readers |= {".parquet": _read_parquet, ".pq": _read_parquet}
+    if suffix not in readers:
+        raise DatasetError(
+            f"dataset.path: unsupported dataset format {suffix or path.name!r}: use .jsonl, .csv or .parquet",
+            source=str(path),
+        )
+    try:
+        return readers[suffix](path)
+    except UnicodeDecodeError as exc:
+        raise DatasetError(
+            f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})", source=str(path)
+        ) from None
+    except OSError as exc:
+        raise DatasetError(f"dataset.path: cannot read the file: {exc.strerror}", source=str(path)) from None
 
-        return [(f"row {n}", row) for n, row in enumerate(pl.read_parquet(path).to_dicts(), start=1)]
-    raise DatasetError(f"unsupported dataset format {suffix!r}: use .jsonl, .csv or .parquet", source=str(path))
+
+def _field_list(row: dict[str, Any]) -> str:
+    names = [repr(name) for name in list(row)[:12]]
+    more = ", ..." if len(row) > 12 else ""
+    return f"the row has {', '.join(names)}{more}" if names else "the row is empty"
+
+
+def _capped(problems: list[str]) -> list[str]:
+    if len(problems) <= _MAX_PROBLEMS:
+        return problems
+    return [*problems[:_MAX_PROBLEMS], f"... and {len(problems) - _MAX_PROBLEMS} more problems"]
 
 
 def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
@@ -97,17 +170,21 @@ def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
     hash_counts: dict[str, int] = {}
 
     for index, (where, row) in enumerate(rows):
+        if isinstance(row, _BadRow):
+            problems.append(f"{where}: {row.problem}")
+            continue
         if not isinstance(row, dict):
             problems.append(f"{where}: expected a JSON object, got {type(row).__name__}")
             continue
         row_problems = []
+        has = _field_list(row)
         if spec.input not in row:
-            row_problems.append(f"{where}: field {spec.input!r} (dataset.input) is missing")
+            row_problems.append(f"{where}: field {spec.input!r} (dataset.input) is missing; {has}")
         if expected_required and spec.expected not in row:
-            row_problems.append(f"{where}: field {spec.expected!r} (dataset.expected) is missing")
+            row_problems.append(f"{where}: field {spec.expected!r} (dataset.expected) is missing; {has}")
         if spec.annotations is not None:
             row_problems += [
-                f"{where}: field {name!r} (dataset.annotations) is missing"
+                f"{where}: field {name!r} (dataset.annotations) is missing; {has}"
                 for name in spec.annotations
                 if name not in row
             ]
@@ -142,10 +219,8 @@ def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
                 fields=row,
             )
         )
-        if len(problems) >= _MAX_PROBLEMS:
-            break
     if problems:
-        raise DatasetError(problems[:_MAX_PROBLEMS], source=str(path))
+        raise DatasetError(_capped(problems), source=str(path))
     return items
 
 

@@ -24,7 +24,7 @@ from assay.errors import TargetFailure
 from assay.outcomes import FailureKind, ItemOutcome
 from assay.plan import RunPlan, Shard
 from assay.targets import Target, TargetResult
-from evaluators import Sample, ScoreRecord, evaluate
+from evaluators import Sample, Scorer, ScoreRecord, evaluate
 
 _BATCH_ROWS = 500
 _BATCH_SECONDS = 2.0
@@ -52,6 +52,10 @@ class Executor:
         self.target = target
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
         self._search_path = str(plan.spec_dir)
+        self._sync_scorers: list[Scorer] = []
+        self._async_scorers: list[Scorer] = []
+        for scorer in plan.spec.scorers:
+            (self._async_scorers if _is_async(scorer, self._search_path) else self._sync_scorers).append(scorer)
 
     async def run_shard(self, shard: Shard) -> ShardReport:
         plan = self.plan
@@ -99,17 +103,18 @@ class Executor:
         sample = Sample(
             output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
         )
-        scorers = self.plan.spec.scorers
-        if len(scorers) == 1 or self.plan.spec.scorer_concurrency == 1:
-            records = [await evaluate(s, sample, search_path=self._search_path) for s in scorers]
-        else:
+        # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
+        records = [await evaluate(s, sample, search_path=self._search_path) for s in self._sync_scorers]
+        if len(self._async_scorers) == 1:
+            records.append(await evaluate(self._async_scorers[0], sample, search_path=self._search_path))
+        elif self._async_scorers:
             limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
 
-            async def bounded(scorer: Any) -> ScoreRecord:
+            async def bounded(scorer: Scorer) -> ScoreRecord:
                 async with limiter:
                     return await evaluate(scorer, sample, search_path=self._search_path)
 
-            records = await asyncio.gather(*(bounded(s) for s in scorers))
+            records += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
         return [_score_row(item, trial, record) for record in records]
 
 
@@ -141,6 +146,13 @@ class _Batch:
             )
         self._items, self._scores = [], []
         self._since = time.monotonic()
+
+
+def _is_async(scorer: Scorer, search_path: str) -> bool:
+    try:
+        return scorer.is_async(search_path)
+    except Exception:  # an unimportable user scorer fails on every item, where it is recorded
+        return False
 
 
 def _json(value: Any) -> str | None:

@@ -6,14 +6,17 @@ and the bad value, as a `SpecError` (exit status 2); nothing is written before i
 
 from __future__ import annotations
 
+import difflib
+import re
+import string
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from assay.errors import SpecError
-from evaluators import ScorerSpec
+from evaluators import SCORER_KINDS, ScorerSpec
 
 
 class _Strict(BaseModel):
@@ -37,7 +40,7 @@ class DatasetSpec(_Strict):
     input: str = "input"
     expected: str | None = "expected"
     annotations: list[str] | None = None
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, strict=True)
 
     @field_validator("annotations", mode="before")
     @classmethod
@@ -65,21 +68,31 @@ class OpenAITarget(_Strict):
     api_key_env: str | None = None
     prompt: str = "{input}"
     system: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, le=20)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    timeout: float = Field(default=60.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
 
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
         if value is not None:
-            import string
-
             try:
-                list(string.Formatter().parse(value))
+                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
             except ValueError as exc:
                 raise ValueError(f"bad template {value!r}: {exc}") from None
+            for name in fields:
+                head = re.split(r"[.\[]", name, maxsplit=1)[0]
+                if head == "" or head.isdigit():
+                    raise ValueError(
+                        f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
+                        "name a dataset field, e.g. {question}"
+                    )
+                if "." in name.split("[", 1)[0]:
+                    raise ValueError(
+                        f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
+                        "use {field[key]} for nested values"
+                    )
         return value
 
 
@@ -119,44 +132,172 @@ class EvalSpec(_Strict):
     dataset: DatasetSpec
     target: TargetSpec
     scorers: list[ScorerSpec] = Field(min_length=1)
-    concurrency: int = Field(default=5, ge=1, le=10_000)
-    scorer_concurrency: int = Field(default=5, ge=1, le=1_000)
-    trials: int = Field(default=1, ge=1, le=1_000)
-    seed: int = 0
-    item_timeout: float | None = Field(default=None, gt=0)
-    fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1)
+    # Numbers are strict: YAML reads `yes` / `true` as a boolean, which pydantic would otherwise
+    # take as 1 (`fail_on_item_error_rate: true` silently disabling the gate).
+    concurrency: int = Field(default=5, ge=1, le=10_000, strict=True)
+    scorer_concurrency: int = Field(default=5, ge=1, le=1_000, strict=True)
+    trials: int = Field(default=1, ge=1, le=1_000, strict=True)
+    seed: int = Field(default=0, strict=True)
+    item_timeout: float | None = Field(default=None, gt=0, strict=True)
+    fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
     tags: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _unique_scorer_names(self) -> EvalSpec:
-        names = [s.name for s in self.scorers]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"scorer names must be unique; repeated: {', '.join(dupes)}")
-        return self
+    @field_validator("scorers")
+    @classmethod
+    def _unique_scorer_names(cls, scorers: list[Any]) -> list[Any]:
+        # A field validator, so the problem is reported at `scorers` (with the positions), and
+        # alongside any other problem in the spec.
+        positions: dict[str, list[int]] = {}
+        for index, scorer in enumerate(scorers):
+            positions.setdefault(scorer.name, []).append(index)
+        repeated = [
+            f"{name!r} is used by " + " and ".join(f"scorers.{i}" for i in where)
+            for name, where in positions.items()
+            if len(where) > 1
+        ]
+        if repeated:
+            raise ValueError(
+                f"scorer names must be unique (they name the score columns): {'; '.join(repeated)}"
+            )
+        return scorers
 
 
-def _describe(error: dict[str, Any]) -> str:
-    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-    message = error["msg"]
-    if error["type"] in ("missing",):
-        return f"{where}: field required"
-    if error["type"] == "extra_forbidden":
-        return f"{where}: unknown field"
-    if error["type"] == "union_tag_invalid" or error["type"] == "union_tag_not_found":
-        return f"{where}: {message}"
-    return f"{where}: {message} (got {error.get('input')!r})"
+_TARGET_KINDS = sorted(
+    k for cls in get_args(get_args(TargetSpec)[0]) for k in get_args(cls.model_fields["kind"].annotation)
+)
+
+# What a `pattern=` constraint means, for people (the regex itself is no help).
+_PATTERN_HINTS = {
+    r"^[\w.\-]+$": "use only letters, digits, '_', '.' and '-'",
+    r"^https?://": "must start with http:// or https://",
+    r"^[\w.]+:[\w.]+$": "expected 'module:function'",
+}
+
+_MAX_REPR = 120
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _readable_loc(loc: tuple[Any, ...], data: Any) -> tuple[list[Any], Any]:
+    """The error's location with union tags dropped (`target.openai.base_url` -> `target.base_url`),
+    and the spec node that holds the field (for naming its allowed fields)."""
+    path: list[Any] = []
+    node, parent = data, None
+    for part in loc:
+        is_key = isinstance(node, dict) and part in node
+        is_index = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if is_key or is_index:
+            parent, node = node, node[part]
+        elif isinstance(node, dict) and node.get("kind") == part:
+            continue  # the discriminated union's tag, not a field of the spec
+        else:
+            parent, node = node, None
+        path.append(part)
+    return path, parent
+
+
+def _allowed_fields(path: list[Any], parent: Any) -> list[str]:
+    """The field names allowed where `path` (an unknown field) sits, when known."""
+    models: list[type[BaseModel]] = []
+    if len(path) == 1:
+        models = [EvalSpec]
+    elif path[:-1] == ["dataset"]:
+        models = [DatasetSpec]
+    elif isinstance(parent, dict) and (path[:-1] == ["target"] or (len(path) == 3 and path[0] == "scorers")):
+        union = TargetSpec if path[0] == "target" else ScorerSpec
+        for cls in _union_members(union):
+            if parent.get("kind") in _kinds_of(cls):
+                models = [cls]
+    return sorted({f.alias or name for cls in models for name, f in cls.model_fields.items()})
+
+
+def _union_members(union: Any) -> list[type[BaseModel]]:
+    return list(get_args(get_args(union)[0]))
+
+
+def _kinds_of(cls: type[BaseModel]) -> tuple[Any, ...]:
+    return get_args(cls.model_fields["kind"].annotation)
+
+
+def _describe(error: dict[str, Any], data: Any = None) -> str:
+    """One line for one pydantic error: the field's path, what is wrong, and the bad value."""
+    path, parent = _readable_loc(tuple(error["loc"]), data)
+    where = ".".join(str(p) for p in path) or "(top level)"
+    kind, message, value = error["type"], error["msg"], error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"{where}: required field is missing"
+    if kind == "extra_forbidden":
+        allowed = _allowed_fields(path, parent)
+        hint = ""
+        if allowed:
+            close = difflib.get_close_matches(str(path[-1]), allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
+        return f"{where}: unknown field (value {_short(value)}){hint}"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        discriminator = str(ctx.get("discriminator", "kind")).strip("'\"")
+        kinds = SCORER_KINDS if path[:1] == ["scorers"] else _TARGET_KINDS
+        allowed = ", ".join(kinds)
+        if kind == "union_tag_not_found":
+            return f"{where}.{discriminator}: required field is missing; one of: {allowed}"
+        tag = value.get(discriminator) if isinstance(value, dict) else ctx.get("tag")
+        return f"{where}.{discriminator}: unknown {discriminator} {_short(tag)}; one of: {allowed}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{where}: expected a mapping of fields, got {_short(value)}"
+    if kind == "list_type":
+        return f"{where}: expected a list, got {_short(value)}"
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERN_HINTS:
+        return f"{where}: {_PATTERN_HINTS[ctx['pattern']]} (got {_short(value)})"
+    if kind in ("value_error", "assertion_error"):
+        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        # Validators name the bad value themselves; a whole mapping or list would only be noise.
+        if isinstance(value, dict | list) or repr(value) in message:
+            return f"{where}: {message}"
+    return f"{where}: {message} (got {_short(value)})"
 
 
 def parse_spec(data: Any, *, source: str = "spec") -> EvalSpec:
     """Validate an already-parsed spec document; raises `SpecError` listing every problem."""
+    if data is None:
+        raise SpecError(
+            "the spec is empty: expected a mapping with name, dataset, target and scorers", source=source
+        )
     if not isinstance(data, dict):
-        raise SpecError(f"expected a mapping at the top level, got {type(data).__name__}", source=source)
+        raise SpecError(
+            f"expected a mapping at the top level (name, dataset, target, scorers, ...), "
+            f"got {type(data).__name__} {_short(data)}",
+            source=source,
+        )
     try:
         return EvalSpec.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(e) for e in exc.errors(include_url=False)]
+        problems = [_describe(e, data) for e in exc.errors(include_url=False)]
         raise SpecError(problems, source=source) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key repeated in one mapping (plain YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {first.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_spec(path: str | Path) -> EvalSpec:
@@ -167,13 +308,23 @@ def load_spec(path: str | Path) -> EvalSpec:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror}", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"cannot read spec: not UTF-8 text (byte {exc.start})", source=str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(f"{where}not valid YAML: {getattr(exc, 'problem', exc)}", source=str(path)) from None
+        where = ""
+        if mark is not None:
+            lines = text.splitlines()
+            line = lines[mark.line].strip() if mark.line < len(lines) else ""
+            where = f"line {mark.line + 1}, column {mark.column + 1}: "
+            if line:
+                where += f"{line[:_MAX_REPR]!r}: "
+        raise SpecError(
+            f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}", source=str(path)
+        ) from None
     return parse_spec(data, source=str(path))

@@ -6,6 +6,7 @@ model *is* the scorer (`score()` does the work). `kind` discriminates the union 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -63,6 +64,11 @@ class Scorer(BaseModel):
     def model_post_init(self, context: Any, /) -> None:
         if not self.name:
             object.__setattr__(self, "name", self.kind)
+
+    def is_async(self, search_path: str | None = None) -> bool:
+        """Whether scoring waits on I/O (a coroutine). Sync scorers run one after another on the
+        event loop, since concurrency buys them nothing; async ones run `scorer_concurrency` at once."""
+        return inspect.iscoroutinefunction(type(self).score)
 
     def score(self, sample: Sample) -> float | bool | Score:  # may also be async
         raise NotImplementedError

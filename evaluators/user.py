@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from evaluators._base import Sample, Score, Scorer
-from evaluators._imports import import_callable
+from evaluators._imports import add_search_path, import_callable
 
 # The Sample fields a user function may ask for, by parameter name.
 _ARGUMENTS = ("output", "input", "expected", "annotations", "fields")
@@ -97,6 +97,10 @@ class UserCode(Scorer):
         if not _REF.match(function):
             raise ValueError(f"function must be of the form 'module:function', got {function!r}")
         return function
+
+    def is_async(self, search_path: str | None = None) -> bool:
+        add_search_path(search_path)
+        return inspect.iscoroutinefunction(_load(self.function).fn)
 
     def score(self, sample: Sample) -> Any:
         call = _load(self.function)

@@ -1,0 +1,150 @@
+"""`assay run` and `assay resume` as real Prefect flow runs, against a real `prefect server`.
+
+One server for the module (booting one takes ~10-15 s). What a flow run did is checked twice:
+in Assay's store, and through Prefect's REST API — the flow run, its flow and its shard task runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assay.store import Store
+from tests.conftest import REPO
+from tests.prefect_server import prefect_env, prefect_server
+
+SPEC = "examples/quickstart/spec.yaml"
+QUICKSTART_ITEMS = 40
+ASSAY = str(Path(sys.executable).with_name("assay"))
+# A CLI run takes ~3 s against a running server; the margin is for a loaded machine.
+CLI_TIMEOUT_S = 120
+# Task runs reach the database through the server's event pipeline (the task run recorder),
+# so they can appear a moment after the flow run that made them has finished.
+TASK_RUNS_WAIT_S = 20.0
+
+
+@dataclass(frozen=True)
+class PrefectAPI:
+    """A running server and the environment that points a subprocess at it."""
+
+    url: str
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """The module's first `assay run`: its store, its JSON summary and the CLI's exit status."""
+
+    store: Path
+    summary: dict[str, Any]
+    returncode: int
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI]:
+    """One server per module; the same PREFECT_HOME for every CLI run, so they share its
+    task-result cache as runs on one machine would."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    with prefect_server(home) as url:
+        yield PrefectAPI(url=url, env=prefect_env(home, url))
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_api: PrefectAPI, tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
+    """`assay run` of the quickstart, made once for the module's tests to inspect and resume."""
+    store = tmp_path_factory.mktemp("store")
+    done = _assay(prefect_api, "run", SPEC, "--store", str(store))
+    # A failed CLI prints no summary; leave the failure to the tests' exit-status assertion.
+    summary = json.loads(done.stdout) if done.returncode == 0 else {}
+    return FirstRun(store=store, summary=summary, returncode=done.returncode)
+
+
+def _assay(api: PrefectAPI, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `assay` CLI with `--json` from the repo root against the module's server.
+
+    Not conftest's `run_assay`: it lays its env over os.environ, which would bring back the
+    PREFECT_* settings `prefect_env` removes."""
+    done = subprocess.run(
+        [ASSAY, *args, "--json"],
+        check=False,  # the tests assert on the exit status themselves
+        cwd=REPO,
+        env=api.env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    # Shown by pytest only when a test fails: the CLI's stderr holds Prefect's warnings.
+    print(f"$ assay {' '.join(args)} --json -> {done.returncode}\n{done.stderr}", file=sys.stderr)
+    return done
+
+
+def _shard_task_runs(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:
+    """The flow run's `shard-*` task runs once they are all COMPLETED (or as they are after the
+    wait, for the assertion to report)."""
+    deadline = time.monotonic() + TASK_RUNS_WAIT_S
+    while True:
+        response = httpx.post(
+            f"{api.url}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=10
+        )
+        response.raise_for_status()
+        shards = [run for run in response.json() if run["name"].startswith("shard-")]
+        settled = bool(shards) and all(run["state_type"] == "COMPLETED" for run in shards)
+        if settled or time.monotonic() > deadline:
+            return shards
+        time.sleep(0.5)
+
+
+def _assert_completed_flow_run(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:
+    """Assert the flow run is a COMPLETED run of `assay-run` with completed shard task runs;
+    return those task runs."""
+    flow_run = httpx.get(f"{api.url}/flow_runs/{flow_run_id}", timeout=10)
+    assert flow_run.status_code == 200, flow_run.text
+    assert flow_run.json()["state"]["type"] == "COMPLETED"
+    flow = httpx.get(f"{api.url}/flows/{flow_run.json()['flow_id']}", timeout=10)
+    assert flow.status_code == 200, flow.text
+    assert flow.json()["name"] == "assay-run"
+
+    shards = _shard_task_runs(api, flow_run_id)
+    assert shards, "the flow run has no shard-* task runs"
+    assert {run["name"]: run["state_type"] for run in shards} == {run["name"]: "COMPLETED" for run in shards}
+    return shards
+
+
+def test_run_is_a_prefect_flow_run(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
+    assert first_run.returncode == 0
+    assert first_run.summary["status"] == "completed"
+    record = Store(first_run.store).read_run(first_run.summary["run_id"])
+    assert record["status"] == "completed"
+    assert record["prefect_flow_run_id"]
+
+    _assert_completed_flow_run(prefect_api, record["prefect_flow_run_id"])
+
+
+def test_resume_adds_no_items(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
+    assert first_run.returncode == 0, "the run to resume failed"
+    run_id = first_run.summary["run_id"]
+    store = Store(first_run.store)
+    first_flow_run = store.read_run(run_id)["prefect_flow_run_id"]
+
+    done = _assay(prefect_api, "resume", run_id, "--store", str(first_run.store))
+
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["status"] == "completed"
+    record = store.read_run(run_id)
+    assert record["status"] == "completed"
+    assert record["prefect_flow_run_id"] not in (None, first_flow_run)
+    items = store.run_items(run_id)
+    assert items.height == QUICKSTART_ITEMS
+    assert items.select("item_id", "trial").n_unique() == QUICKSTART_ITEMS
+    # Every shard finished in the first run, so the resumed flow run takes each from the task cache.
+    shards = _assert_completed_flow_run(prefect_api, record["prefect_flow_run_id"])
+    assert {run["state"]["name"] for run in shards} == {"Cached"}
