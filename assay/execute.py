@@ -151,7 +151,7 @@ class _Batch:
 def _is_async(scorer: Scorer, search_path: str) -> bool:
     try:
         return scorer.is_async(search_path)
-    except Exception:  # an unimportable user scorer fails on every item, where it is recorded
+    except Exception:  # noqa: BLE001 - an unimportable user scorer fails on every item, where it is recorded
         return False
 
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, bare_aiohttp_loop, start_mock_subprocess, stop_mock_subprocess  # noqa: E402
+from _common import REPO_ROOT, bare_aiohttp_loop, start_mock_subprocess, stop_mock_subprocess
 
 
 def write_eval(folder: Path, base_url: str, items: int, concurrency: int) -> Path:
