@@ -1,7 +1,11 @@
 """The `openai` target: any OpenAI-compatible chat-completions endpoint.
 
-One `httpx.AsyncClient` per run, over aiohttp's transport (`httpx-aiohttp`): httpx's own
-transport spends ~3 ms of CPU per request, which caps a 2-core machine near 250 req/s.
+httpx's request and response models over aiohttp's transport (`httpx-aiohttp`), one connection
+pool per run, as wide as the run's concurrency. Measured here: httpx's own transport costs ~4 ms
+of CPU per request (~250 req/s on 2 cores); over aiohttp's transport ~0.4 ms. Requests go
+straight to the transport rather than through `httpx.AsyncClient.send`: the client's cookie jar,
+redirect and auth layers, which a model API never uses, cost another ~30 % of a request's CPU
+(benchmarks/throughput.py, docs/performance.md).
 Retries (tenacity) cover 429, 5xx, timeouts and connection errors, with exponential backoff and
 jitter, and honour `Retry-After`.
 """
@@ -16,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from httpx_aiohttp import HttpxAiohttpClient
+from httpx_aiohttp import AiohttpTransport
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -69,10 +73,7 @@ class OpenAIChatTarget:
             headers["authorization"] = f"Bearer {os.environ.get(spec.api_key_env, '')}"
         self._headers = httpx.Headers(headers)
         self._extensions = {"timeout": httpx.Timeout(spec.timeout).as_dict()}
-        self._client = HttpxAiohttpClient(
-            timeout=httpx.Timeout(spec.timeout),
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
-        )
+        self._transport = AiohttpTransport(limits=httpx.Limits(max_connections=concurrency))
         self._wait_backoff = wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
 
     def request_body(self, item: Item) -> dict[str, Any]:
@@ -131,7 +132,8 @@ class OpenAIChatTarget:
             request = httpx.Request(
                 "POST", self._url, headers=self._headers, content=content, extensions=self._extensions
             )
-            response = await self._client.send(request)
+            response = await self._transport.handle_async_request(request)
+            await response.aread()
         except httpx.TransportError as exc:
             if _is_timeout(exc):
                 raise self._failed(f"timed out after {self._spec.timeout:g}s", FailureKind.TIMEOUT, True) from None
@@ -198,7 +200,7 @@ class OpenAIChatTarget:
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()
 
 
 def _is_timeout(exc: httpx.TransportError) -> bool:
