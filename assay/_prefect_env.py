@@ -29,3 +29,22 @@ def api_configured() -> bool:
     from prefect.settings import get_current_settings
 
     return bool(get_current_settings().api.url)
+
+
+def check_api() -> None:
+    """Raise `InputError` naming the URL when the configured Prefect API does not answer."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import get_current_settings
+
+    from assay.errors import InputError
+
+    url = get_current_settings().api.url
+    if url is None:  # `--prefect` without a server: Prefect boots its temporary one
+        return
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        raise InputError(
+            f"the Prefect API at {url} does not answer ({type(problem).__name__}: {problem}); "
+            "start the server, or unset PREFECT_API_URL to run without Prefect"
+        )

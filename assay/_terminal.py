@@ -66,8 +66,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _console() -> Console:
+    # Rich assumes 80 columns when stdout is not a terminal; a piped table should not be cut.
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    console = Console()
+    console = _console()
     counts = summary["items"]
     outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     rate = summary["item_error_rate"]
@@ -104,4 +109,4 @@ def print_runs(runs: pl.DataFrame) -> None:
         table.add_column(column)
     for row in runs.iter_rows():
         table.add_row(*(_fmt(v) for v in row))
-    Console().print(table)
+    _console().print(table)

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from assay import _prefect_env
@@ -66,15 +67,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _execute(args: argparse.Namespace, **params: Any) -> int:
     from assay import _terminal, progress
+    from assay.plan import validate
     from flows.run import run_eval
 
+    orchestrated = args.prefect or _prefect_env.api_configured()
+    if orchestrated:
+        # Bad input and an unreachable server are found here, before a flow run exists to fail.
+        validate(Path(params["spec"]))
+        _prefect_env.check_api()
     if not (args.quiet or args.json):
         progress.install(_terminal.progress_bar())
     try:
-        if args.prefect or _prefect_env.api_configured():
-            summary = asyncio.run(run_eval(store=args.store, **params))
-        else:
-            summary = asyncio.run(run_eval.fn(store=args.store, **params))
+        flow = run_eval if orchestrated else run_eval.fn
+        summary = asyncio.run(flow(store=args.store, **params))
     finally:
         progress.install(None)
     _print_summary(args, summary)

@@ -116,7 +116,8 @@ def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
         raise DatasetError(problems)
 
 
-def _load(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
+def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
+    """Load the spec and dataset and check every prompt renders; raises `InputError`s."""
     spec = load_spec(spec_path)
     key_env = getattr(spec.target, "api_key_env", None)
     if key_env and not os.environ.get(key_env):
@@ -172,7 +173,7 @@ def open_run(
         flow_run_id: the Prefect flow run executing this, if any.
     """
     spec_path = Path(spec_path).resolve()
-    spec, items = _load(spec_path)
+    spec, items = validate(spec_path)
     identity = identity_of(spec, items)
     run_id = run_id or new_run_id()
 
