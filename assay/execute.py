@@ -67,14 +67,18 @@ class Executor:
             else:
                 todo.append((plan.items[position], trial))
         batch = _Batch(plan, shard.index)
+        running = [asyncio.ensure_future(self._run_item(item, trial)) for item, trial in todo]
         try:
-            for finished in asyncio.as_completed([self._run_item(item, trial) for item, trial in todo]):
+            for finished in asyncio.as_completed(running):
                 item_row, score_rows = await finished
                 report.executed[item_row["outcome"]] = report.executed.get(item_row["outcome"], 0) + 1
                 batch.add(item_row, score_rows)
                 progress.current().item_done(item_row["outcome"])
         finally:
-            # Commit what finished even when cancelled or failing, so none of it runs twice.
+            # On cancellation or an infrastructure error, stop the shard's other items (a retry
+            # runs them again) and commit what finished, so none of it runs twice.
+            for task in running:
+                task.cancel()
             batch.flush()
         return report
 

@@ -58,8 +58,10 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         .to_dicts()
     )
     duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
-    tokens = items.select(
-        pl.col("tokens_input").sum(), pl.col("tokens_output").sum(), pl.col("caller_cost_usd").sum()
+    # null, not 0, when no item reported a figure: "unknown" and "none" differ.
+    totals = items.select(
+        pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
+        for c in ("tokens_input", "tokens_output", "tokens_reasoning", "tokens_cached", "caller_cost_usd")
     ).to_dicts()[0]
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
@@ -74,8 +76,8 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
         "duration_ms": duration,
-        "tokens": {"input": tokens["tokens_input"], "output": tokens["tokens_output"]},
-        "caller_cost_usd": tokens["caller_cost_usd"],
+        "tokens": {kind: totals[f"tokens_{kind}"] for kind in ("input", "output", "reasoning", "cached")},
+        "caller_cost_usd": totals["caller_cost_usd"],
         "wall_ms": record.get("wall_ms"),
     }
 
@@ -85,13 +87,6 @@ def close_run(store: Store, run_id: str, *, wall_ms: float) -> dict[str, Any]:
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
-    items = store.run_items(run_id)
-    sums = items.select(
-        pl.col("tokens_input").sum(),
-        pl.col("tokens_output").sum(),
-        pl.col("tokens_reasoning").sum(),
-        pl.col("tokens_cached").sum(),
-    ).to_dicts()[0]
     counts = summary["items"]
     status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
     record.update(
@@ -100,7 +95,7 @@ def close_run(store: Store, run_id: str, *, wall_ms: float) -> dict[str, Any]:
         item_error_rate=summary["item_error_rate"],
         wall_ms=wall_ms,
         **{f"n_{outcome.value}": counts[outcome.value] for outcome in ItemOutcome},
-        **sums,
+        **{f"tokens_{kind}": n for kind, n in summary["tokens"].items()},
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, wall_ms=wall_ms)
