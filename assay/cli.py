@@ -39,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
     resume.add_argument("run_id")
     resume.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    rescore = commands.add_parser("rescore", parents=[common], help="score a stored run again with new scorers")
+    rescore.add_argument("source_run_id")
+    rescore.add_argument("--spec", help="a YAML file whose `scorers` list is used (an eval spec will do)")
+    rescore.add_argument(
+        "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
+    )
+    rescore.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
@@ -65,21 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _execute(args: argparse.Namespace, **params: Any) -> int:
+def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> int:
+    """Run `flow` as a Prefect flow run or embedded (docs/prefect.md), then print its summary."""
     from assay import _terminal, progress
-    from assay.plan import validate
-    from flows.run import run_eval
 
     orchestrated = args.prefect or _prefect_env.api_configured()
     if orchestrated:
         # Bad input and an unreachable server are found here, before a flow run exists to fail.
-        validate(Path(params["spec"]))
+        check()
         _prefect_env.check_api()
     if not (args.quiet or args.json):
         progress.install(_terminal.progress_bar())
     try:
-        flow = run_eval if orchestrated else run_eval.fn
-        summary = asyncio.run(flow(store=args.store, **params))
+        summary = asyncio.run((flow if orchestrated else flow.fn)(store=args.store, **params))
     finally:
         progress.install(None)
     _print_summary(args, summary)
@@ -87,15 +92,46 @@ def _execute(args: argparse.Namespace, **params: Any) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    return _execute(args, spec=args.spec)
+    from assay.plan import validate
+    from flows.run import run_eval
+
+    return _execute(args, run_eval, lambda: validate(Path(args.spec)), spec=args.spec)
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    from assay.rescore import parse_scorers
+    from assay.store import Store
+    from flows.rescore import rescore_run
+
+    def check() -> None:
+        Store(args.store).read_run(args.source_run_id)
+        parse_scorers(spec_path=Path(args.spec) if args.spec else None, inline=args.scorer)
+
+    return _execute(
+        args, rescore_run, check, source_run_id=args.source_run_id, spec=args.spec, scorers=args.scorer or None
+    )
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from assay.plan import spec_for_resume
+    from assay.outcomes import RunKind
+    from assay.plan import spec_for_resume, validate
     from assay.store import Store
+    from flows.rescore import rescore_run
+    from flows.run import run_eval
 
+    record = Store(args.store).read_run(args.run_id)
+    if record["kind"] == RunKind.RESCORE:
+        return _execute(
+            args,
+            rescore_run,
+            lambda: None,
+            source_run_id=record["source_run_id"],
+            spec=record["spec_path"],
+            run_id=args.run_id,
+            resume=True,
+        )
     spec = spec_for_resume(Store(args.store), args.run_id)
-    return _execute(args, spec=str(spec), run_id=args.run_id, resume=True)
+    return _execute(args, run_eval, lambda: validate(spec), spec=str(spec), run_id=args.run_id, resume=True)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -135,7 +171,7 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         _terminal.print_summary(summary)
 
 
-_COMMANDS = {"run": _run, "resume": _resume, "show": _show, "ls": _ls}
+_COMMANDS = {"run": _run, "resume": _resume, "rescore": _rescore, "show": _show, "ls": _ls}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,23 +39,24 @@ class ShardReport:
     already_done: int = 0
 
 
-class Executor:
-    """Runs shards of one plan against one open target, sharing one limiter.
+class ShardExecutor:
+    """Runs shards of one plan: each item produced by `_run_item`, scored, committed in batches.
+    Subclasses say where an item's output comes from (a target, or a stored run).
 
     Args:
         plan: the run's plan.
-        target: the open target.
     """
 
-    def __init__(self, plan: RunPlan, target: Target) -> None:
+    def __init__(self, plan: RunPlan) -> None:
         self.plan = plan
-        self.target = target
-        self.limiter = asyncio.Semaphore(plan.spec.concurrency)
         self._search_path = str(plan.spec_dir)
         self._sync_scorers: list[Scorer] = []
         self._async_scorers: list[Scorer] = []
         for scorer in plan.spec.scorers:
             (self._async_scorers if _is_async(scorer, self._search_path) else self._sync_scorers).append(scorer)
+
+    async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        raise NotImplementedError
 
     async def run_shard(self, shard: Shard) -> ShardReport:
         plan = self.plan
@@ -82,6 +83,38 @@ class Executor:
             batch.flush()
         return report
 
+    async def _score(self, item: Item, trial: int, output: Any) -> list[dict[str, Any]]:
+        sample = Sample(
+            output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
+        )
+        # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
+        records = [await evaluate(s, sample, search_path=self._search_path) for s in self._sync_scorers]
+        if len(self._async_scorers) == 1:
+            records.append(await evaluate(self._async_scorers[0], sample, search_path=self._search_path))
+        elif self._async_scorers:
+            limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
+
+            async def bounded(scorer: Scorer) -> ScoreRecord:
+                async with limiter:
+                    return await evaluate(scorer, sample, search_path=self._search_path)
+
+            records += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
+        return [_score_row(item, trial, record) for record in records]
+
+
+class Executor(ShardExecutor):
+    """Runs shards against one open target, with one limiter for the whole run's target calls.
+
+    Args:
+        plan: the run's plan.
+        target: the open target.
+    """
+
+    def __init__(self, plan: RunPlan, target: Target) -> None:
+        super().__init__(plan)
+        self.target = target
+        self.limiter = asyncio.Semaphore(plan.spec.concurrency)
+
     async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         async with self.limiter:
             started_at = datetime.now(UTC)
@@ -102,24 +135,6 @@ class Executor:
             duration_ms = (time.perf_counter() - started) * 1000
         row = _completed_row(item, trial, started_at, duration_ms, result)
         return row, await self._score(item, trial, result.output)
-
-    async def _score(self, item: Item, trial: int, output: Any) -> list[dict[str, Any]]:
-        sample = Sample(
-            output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
-        )
-        # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
-        records = [await evaluate(s, sample, search_path=self._search_path) for s in self._sync_scorers]
-        if len(self._async_scorers) == 1:
-            records.append(await evaluate(self._async_scorers[0], sample, search_path=self._search_path))
-        elif self._async_scorers:
-            limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
-
-            async def bounded(scorer: Scorer) -> ScoreRecord:
-                async with limiter:
-                    return await evaluate(scorer, sample, search_path=self._search_path)
-
-            records += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
-        return [_score_row(item, trial, record) for record in records]
 
 
 class _Batch:

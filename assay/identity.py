@@ -14,6 +14,7 @@ from typing import Any
 
 from assay.dataset import Item, canonical_json, dataset_hash
 from assay.spec import EvalSpec
+from evaluators import Scorer
 
 _OPERATIONAL_TARGET_FIELDS = {"base_url", "api_key_env", "timeout", "max_retries"}
 
@@ -52,15 +53,17 @@ class Identity:
         return changed
 
 
+def scorers_digest(scorers: list[Scorer]) -> str:
+    """A hash of the scorers' names, kinds, versions and parameters, in name order."""
+    return _hash([{"version": type(s).version, **s.model_dump(mode="json")} for s in sorted(scorers, key=lambda s: s.name)])
+
+
 def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:
     target = spec.target.model_dump(mode="json", exclude=_OPERATIONAL_TARGET_FIELDS)
-    scorers = [
-        {"version": type(s).version, **s.model_dump(mode="json")} for s in sorted(spec.scorers, key=lambda s: s.name)
-    ]
     return Identity(
         dataset=dataset_hash(items)[:16],
         target=_hash(target),
-        scorers=_hash(scorers),
+        scorers=scorers_digest(spec.scorers),
         trials=spec.trials,
         seed=spec.seed,
     )

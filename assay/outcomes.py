@@ -52,3 +52,12 @@ class FailureKind(StrEnum):
     CONNECTION = "connection"
     PROTOCOL = "protocol"
     EXCEPTION = "exception"
+
+
+class Verdict(StrEnum):
+    """A compare's conclusion for one scorer, against its threshold."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"

@@ -53,6 +53,7 @@ class RunPlan:
         store: where results go.
         record: the run's row as last written.
         done: (item_id, trial) already committed when execution started.
+        work: (item position, trial) pairs to execute; default every item x every trial.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class RunPlan:
         store: Store,
         record: dict[str, Any],
         done: set[tuple[str, int]],
+        work: list[tuple[int, int]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.spec = spec
@@ -75,14 +77,17 @@ class RunPlan:
         self.store = store
         self.record = record
         self.done = done
+        self.work = work if work is not None else [
+            (position, trial) for position in range(len(items)) for trial in range(spec.trials)
+        ]
 
     @property
     def total(self) -> int:
-        return len(self.items) * self.spec.trials
+        return len(self.work)
 
     def shards(self) -> list[Shard]:
-        """Cut items x trials into at most 32 shards, in dataset order, trial-major per item."""
-        work = [(position, trial) for position in range(len(self.items)) for trial in range(self.spec.trials)]
+        """Cut the work into at most 32 shards, in order."""
+        work = self.work
         size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / _MAX_SHARDS))
         return [Shard(index=n, work=tuple(work[start : start + size])) for n, start in enumerate(range(0, len(work), size))]
 
@@ -127,7 +132,8 @@ def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     return spec, items
 
 
-def _new_record(spec: EvalSpec, spec_path: Path, items: list[Item], identity: Identity) -> dict[str, Any]:
+def new_record(spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int) -> dict[str, Any]:
+    """A fresh run row, status `running`; the caller sets kind-specific fields."""
     target = spec.target
     return {
         "kind": RunKind.RUN,
@@ -135,7 +141,7 @@ def _new_record(spec: EvalSpec, spec_path: Path, items: list[Item], identity: Id
         "status": RunStatus.RUNNING,
         "created_at": datetime.now(UTC),
         "finished_at": None,
-        "spec_path": str(spec_path),
+        "spec_path": str(spec_path) if spec_path else None,
         "spec_json": spec.model_dump_json(),
         "spec_hash": spec_hash(spec),
         "identity": identity.digest,
@@ -148,11 +154,51 @@ def _new_record(spec: EvalSpec, spec_path: Path, items: list[Item], identity: Id
         "trials": spec.trials,
         "seed": spec.seed,
         "tags": list(spec.tags),
-        "n_items": len(items),
-        "n_planned": len(items) * spec.trials,
+        "n_items": n_items,
+        "n_planned": n_planned,
         "fail_on_item_error_rate": spec.fail_on_item_error_rate,
         "assay_version": __version__,
     }
+
+
+def start_or_resume(
+    store: Store,
+    run_id: str,
+    identity: Identity,
+    fresh: dict[str, Any],
+    *,
+    resume: bool,
+    flow_run_id: str | None,
+    restart_hint: str,
+) -> dict[str, Any]:
+    """Record the run as `running`: a new row, or the stored one after checking its identity.
+
+    A run id that already exists is resumed even without `resume` (a Prefect flow-run retry
+    arrives that way); resuming clears what a killed process left half-written.
+    """
+    if resume or _exists(store, run_id):
+        stored = store.read_run(run_id)
+        before = Identity(
+            dataset=stored["dataset_hash"],
+            target=stored["target_hash"],
+            scorers=stored["scorers_hash"],
+            trials=stored["trials"],
+            seed=stored["seed"],
+        )
+        changed = identity.differences(before)
+        if changed:
+            raise ResumeRefusedError(
+                f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
+                f"{restart_hint}"
+            )
+        store.remove_uncommitted(run_id)
+        record = {k: v for k, v in stored.items() if k != "run_id"}
+        record.update(status=RunStatus.RUNNING, finished_at=None)
+    else:
+        record = fresh
+    record["prefect_flow_run_id"] = flow_run_id
+    store.write_run(run_id, record)
+    return record
 
 
 def open_run(
@@ -176,29 +222,15 @@ def open_run(
     spec, items = validate(spec_path)
     identity = identity_of(spec, items)
     run_id = run_id or new_run_id()
-
-    if resume or _exists(store, run_id):
-        record = store.read_run(run_id)
-        before = Identity(
-            dataset=record["dataset_hash"],
-            target=record["target_hash"],
-            scorers=record["scorers_hash"],
-            trials=record["trials"],
-            seed=record["seed"],
-        )
-        changed = identity.differences(before)
-        if changed:
-            raise ResumeRefusedError(
-                f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
-                f"Start a new run with `assay run {spec_path}` instead."
-            )
-        store.remove_uncommitted(run_id)
-        record = {k: v for k, v in record.items() if k != "run_id"}
-        record.update(status=RunStatus.RUNNING, finished_at=None)
-    else:
-        record = _new_record(spec, spec_path, items, identity)
-    record["prefect_flow_run_id"] = flow_run_id
-    store.write_run(run_id, record)
+    record = start_or_resume(
+        store,
+        run_id,
+        identity,
+        new_record(spec, spec_path, identity, len(items), len(items) * spec.trials),
+        resume=resume,
+        flow_run_id=flow_run_id,
+        restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
+    )
     return RunPlan(
         run_id=run_id,
         spec=spec,

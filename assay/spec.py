@@ -274,8 +274,12 @@ def parse_spec(data: Any, *, source: str = "spec") -> EvalSpec:
     try:
         return EvalSpec.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(e, data) for e in exc.errors(include_url=False)]
-        raise SpecError(problems, source=source) from None
+        raise SpecError(describe_errors(exc, data), source=source) from None
+
+
+def describe_errors(exc: ValidationError, data: Any = None) -> list[str]:
+    """One readable line per problem of a pydantic validation error over `data`."""
+    return [_describe(e, data) for e in exc.errors(include_url=False)]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

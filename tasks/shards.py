@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from assay.execute import Executor, ShardReport
+from assay.execute import ShardExecutor, ShardReport
 from assay.plan import Shard
 
 # Bump when shard execution changes what it writes, so old cached shard results stop matching.
@@ -30,6 +30,6 @@ def shard_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     cache_key_fn=shard_cache_key,
     persist_result=True,
 )
-async def run_shard(executor: Executor, shard: Shard) -> ShardReport:
+async def run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
     """Execute one shard. A retry re-runs only its items not yet committed."""
     return await executor.run_shard(shard)

@@ -1,0 +1,65 @@
+"""The rescore flow: new scorers over a stored run's outputs, the target never called."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.context import FlowRunContext
+
+from assay import progress
+from assay.plan import new_run_id
+from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
+from assay.store import Store
+from assay.summary import close_run
+from tasks import orchestrated, run_shard
+
+
+@flow(name="assay-rescore", log_prints=False)
+async def rescore_run(
+    source_run_id: str,
+    spec: str | None = None,
+    scorers: list[str] | None = None,
+    store: str | None = None,
+    run_id: str | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Score a stored run again with new scorers and return the rescore's summary.
+
+    Args:
+        source_run_id: the run whose outputs are scored.
+        spec: a YAML file whose `scorers` list is used (an eval spec will do).
+        scorers: inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind.
+        store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
+        run_id: the rescore's id; default a new one (under Prefect: derived from the flow run).
+        resume: continue `run_id` with its stored scorers.
+    """
+    started = time.perf_counter()
+    flow_run = FlowRunContext.get().flow_run if FlowRunContext.get() else None
+    if run_id is None and flow_run is not None:
+        run_id = new_run_id(flow_run.created, suffix=flow_run.id.hex[:6])
+
+    # The new scorers (from the rescore's own record when resuming), then the plan over the source's items.
+    spec_path = Path(spec).resolve() if spec else None
+    new_scorers = None if resume else parse_scorers(spec_path=spec_path, inline=scorers or [])
+    plan, source_rows = open_rescore(
+        source_run_id,
+        new_scorers,
+        store=Store(store),
+        spec_dir=spec_path.parent if spec_path else Path.cwd(),
+        spec_path=spec_path,
+        run_id=run_id,
+        resume=resume,
+        flow_run_id=flow_run and str(flow_run.id),
+    )
+    progress.current().started(plan.total, len(plan.done))
+
+    # Score every completed source item in shards; failed ones pass through unscored.
+    executor = RescoreExecutor(plan, source_rows)
+    await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
+
+    # Summarise, apply the item-error-rate gate (carried from the source), record the status.
+    return close_run(plan.store, plan.run_id, wall_ms=(time.perf_counter() - started) * 1000)

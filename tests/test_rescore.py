@@ -1,0 +1,93 @@
+"""Rescore: new scorers over a stored run, no target calls, failed items passed through."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import openai_spec, run_assay
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def source(tmp_path, mock, capsys):
+    """A stored run of 6 items, one of which failed (HTTP 400)."""
+    mock.configure(
+        answers={"What is 1 + 1?": "2", "What is 2 + 2?": "The answer is 4"},
+        faults=[{"status": 400, "times": -1, "match": "What is 5 + 5?"}],
+    )
+    spec = openai_spec(tmp_path, mock.base_url, n=6, fail_on_item_error_rate=1)
+    store = str(tmp_path / "store")
+    code, summary = run_json(capsys, "run", str(spec), "--store", store)
+    assert code == 0
+    mock.reset()
+    return store, summary["run_id"]
+
+
+def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, capsys):
+    store, source_id = source
+    code, summary = run_json(
+        capsys, "rescore", source_id, "--store", store,
+        "--scorer", "{kind: numeric, name: num}", "--scorer", "{kind: includes, name: has}",
+    )
+    assert code == 0
+    assert mock.stats()["requests"] == 0, "a rescore never calls the target"
+    record = Store(store).read_run(summary["run_id"])
+    assert record["kind"] == "rescore" and record["source_run_id"] == source_id
+    assert record["dataset_hash"] == Store(store).read_run(source_id)["dataset_hash"]
+
+    scores = Store(store).run_scores(summary["run_id"])
+    assert set(scores["scorer"]) == {"num", "has"}
+    num = dict(scores.filter(pl.col("scorer") == "num").select("item_id", "score").iter_rows())
+    # q2 answered "The answer is 4": exact would fail, numeric reads the 4.
+    assert num["q2"] == 1.0 and num["q1"] == 1.0 and num["q0"] == 1.0 and num["q3"] == 0.0
+    assert "q5" not in num, "a failed item gets no scores"
+
+    items = Store(store).run_items(summary["run_id"])
+    source_items = Store(store).run_items(source_id)
+    failed = items.filter(pl.col("item_id") == "q5").to_dicts()[0]
+    assert failed["outcome"] == "failed" and failed["failure_http_status"] == 400
+    assert failed["error"] == source_items.filter(pl.col("item_id") == "q5")["error"][0]
+    # Timing carried forward; spend is zero.
+    joined = items.join(source_items, on=["item_id", "trial"], suffix="_src")
+    assert (joined["duration_ms"] == joined["duration_ms_src"]).all()
+    assert items["cost_usd"].to_list() == [0.0] * 6 and items["tokens_input"].sum() == 0
+    assert summary["items"] == {**summary["items"], "completed": 5, "failed": 1}
+
+
+def test_rescore_from_a_spec_file_and_resume(source, tmp_path, capsys):
+    store, source_id = source
+    (tmp_path / "rescore.yaml").write_text("scorers:\n  - {kind: token_f1, name: f1}\n")
+    code, summary = run_json(capsys, "rescore", source_id, "--store", store, "--spec", str(tmp_path / "rescore.yaml"))
+    assert code == 0
+    first = Store(store).run_scores(summary["run_id"])
+    assert first["scorer"].unique().to_list() == ["f1"] and first.height == 5
+    code, again = run_json(capsys, "resume", summary["run_id"], "--store", store)
+    assert code == 0 and again["run_id"] == summary["run_id"]
+    assert Store(store).run_scores(summary["run_id"]).height == 5, "resuming a finished rescore adds nothing"
+
+
+def test_rescore_bad_input(source, capsys):
+    store, source_id = source
+    assert main(["rescore", "nope", "--store", store, "--scorer", "exact_match"]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+    assert main(["rescore", source_id, "--store", store]) == 2
+    assert "--spec FILE or one or more --scorer" in capsys.readouterr().err
+    assert main(["rescore", source_id, "--store", store, "--scorer", "{kind: regex, pattern: '('}"]) == 2
+    assert "pattern" in capsys.readouterr().err
+    assert len(list(Store(store).runs().collect()["run_id"])) == 1, "nothing written on bad input"
+
+
+def test_rescore_in_a_subprocess_matches(source):
+    store, source_id = source
+    result = run_assay("rescore", source_id, "--store", store, "--scorer", "exact_match", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["scorers"][0]["scorer"] == "exact_match"
