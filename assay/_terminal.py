@@ -110,3 +110,58 @@ def print_runs(runs: pl.DataFrame) -> None:
     for row in runs.iter_rows():
         table.add_row(*(_fmt(v) for v in row))
     _console().print(table)
+
+
+def print_comparison(comparison: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
+        f"  ([cyan]{comparison['comparison_id']}[/cyan])"
+    )
+    table = Table(show_header=True, header_style="bold")
+    columns = ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scorer", "verdict") else "right", no_wrap=True)
+    for row in comparison["scorers"]:
+        if not row.get("n_pairs"):
+            table.add_row(row["scorer"], "0", "–", "–", "–", "–", "–", row["verdict"])
+            continue
+        table.add_row(
+            row["scorer"],
+            str(row["n_pairs"]),
+            _fmt(row["baseline_mean"]),
+            _fmt(row["candidate_mean"]),
+            f"{row['delta']:+.3f}",
+            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
+            _fmt(row["p_value"]),
+            row["verdict"],
+        )
+    console.print(table)
+    for line in comparison["lines"]:
+        console.print(line)
+    cost = comparison["cost"]
+    if not cost["certified"]:
+        console.print(f"cost delta not certified: {cost['reason']}")
+    for message in comparison["failed_gates"]:
+        console.print(f"[red]gate failed:[/red] {message}")
+
+
+def print_power(report: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"items needed to detect a difference of {report['mde'] * 100:g} pts with {report['power'] * 100:g}% power "
+        f"(two-sided α = {report['alpha']:g}), from run {report['run_id']}:"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "SD of differences", "items needed", "items in run"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in report["scorers"]:
+        table.add_row(
+            row["scorer"], _fmt(row["mean"]), _fmt(row["sd_of_differences"]),
+            _fmt(row["items_needed"]), str(row["n_scored"]),
+        )
+    console.print(table)
+    console.print(
+        "The SD assumes two independent runs of this run's variance; paired runs correlate, so this "
+        "over-states what you need (docs/statistics.md)."
+    )

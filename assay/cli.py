@@ -46,6 +46,25 @@ def _parser() -> argparse.ArgumentParser:
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
     )
     rescore.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    compare = commands.add_parser("compare", parents=[common], help="compare candidate runs with baseline runs")
+    compare.add_argument("baseline", nargs="+", help="baseline run id(s); several are averaged per item")
+    compare.add_argument("--candidate", nargs="+", required=True, help="candidate run id(s)")
+    compare.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
+    )
+    compare.add_argument("--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)")
+    compare.add_argument("--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)")
+    compare.add_argument(
+        "--fail-on", action="append", choices=["regressed", "inconclusive"], help="verdicts that fail (default regressed)"
+    )
+    compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
+    compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    power = commands.add_parser("power", parents=[common], help="items a comparison needs to detect a difference")
+    power.add_argument("run_id")
+    power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
+    power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
@@ -134,6 +153,62 @@ def _resume(args: argparse.Namespace) -> int:
     return _execute(args, run_eval, lambda: validate(spec), spec=str(spec), run_id=args.run_id, resume=True)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from assay import _terminal
+    from assay.compare import CompareOptions, load_sides
+    from assay.errors import SpecError
+    from assay.spec import describe_errors
+    from assay.store import Store
+    from flows.compare import compare_runs
+
+    thresholds = {}
+    for text in args.threshold:
+        name, _, value = text.partition("=")
+        try:
+            thresholds[name] = float(value)
+        except ValueError:
+            raise SpecError(f"--threshold {text!r}: expected NAME=NUMBER") from None
+    try:
+        options = CompareOptions(
+            thresholds=thresholds,
+            max_item_error_rate=args.max_item_error_rate,
+            max_scorer_error_rate=args.max_scorer_error_rate,
+            fail_on=args.fail_on or ["regressed"],
+            cluster=args.cluster,
+            resamples=args.resamples,
+            seed=args.seed,
+        )
+    except ValidationError as exc:
+        raise SpecError(describe_errors(exc)) from None
+    params = {"baseline": args.baseline, "candidate": args.candidate, "store": args.store, "options": options}
+    if args.prefect or _prefect_env.api_configured():
+        load_sides(Store(args.store), args.baseline, args.candidate)
+        _prefect_env.check_api()
+        comparison = compare_runs(**params)
+    else:
+        comparison = compare_runs.fn(**params)
+    if args.json:
+        print(json.dumps(comparison, default=str, indent=2))
+    elif not args.quiet:
+        _terminal.print_comparison(comparison)
+    return EXIT_OK if comparison["passed"] else EXIT_GATE
+
+
+def _power(args: argparse.Namespace) -> int:
+    from assay import _terminal
+    from assay.compare import power_report
+    from assay.store import Store
+
+    report = power_report(Store(args.store), args.run_id, args.mde, power=args.power)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif not args.quiet:
+        _terminal.print_power(report)
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -171,7 +246,7 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         _terminal.print_summary(summary)
 
 
-_COMMANDS = {"run": _run, "resume": _resume, "rescore": _rescore, "show": _show, "ls": _ls}
+_COMMANDS = {"run": _run, "resume": _resume, "rescore": _rescore, "compare": _compare, "power": _power, "show": _show, "ls": _ls}
 
 if __name__ == "__main__":
     sys.exit(main())

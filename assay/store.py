@@ -33,7 +33,7 @@ def default_root() -> str:
     return os.environ.get("ASSAY_STORE") or DEFAULT_ROOT
 
 
-def _write_atomic(table: pa.Table, path: Path) -> None:
+def write_atomic(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
     pq.write_table(table, tmp, compression="zstd")
@@ -61,7 +61,7 @@ class Store:
     def write_run(self, run_id: str, record: dict[str, Any]) -> None:
         """Write (or replace) a run's row."""
         table = pa.Table.from_pylist([record], schema=_schema.RUNS)
-        _write_atomic(table, self._partition("runs", run_id) / "run.parquet")
+        write_atomic(table, self._partition("runs", run_id) / "run.parquet")
 
     def read_run(self, run_id: str) -> dict[str, Any]:
         """A run's row; `RunNotFoundError` if the store has no such run."""
@@ -79,8 +79,8 @@ class Store:
         """Write one batch: scores first, then items (the commit marker)."""
         name = f"{part}.parquet"
         if scores.num_rows:
-            _write_atomic(scores, self._partition("scores", run_id) / name)
-        _write_atomic(items, self._partition("items", run_id) / name)
+            write_atomic(scores, self._partition("scores", run_id) / name)
+        write_atomic(items, self._partition("items", run_id) / name)
 
     def remove_uncommitted(self, run_id: str) -> int:
         """Delete temporary files and orphaned scores parts of a run; returns how many."""

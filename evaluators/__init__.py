@@ -37,11 +37,13 @@ ScorerSpec = Annotated[
     Field(discriminator="kind"),
 ]
 
-SCORER_KINDS: list[str] = sorted(
-    get_args(cls.model_fields["kind"].annotation)[0] for cls in get_args(get_args(ScorerSpec)[0])
-)
+SCORER_CLASSES: dict[str, type[Scorer]] = {
+    get_args(cls.model_fields["kind"].annotation)[0]: cls for cls in get_args(get_args(ScorerSpec)[0])
+}
+SCORER_KINDS: list[str] = sorted(SCORER_CLASSES)
 
 __all__ = [
+    "SCORER_CLASSES",
     "SCORER_KINDS",
     "ExactMatch",
     "Includes",

@@ -11,7 +11,7 @@ import pytest
 
 from assay import _schema
 from assay.cli import main
-from assay.outcomes import FailureKind, ItemOutcome, RunKind, RunStatus, ScorerOutcome
+from assay.outcomes import FailureKind, ItemOutcome, RunKind, RunStatus, ScorerOutcome, Verdict
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 
@@ -76,15 +76,23 @@ def test_written_files_have_exactly_the_documented_schema(two_runs):
             assert list(written) == schema.names, path
 
 
-@pytest.mark.parametrize("name, schema", [("runs", _schema.RUNS), ("items", _schema.ITEMS), ("scores", _schema.SCORES)])
-def test_docs_list_every_column_with_its_type(name, schema):
+@pytest.mark.parametrize(
+    "name, schema, key",
+    [
+        ("runs", _schema.RUNS, "run_id"),
+        ("items", _schema.ITEMS, "run_id"),
+        ("scores", _schema.SCORES, "run_id"),
+        ("comparisons", _schema.COMPARISONS, "comparison_id"),
+    ],
+)
+def test_docs_list_every_column_with_its_type(name, schema, key):
     section = DOC.split(f"\n## {name}\n")[1].split("\n## ")[0]
     documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, flags=re.MULTILINE))
-    assert documented.pop("run_id") == "string"
+    assert documented.pop(key) == "string"
     assert documented == {field.name: str(field.type) for field in schema}
 
 
-@pytest.mark.parametrize("enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind])
+@pytest.mark.parametrize("enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict])
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]
     rows = [line for line in DOC.splitlines() if line.startswith("| ")]

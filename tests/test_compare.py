@@ -1,0 +1,147 @@
+"""`assay compare` end to end over real stored runs (python targets, embedded path)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import write_jsonl, write_spec
+
+N = 200
+SOLVERS = '''
+import hashlib
+
+def _bucket(x):
+    return int(hashlib.sha256(x.encode()).hexdigest(), 16) % 100
+
+def right(x):
+    return str(int(x) * 2)
+
+def mostly_right(x):
+    return str(int(x) * 2) if _bucket(x) >= 20 else "no idea"
+
+def flaky(x):
+    if _bucket(x) < 30:
+        raise RuntimeError("provider down")
+    return str(int(x) * 2)
+'''
+
+
+@pytest.fixture(scope="module")
+def evals(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("compare")
+    (folder / "solvers.py").write_text(SOLVERS)
+    write_jsonl(
+        folder / "data.jsonl",
+        [{"id": f"i{i}", "input": str(i), "expected": str(2 * i), "cluster": f"c{i // 10}"} for i in range(N)],
+    )
+    write_jsonl(folder / "other.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(5)])
+    store = str(folder / "store")
+    run_ids = {}
+    for name, function, data in (
+        ("right", "right", "data.jsonl"),
+        ("right2", "right", "data.jsonl"),
+        ("worse", "mostly_right", "data.jsonl"),
+        ("flaky", "flaky", "data.jsonl"),
+        ("other", "right", "other.jsonl"),
+    ):
+        sub = folder / name
+        sub.mkdir()
+        spec = write_spec(
+            sub,
+            name=name,
+            dataset={"path": f"../{data}", "id": "id"},
+            target={"kind": "python", "function": f"solvers:{function}"},
+            scorers=[{"kind": "exact_match", "name": "exact"}],
+            fail_on_item_error_rate=1,
+        )
+        (sub / "solvers.py").write_text(SOLVERS)
+        code = main(["run", str(spec), "--store", store, "--quiet"])
+        assert code == 0
+        run_ids[name] = Store(store).runs().filter(pl.col("name") == name).collect()["run_id"][0]
+    return store, run_ids
+
+
+def compare_json(capsys, store, *argv):
+    code = main(["compare", *argv, "--store", store, "--json", "--resamples", "2000"])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if captured.out else None), captured.err
+
+
+def test_a_regression_is_found_gated_and_stored(evals, capsys):
+    store, runs = evals
+    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"])
+    assert code == 1 and doc["passed"] is False
+    (row,) = doc["scorers"]
+    assert row["n_pairs"] == N and row["baseline_mean"] == 1.0
+    assert row["delta"] == pytest.approx(row["candidate_mean"] - 1.0) and -0.3 < row["delta"] < -0.1
+    assert row["ci_high"] < 0 and row["verdict"] == "regressed"
+    assert row["clustered_se"] is not None and row["n_clusters"] == 20, "items carry a `cluster` annotation"
+    assert any("exact" in m and "regressed" in m for m in doc["failed_gates"])
+    assert doc["lines"][0].startswith("exact −") and "regressed" in doc["lines"][0]
+    assert doc["cost"]["certified"] is False and "accounting incomplete" in doc["cost"]["reason"]
+
+    stored = pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
+    assert stored.filter(pl.col("comparison_id") == doc["comparison_id"])["verdict"].to_list() == ["regressed"]
+
+
+def test_identical_runs_are_unchanged_and_repeats_average(evals, capsys):
+    store, runs = evals
+    code, doc, _ = compare_json(capsys, store, runs["right"], runs["right2"], "--candidate", runs["right"])
+    assert code == 0 and doc["passed"]
+    (row,) = doc["scorers"]
+    assert row["verdict"] == "unchanged" and row["delta"] == 0 and row["n_pairs"] == N
+    assert doc["baseline"] == [runs["right"], runs["right2"]]
+
+
+def test_item_error_rate_gate_names_side_run_and_figures(evals, capsys):
+    store, runs = evals
+    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"])
+    assert code == 1
+    gate = next(g for g in doc["gates"] if g["gate"] == "item_error_rate" and g["side"] == "candidate")
+    assert gate["passed"] is False and 0.2 < gate["value"] < 0.4
+    assert runs["flaky"] in gate["message"] and "failed of 200 attempted" in gate["message"]
+    (row,) = doc["scorers"]
+    assert row["unscored_candidate"] == N - row["n_pairs"] > 0, "failed items are unscored, not zeros"
+    assert row["verdict"] == "unchanged", "what the flaky run did answer, it answered right"
+    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"], "--max-item-error-rate", "1")
+    assert code == 0
+
+
+def test_fail_on_inconclusive_and_thresholds(evals, capsys):
+    store, runs = evals
+    code, doc, _ = compare_json(
+        capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact=0.5"
+    )
+    assert doc["scorers"][0]["threshold"] == 0.5
+    assert doc["scorers"][0]["verdict"] == "unchanged", "the CI lies inside ±0.5"
+    assert code == 0
+
+
+def test_bad_input_exits_2(evals, capsys):
+    store, runs = evals
+    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", runs["other"])
+    assert code == 2 and "different datasets" in err and runs["other"] in err
+    code, _, err = compare_json(capsys, store, "nope", "--candidate", runs["right"])
+    assert code == 2 and "no run 'nope'" in err
+    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact")
+    assert code == 2 and "NAME=NUMBER" in err
+
+
+def test_power_from_one_run(evals, capsys):
+    store, runs = evals
+    assert main(["power", runs["worse"], "--mde", "0.05", "--store", store, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["scorers"]
+    scores = Store(store).run_scores(runs["worse"])["score"].to_list()
+    p = sum(scores) / len(scores)
+    variance = sum((s - p) ** 2 for s in scores) / (len(scores) - 1)
+    z = 1.959964 + 0.841621  # z_{0.975} + z_{0.80}
+    by_hand = (z * (2 * variance) ** 0.5 / 0.05) ** 2
+    assert row["items_needed"] == pytest.approx(by_hand, abs=1.01)
+    assert row["n_scored"] == N and row["enough"] is (N >= row["items_needed"])
+    assert main(["power", runs["worse"], "--mde", "0", "--store", store]) == 2
