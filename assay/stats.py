@@ -18,8 +18,9 @@ Methods (details, defaults and figures in `docs/statistics.md`):
   (Student's paired t-test). With ``sd == 0`` the p-value is 1.0 when ``delta == 0`` and 0.0
   otherwise.
 * **Clustered SE** (Miller 2024, "Adding Error Bars to Evals: A Statistical Approach to Language
-  Model Evaluations", arXiv:2411.00640, §2, the clustered standard error, applied to the paired
-  differences as the paper recommends for comparisons). With residuals ``e_i = d_i - mean(d)``::
+  Model Evaluations", arXiv:2411.00640: its clustered standard error, applied to the paired
+  differences as the paper recommends for comparing two models). With residuals
+  ``e_i = d_i - mean(d)``::
 
       se_C^2 = se^2 + (1/n^2) * sum_c sum_{i in c} sum_{j in c, j != i} e_i e_j
              = (1/n^2) * ( sum_c (sum_{i in c} e_i)^2 + sum_i e_i^2 / (n - 1) )
@@ -32,7 +33,7 @@ Methods (details, defaults and figures in `docs/statistics.md`):
   Practitioner's Guide to Cluster-Robust Inference"). Fewer than two clusters: NaN.
 * **Power.** ``n = ceil(((z_{1-alpha/2} + z_{power}) * sd_d / mde)^2)`` paired items detect a
   true mean difference ``mde`` with the given power in a two-sided test at level ``alpha``
-  (normal approximation; Miller 2024, §5).
+  (normal approximation, as in Miller 2024's power analysis).
 
 How the bootstrap is computed (exactly, and fast). The bootstrap mean of a resample depends only
 on how many times each item is drawn, i.e. on a ``Multinomial(n, 1/n, ..., 1/n)`` count vector.
@@ -44,9 +45,11 @@ on how many times each item is drawn, i.e. on a ``Multinomial(n, 1/n, ..., 1/n)`
 * Any other column draws item indices, but cheaply: ``n`` is split into blocks whose sizes are
   powers of two (at most 2^16), a ``Multinomial(n, size_b/n)`` draw says how many of a resample's
   ``n`` draws fall in each block, and a uniform index inside a block of size ``2^k`` is just ``k``
-  random bits (16-bit words cut from the raw generator output; no rejection, no division). Each
-  draw is then one gather and one segmented sum (``np.add.reduceat``). Every item is still drawn
-  with probability exactly ``1/n``. Columns with the same rows share the index draws. Resamples
+  random bits (16-bit words cut from the raw generator output; no rejection, no division). Every
+  item is still drawn with probability exactly ``1/n``. Columns with the same rows share the
+  index draws. One or two such columns are summed by a gather and a segmented sum per column
+  (``take``, ``np.add.reduceat``); three or more by per-(resample, item) counts (``np.bincount``)
+  and one BLAS matmul ``counts @ columns``, whose cost barely grows with the columns. Resamples
   are processed in chunks (bounded memory, reused buffers), each chunk with its own generator
   spawned from ``SeedSequence(seed)``, and the chunks run on a few threads (numpy releases the GIL),
   so the result does not depend on the thread count.
@@ -94,6 +97,9 @@ _MAX_BLOCK = 1 << 16
 # worker thread), and the size from which the chunks are spread over threads.
 _DRAWS_PER_CHUNK = 1 << 20
 _THREADED_FROM_DRAWS = 1 << 23
+# From this many columns sharing their rows, resampled sums are counts @ columns (one matmul)
+# rather than a gather and a segmented sum per column.
+_COUNTS_FROM_COLUMNS = 3
 # Multinomial counts held at once on the distinct-values path (int64 each).
 _COUNTS_PER_CHUNK = 1 << 21
 # Threads for the index bootstrap; None = the CPUs this process may use. Tests set it.
@@ -473,11 +479,13 @@ def _index_bootstrap_means(
     Each of a resample's n draws picks an item with probability exactly 1/n: the numbers of draws
     per power-of-two block are Multinomial(n, size_b / n), and a draw inside a block of size 2^k
     is k uniform random bits. Chunks of resamples each get a generator spawned from ``seed``,
-    so the result does not depend on how the chunks are spread over threads.
+    so the result does not depend on how the chunks are spread over threads. The draws do not
+    depend on the number of columns either; only how they are summed does (`_chunk_sums`).
     """
     n = columns[0].size
     sizes = _blocks(n)
     bases = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    table = np.column_stack(columns) if len(columns) >= _COUNTS_FROM_COLUMNS else None
     per_chunk = max(1, _DRAWS_PER_CHUNK // n)
     starts = list(range(0, resamples, per_chunk))
     chunk_seeds = seed.spawn(len(starts))
@@ -488,7 +496,9 @@ def _index_bootstrap_means(
         for c in chunk_ids:
             start = starts[c]
             stop = min(resamples, start + per_chunk)
-            totals[:, start:stop] = _chunk_sums(columns, sizes, bases, stop - start, chunk_seeds[c], scratch)
+            totals[:, start:stop] = _chunk_sums(
+                columns, table, sizes, bases, stop - start, chunk_seeds[c], scratch
+            )
 
     workers = _workers(len(starts), n * resamples)
     if workers == 1:
@@ -504,28 +514,34 @@ def _index_bootstrap_means(
 class _Scratch:
     """Buffers one worker reuses across chunks (fresh large arrays cost page faults)."""
 
-    __slots__ = ("index", "values")
+    __slots__ = ("_buffers",)
 
     def __init__(self) -> None:
-        self.index = np.empty(0, dtype=np.intp)
-        self.values = np.empty(0, dtype=np.float64)
+        self._buffers: dict[str, NDArray[Any]] = {}
 
-    def ensure(self, size: int) -> tuple[NDArray[np.intp], FloatArray]:
-        if self.index.size < size:
-            self.index = np.empty(size + size // 4, dtype=np.intp)
-            self.values = np.empty(size + size // 4, dtype=np.float64)
-        return self.index[:size], self.values[:size]
+    def get(self, name: str, size: int, dtype: type[np.generic]) -> NDArray[Any]:
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < size:
+            buffer = self._buffers[name] = np.empty(size + size // 4, dtype=dtype)
+        return buffer[:size]
 
 
 def _chunk_sums(
     columns: list[FloatArray],
+    table: FloatArray | None,
     sizes: NDArray[np.int64],
     bases: NDArray[np.int64],
     count: int,
     seed: np.random.SeedSequence,
     scratch: _Scratch,
 ) -> FloatArray:
-    """Sums of ``count`` bootstrap resamples of each column: shape (len(columns), count)."""
+    """Sums of ``count`` bootstrap resamples of each column: shape (len(columns), count).
+
+    With ``table`` (the columns side by side, for three or more columns) the draws are counted
+    per item and resample (`np.bincount`) and summed by one BLAS matmul, whose cost barely grows
+    with the number of columns; otherwise each column gathers its drawn values (`take`) and sums
+    them per resample (`np.add.reduceat`), cheaper for one or two columns.
+    """
     n = columns[0].size
     rng = np.random.Generator(np.random.SFC64(seed))
     bits = rng.bit_generator
@@ -539,13 +555,22 @@ def _chunk_sums(
             continue
         size, base = int(sizes[b]), int(bases[b])
         # `total` uniform offsets in [0, size): size is a power of two <= 2^16, so each is the low
-        # bits of one 16-bit word of raw generator output.
+        # bits of one 16-bit word of raw generator output. Resample r's draws are the r-th run of
+        # drawn[r] offsets.
         words = bits.random_raw((total + 3) // 4).view(np.uint16)[:total]
-        index, values = scratch.ensure(total + 1)
-        if size == _MAX_BLOCK:
-            np.copyto(index[:total], words, casting="unsafe")
-        else:
-            np.bitwise_and(words, np.uint16(size - 1), out=index[:total], casting="unsafe")
+        if size < _MAX_BLOCK:
+            words = np.bitwise_and(words, np.uint16(size - 1))
+        if table is not None:
+            # Flat (resample, item) cells: counts[r, i] = times item i was drawn in resample r.
+            cells = scratch.get("cells", total, np.intp)
+            np.add(words, np.repeat(np.arange(count, dtype=np.intp) * size, drawn), out=cells)
+            counts = scratch.get("counts", count * size, np.float64)
+            np.copyto(counts, np.bincount(cells, minlength=count * size))
+            sums += (counts.reshape(count, size) @ table[base : base + size]).T
+            continue
+        index = scratch.get("index", total + 1, np.intp)
+        values = scratch.get("values", total + 1, np.float64)
+        np.copyto(index[:total], words, casting="unsafe")
         index[total] = 0  # a sentinel, so reduceat's index `total` (empty trailing segments) is valid
         np.cumsum(drawn[:-1], out=segment_starts[1:])
         empty = drawn == 0
