@@ -165,3 +165,27 @@ def print_power(report: dict[str, Any]) -> None:
         "The SD assumes two independent runs of this run's variance; paired runs correlate, so this "
         "over-states what you need (docs/statistics.md)."
     )
+
+
+def print_leaderboard(board: dict[str, Any]) -> None:
+    console = _console()
+    console.print(f"[bold]leaderboard[/bold] matrix [cyan]{board['matrix_id']}[/cyan] (vs {board['baseline_cell']})")
+    table = Table(show_header=True, header_style="bold")
+    columns = ("scorer", "rank", "cell", "mean", "95% CI", "error rate", "$/item", "p50 ms", "p95 ms", "vs baseline")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scorer", "cell", "vs baseline") else "right", no_wrap=True)
+    for row in board["rows"]:
+        versus = "baseline" if row["cell"] == row["baseline_cell"] else (
+            f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
+            f"{row['verdict_vs_baseline']}"
+            if row["delta_vs_baseline"] is not None
+            else str(row["verdict_vs_baseline"] or "–")
+        )
+        table.add_row(
+            row["scorer"], str(row["rank"]), row["cell"], _fmt(row["mean"]),
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
+            if row["item_error_rate"] is not None else "–",
+            _fmt(row["cost_per_item_usd"], 5), _fmt(row["latency_p50_ms"], 1), _fmt(row["latency_p95_ms"], 1), versus,
+        )
+    console.print(table)

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     power.add_argument("run_id")
     power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
+    leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
+    leaderboard.add_argument("matrix_id")
+    leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
@@ -150,7 +153,9 @@ def _resume(args: argparse.Namespace) -> int:
             resume=True,
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
-    return _execute(args, run_eval, lambda: validate(spec), spec=str(spec), run_id=args.run_id, resume=True)
+    return _execute(
+        args, run_eval, lambda: validate(spec), spec=str(spec), run_id=args.run_id, resume=True, cell=record["cell"]
+    )
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -209,6 +214,19 @@ def _power(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from assay import _terminal
+    from assay.leaderboard import build_leaderboard
+    from assay.store import Store
+
+    board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline)
+    if args.json:
+        print(json.dumps(board, default=str, indent=2))
+    elif not args.quiet:
+        _terminal.print_leaderboard(board)
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -225,7 +243,7 @@ def _ls(args: argparse.Namespace) -> int:
     runs = (
         Store(args.store)
         .runs()
-        .select("run_id", "name", "kind", "status", "created_at", "n_planned", "n_completed", "n_failed")
+        .select("run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed")
         .sort("created_at", descending=True)
         .head(args.limit)
         .collect()
@@ -242,11 +260,26 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
 
     if args.json:
         print(json.dumps(summary, default=str, indent=2))
-    elif not args.quiet:
+    elif args.quiet:
+        return
+    elif "cells" in summary:
+        for cell in summary["cells"]:
+            _terminal.print_summary(cell)
+        _terminal.print_leaderboard(summary["leaderboard"])
+    else:
         _terminal.print_summary(summary)
 
 
-_COMMANDS = {"run": _run, "resume": _resume, "rescore": _rescore, "compare": _compare, "power": _power, "show": _show, "ls": _ls}
+_COMMANDS = {
+    "run": _run,
+    "resume": _resume,
+    "rescore": _rescore,
+    "compare": _compare,
+    "power": _power,
+    "leaderboard": _leaderboard,
+    "show": _show,
+    "ls": _ls,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

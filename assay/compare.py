@@ -134,7 +134,7 @@ def _clusters(side: Side, keys: pl.DataFrame, annotation: str | None) -> np.ndar
     return np.array([labels.get(item_id, f"item:{item_id}") for item_id in keys["item_id"].to_list()])
 
 
-def _scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[str, Any]]:
+def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[str, Any]]:
     base_means, cand_means = base.mean_scores(), cand.mean_scores()
     kinds = dict(pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows())
     common = sorted(set(base_means["scorer"]) & set(cand_means["scorer"]))
@@ -294,7 +294,7 @@ def _signed(value: float) -> str:
 
 def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
     """The whole comparison as a JSON-ready document; `passed` is False when a gate failed."""
-    scorers = _scorer_rows(base, cand, options)
+    scorers = scorer_rows(base, cand, options)
     if not any(row.get("n_pairs") for row in scorers):
         raise InputError(
             f"nothing paired: no (item_id, trial) is scored by the same scorer on both sides "

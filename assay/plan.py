@@ -1,6 +1,6 @@
 """Planning a run: validate everything, fix its identity, record it, cut the work into shards.
 
-`open_run` is the only step that writes before items execute, and it writes only after the spec,
+`open_runs` is the only step that writes before items execute, and it writes only after the spec,
 the dataset and every rendered prompt passed validation: bad input leaves the store untouched.
 """
 
@@ -128,7 +128,8 @@ def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     if key_env and not os.environ.get(key_env):
         raise SpecError(f"target.api_key_env: environment variable {key_env!r} is not set", source=str(spec_path))
     items = load_items(spec.dataset, spec_path.parent)
-    _check_prompts(spec, items)
+    for _, cell_spec in spec.cells():
+        _check_prompts(cell_spec, items)
     return spec, items
 
 
@@ -149,6 +150,8 @@ def new_record(spec: EvalSpec, spec_path: Path | None, identity: Identity, n_ite
         "target_hash": identity.target,
         "scorers_hash": identity.scorers,
         "source_run_id": None,
+        "matrix_id": None,
+        "cell": None,
         "target_kind": target.kind,
         "model": getattr(target, "model", None),
         "trials": spec.trials,
@@ -201,46 +204,62 @@ def start_or_resume(
     return record
 
 
-def open_run(
+def open_runs(
     spec_path: str | Path,
     *,
     store: Store,
     run_id: str | None = None,
     resume: bool = False,
     flow_run_id: str | None = None,
-) -> RunPlan:
-    """Validate, fix the identity and record the run as `running`.
+    cell: str | None = None,
+) -> list[RunPlan]:
+    """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
+    a matrix spec (run ids `<matrix id>-<cell>`).
 
     Args:
         spec_path: the spec file.
         store: the store to write to.
-        run_id: the run's id; a new one when None.
-        resume: continue `run_id` (its identity must not have changed) rather than start it.
+        run_id: the run's id (a matrix's id for a matrix spec); a new one when None.
+        resume: continue the run(s) (identity must not have changed) rather than start them.
         flow_run_id: the Prefect flow run executing this, if any.
+        cell: only this cell of a matrix spec, and `run_id` is that cell's own run id (resume).
     """
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
-    identity = identity_of(spec, items)
-    run_id = run_id or new_run_id()
-    record = start_or_resume(
-        store,
-        run_id,
-        identity,
-        new_record(spec, spec_path, identity, len(items), len(items) * spec.trials),
-        resume=resume,
-        flow_run_id=flow_run_id,
-        restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
-    )
-    return RunPlan(
-        run_id=run_id,
-        spec=spec,
-        spec_dir=spec_path.parent,
-        items=items,
-        identity=identity,
-        store=store,
-        record=record,
-        done=store.done_keys(run_id),
-    )
+    cells = spec.cells()
+    if cell is not None:
+        cells = [(name, cell_spec) for name, cell_spec in cells if name == cell]
+        if not cells:
+            raise SpecError(f"targets: the spec has no cell {cell!r} any more", source=str(spec_path))
+    matrix_id = None if spec.targets is None or cell is not None else (run_id or new_run_id())
+    plans = []
+    for name, cell_spec in cells:
+        this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
+        identity = identity_of(cell_spec, items)
+        fresh = new_record(cell_spec, spec_path, identity, len(items), len(items) * spec.trials)
+        fresh.update(matrix_id=matrix_id, cell=name)
+        record = start_or_resume(
+            store,
+            this_id,
+            identity,
+            fresh,
+            resume=resume,
+            flow_run_id=flow_run_id,
+            restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
+        )
+        plans.append(
+            RunPlan(
+                run_id=this_id,
+                spec=cell_spec,
+                spec_dir=spec_path.parent,
+                items=items,
+                identity=identity,
+                store=store,
+                record=record,
+                done=store.done_keys(this_id),
+            )
+        )
+    return plans
 
 
 def _exists(store: Store, run_id: str) -> bool:

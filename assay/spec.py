@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assay.errors import SpecError
 from evaluators import SCORER_KINDS, ScorerSpec
@@ -117,6 +117,8 @@ class EvalSpec(_Strict):
         name: the eval's name (runs are listed under it).
         dataset: see `DatasetSpec`.
         target: `openai` or `python`.
+        targets: instead of `target`, a matrix: named cells, each a target; every cell runs over
+            the same items as its own run, under one matrix id.
         scorers: one or more scorers; names must be unique.
         concurrency: how many target calls the whole run has in flight at most.
         scorer_concurrency: how many scorers run at once on one item.
@@ -130,7 +132,8 @@ class EvalSpec(_Strict):
     name: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
     description: str | None = None
     dataset: DatasetSpec
-    target: TargetSpec
+    target: TargetSpec | None = None
+    targets: dict[Annotated[str, Field(pattern=r"^[\w.\-]+$")], TargetSpec] | None = Field(default=None, min_length=1)
     scorers: list[ScorerSpec] = Field(min_length=1)
     # Numbers are strict: YAML reads `yes` / `true` as a boolean, which pydantic would otherwise
     # take as 1 (`fail_on_item_error_rate: true` silently disabling the gate).
@@ -160,6 +163,18 @@ class EvalSpec(_Strict):
                 f"scorer names must be unique (they name the score columns): {'; '.join(repeated)}"
             )
         return scorers
+
+    @model_validator(mode="after")
+    def _one_target_or_a_matrix(self) -> EvalSpec:
+        if (self.target is None) == (self.targets is None):
+            raise ValueError("give either `target` or `targets` (a matrix of named cells), not both or neither")
+        return self
+
+    def cells(self) -> list[tuple[str | None, EvalSpec]]:
+        """The runs this spec makes: (None, itself), or (cell name, a spec with that cell's target)."""
+        if self.targets is None:
+            return [(None, self)]
+        return [(name, self.model_copy(update={"target": t, "targets": None})) for name, t in self.targets.items()]
 
 
 _TARGET_KINDS = sorted(

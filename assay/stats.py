@@ -593,3 +593,21 @@ def _workers(chunks: int, draws: int) -> int:
     except AttributeError:
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, chunks, 8))
+
+
+def mean_interval(values: NDArray[Any] | Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+    """Student-t confidence interval of a mean: ``mean ± t_{n-1} * sd / sqrt(n)`` (NaN below 2 values).
+
+    Args:
+        values: the scores; non-finite values are dropped.
+        confidence: the interval's confidence level.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return (math.nan, math.nan)
+    from scipy import stats as scipy_stats
+
+    mean = float(v.mean())
+    half = float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return (mean - half, mean + half)

@@ -68,6 +68,8 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "name": record["name"],
+        "matrix_id": record["matrix_id"],
+        "cell": record["cell"],
         "status": record["status"],
         "planned": record["n_planned"],
         "items": counts,
@@ -100,3 +102,14 @@ def close_run(store: Store, run_id: str, *, wall_ms: float) -> dict[str, Any]:
     store.write_run(run_id, record)
     summary.update(status=status.value, wall_ms=wall_ms)
     return summary
+
+
+def matrix_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summaries of a matrix's cells under one status: `failed_gate` when any cell failed."""
+    failed = any(cell["status"] == RunStatus.FAILED_GATE for cell in cells)
+    return {
+        "matrix_id": cells[0]["matrix_id"],
+        "name": cells[0]["name"],
+        "status": (RunStatus.FAILED_GATE if failed else RunStatus.COMPLETED).value,
+        "cells": cells,
+    }

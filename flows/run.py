@@ -11,9 +11,10 @@ from prefect.context import FlowRunContext
 
 from assay import progress
 from assay.execute import Executor
-from assay.plan import new_run_id, open_run
+from assay.leaderboard import build_leaderboard
+from assay.plan import RunPlan, new_run_id, open_runs
 from assay.store import Store
-from assay.summary import close_run
+from assay.summary import close_run, matrix_summary
 from assay.targets import open_target
 from tasks import orchestrated, run_shard
 
@@ -24,26 +25,44 @@ async def run_eval(
     store: str | None = None,
     run_id: str | None = None,
     resume: bool = False,
+    cell: str | None = None,
 ) -> dict[str, Any]:
-    """Run an eval spec and return its summary.
+    """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
     Args:
         spec: path to the eval spec (YAML).
         store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
-        run_id: the run's id; default a new one (under Prefect: derived from the flow run, so a
-            retry of the flow run resumes the same run).
+        run_id: the run's id (a matrix's id for a matrix spec); default a new one (under Prefect:
+            derived from the flow run, so a retry of the flow run resumes the same run).
         resume: continue `run_id`, executing only its unfinished items.
+        cell: with `resume`, the one cell of a matrix spec that `run_id` is.
     """
     started = time.perf_counter()
     flow_run = FlowRunContext.get().flow_run if FlowRunContext.get() else None
     if run_id is None and flow_run is not None:
         run_id = new_run_id(flow_run.created, suffix=flow_run.id.hex[:6])
 
-    # Validate the spec, dataset and prompts, fix the run's identity, record it as running.
-    plan = open_run(spec, store=Store(store), run_id=run_id, resume=resume, flow_run_id=flow_run and str(flow_run.id))
-    progress.current().started(plan.total, len(plan.done))
+    # Validate the spec, dataset and prompts, fix each run's identity, record it as running.
+    plans = open_runs(
+        spec, store=Store(store), run_id=run_id, resume=resume, flow_run_id=flow_run and str(flow_run.id), cell=cell
+    )
+    progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
 
-    # Execute every shard against one target and one concurrency limiter.
+    # Execute every run (every cell of a matrix at once), each against its own target and limiter.
+    await asyncio.gather(*(_execute(plan) for plan in plans))
+
+    # Summarise what the store holds, apply the item-error-rate gate, record the final status.
+    wall_ms = (time.perf_counter() - started) * 1000
+    summaries = [close_run(plan.store, plan.run_id, wall_ms=wall_ms) for plan in plans]
+    matrix_id = plans[0].record["matrix_id"]
+    if matrix_id is None or cell is not None:
+        return summaries[0]
+
+    # A matrix: rank its cells per scorer against the first cell, and store the leaderboard.
+    return {**matrix_summary(summaries), "leaderboard": build_leaderboard(plans[0].store, matrix_id)}
+
+
+async def _execute(plan: RunPlan) -> None:
     target = open_target(
         plan.spec.target, concurrency=plan.spec.concurrency, seed=plan.spec.seed, search_path=str(plan.spec_dir)
     )
@@ -52,6 +71,3 @@ async def run_eval(
         await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
     finally:
         await target.aclose()
-
-    # Summarise what the store holds, apply the item-error-rate gate, record the final status.
-    return close_run(plan.store, plan.run_id, wall_ms=(time.perf_counter() - started) * 1000)

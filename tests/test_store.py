@@ -83,6 +83,7 @@ def test_written_files_have_exactly_the_documented_schema(two_runs):
         ("items", _schema.ITEMS, "run_id"),
         ("scores", _schema.SCORES, "run_id"),
         ("comparisons", _schema.COMPARISONS, "comparison_id"),
+        ("leaderboards", _schema.LEADERBOARDS, "matrix_id"),
     ],
 )
 def test_docs_list_every_column_with_its_type(name, schema, key):

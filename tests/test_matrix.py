@@ -1,0 +1,102 @@
+"""Matrix specs (`targets:`): one run per cell under one matrix id, and the leaderboard."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import write_jsonl, write_spec
+
+SOLVERS = '''
+def perfect(x):
+    return str(int(x) * 2)
+
+def sloppy(x):
+    return str(int(x) * 2) if int(x) % 4 else "?"
+
+def awful(x):
+    return str(int(x) * 2) if int(x) % 2 else "?"
+'''
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("matrix")
+    (folder / "cells.py").write_text(SOLVERS)
+    write_jsonl(folder / "data.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(120)])
+    spec = write_spec(
+        folder,
+        name="matrix",
+        dataset={"path": "data.jsonl", "id": "id"},
+        targets={
+            "sloppy": {"kind": "python", "function": "cells:sloppy"},
+            "perfect": {"kind": "python", "function": "cells:perfect"},
+            "awful": {"kind": "python", "function": "cells:awful"},
+        },
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+    )
+    store = str(folder / "store")
+    return folder, spec, store
+
+
+def test_every_cell_is_its_own_run_under_one_matrix(matrix, capsys):
+    _, spec, store = matrix
+    assert main(["run", str(spec), "--store", store, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    matrix_id = summary["matrix_id"]
+    assert [cell["cell"] for cell in summary["cells"]] == ["sloppy", "perfect", "awful"]
+    runs = Store(store).runs().filter(pl.col("matrix_id") == matrix_id).collect()
+    assert sorted(runs["run_id"]) == sorted(f"{matrix_id}-{cell}" for cell in ("sloppy", "perfect", "awful"))
+    assert runs["dataset_hash"].n_unique() == 1 and runs["target_hash"].n_unique() == 3
+    for cell in summary["cells"]:
+        assert Store(store).run_items(cell["run_id"]).height == 120
+
+    board = summary["leaderboard"]
+    assert board["baseline_cell"] == "sloppy", "the spec's first cell"
+    by_cell = {row["cell"]: row for row in board["rows"]}
+    assert by_cell["perfect"]["rank"] == 1 and by_cell["sloppy"]["rank"] == 2 and by_cell["awful"]["rank"] == 3
+    assert by_cell["perfect"]["mean"] == 1.0 and by_cell["sloppy"]["mean"] == 0.75
+    assert by_cell["perfect"]["verdict_vs_baseline"] == "improved"
+    assert by_cell["awful"]["verdict_vs_baseline"] == "regressed"
+    assert by_cell["awful"]["delta_vs_baseline"] == pytest.approx(-0.25)
+    assert by_cell["sloppy"]["verdict_vs_baseline"] is None
+    assert by_cell["sloppy"]["ci_low"] < 0.75 < by_cell["sloppy"]["ci_high"]
+    stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/leaderboard.parquet")
+    assert stored.height == 3 and set(stored["cell"]) == {"sloppy", "perfect", "awful"}
+
+
+def test_leaderboard_command_with_another_baseline(matrix, capsys):
+    _, spec, store = matrix
+    main(["run", str(spec), "--store", store, "--json"])
+    matrix_id = json.loads(capsys.readouterr().out)["matrix_id"]
+    assert main(["leaderboard", matrix_id, "--baseline", "perfect", "--store", store, "--json"]) == 0
+    board = json.loads(capsys.readouterr().out)
+    verdicts = {row["cell"]: row["verdict_vs_baseline"] for row in board["rows"]}
+    assert verdicts == {"perfect": None, "sloppy": "regressed", "awful": "regressed"}
+    assert main(["leaderboard", matrix_id, "--baseline", "nope", "--store", store]) == 2
+    assert "sloppy, perfect, awful" in capsys.readouterr().err
+    assert main(["leaderboard", "no-such-matrix", "--store", store]) == 2
+
+
+def test_a_cell_resumes_alone(matrix, capsys):
+    _, spec, store = matrix
+    main(["run", str(spec), "--store", store, "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    cell_run = summary["cells"][1]["run_id"]
+    assert main(["resume", cell_run, "--store", store, "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["run_id"] == cell_run and resumed["cell"] == "perfect"
+    assert Store(store).run_items(cell_run).height == 120
+
+
+def test_target_and_targets_together_is_bad_input(matrix, capsys):
+    folder, spec, _ = matrix
+    bad = spec.read_text() + "target: {kind: python, function: 'cells:perfect'}\n"
+    (folder / "bad.yaml").write_text(bad)
+    assert main(["run", str(folder / "bad.yaml"), "--store", str(folder / "bad-store")]) == 2
+    assert "either `target` or `targets`" in capsys.readouterr().err
+    assert not (folder / "bad-store").exists()
