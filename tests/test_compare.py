@@ -145,3 +145,11 @@ def test_power_from_one_run(evals, capsys):
     assert row["items_needed"] == pytest.approx(by_hand, abs=1.01)
     assert row["n_scored"] == N and row["enough"] is (N >= row["items_needed"])
     assert main(["power", runs["worse"], "--mde", "0", "--store", store]) == 2
+
+
+def test_nothing_paired_is_bad_input(evals, capsys):
+    store, runs = evals
+    assert main(["rescore", runs["right"], "--scorer", "{kind: token_f1, name: f1}", "--store", store, "--json"]) == 0
+    rescore_id = json.loads(capsys.readouterr().out)["run_id"]
+    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
+    assert code == 2 and "nothing paired" in err

@@ -148,3 +148,24 @@ def test_resume_adds_no_items(prefect_api: PrefectAPI, first_run: FirstRun) -> N
     # Every shard finished in the first run, so the resumed flow run takes each from the task cache.
     shards = _assert_completed_flow_run(prefect_api, record["prefect_flow_run_id"])
     assert {run["state"]["name"] for run in shards} == {"Cached"}
+
+
+def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
+    assert first_run.returncode == 0, "the run to rescore failed"
+    run_id = first_run.summary["run_id"]
+    rescored = _assay(prefect_api, "rescore", run_id, "--scorer", "token_f1", "--store", str(first_run.store))
+    assert rescored.returncode == 0
+    rescore_id = json.loads(rescored.stdout)["run_id"]
+    record = Store(first_run.store).read_run(rescore_id)
+    assert record["kind"] == "rescore" and record["prefect_flow_run_id"]
+    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    assert flow_run["state"]["type"] == "COMPLETED"
+
+    # The comparison's options (a pydantic model) travel as a Prefect flow parameter.
+    compared = _assay(prefect_api, "compare", run_id, "--candidate", run_id, "--store", str(first_run.store))
+    assert compared.returncode == 0, compared.stderr
+    assert {row["verdict"] for row in json.loads(compared.stdout)["scorers"]} == {"unchanged"}
+    runs = httpx.post(
+        f"{prefect_api.url}/flow_runs/filter", json={"flows": {"name": {"any_": ["assay-compare"]}}}, timeout=10
+    ).json()
+    assert [run["state"]["type"] for run in runs] == ["COMPLETED"]
