@@ -11,6 +11,7 @@ docs/prefect.md explains the choice.
 
 from __future__ import annotations
 
+import logging
 import os
 
 
@@ -18,6 +19,9 @@ def configure(*, verbose: bool) -> None:
     """Set Prefect's environment before it is imported: logs quiet, telemetry off."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        # Prefect's event worker logs "Still processing items" at exit under its own top-level
+        # logger name, which PREFECT_LOGGING_LEVEL does not reach.
+        logging.getLogger("EventsWorker").setLevel(logging.ERROR)
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # A first boot of the temporary server on a fresh machine can take longer than Prefect's 20 s.
