@@ -20,6 +20,19 @@ _TOKENS = (
     ("tokens_output", pa.int64(), "output (completion) tokens"),
     ("tokens_reasoning", pa.int64(), "reasoning tokens, where the provider reports them"),
     ("tokens_cached", pa.int64(), "cached input tokens, where the provider reports them"),
+    ("tokens_cache_write", pa.int64(), "tokens written to the provider's prompt cache, where reported"),
+)
+
+_ACCOUNTING = (
+    ("cost_generation_usd", pa.float64(), "measured spend on generation (target) calls"),
+    ("cost_judging_usd", pa.float64(), "measured spend on judging (model-graded scorer) calls"),
+    ("cost_external_usd", pa.float64(), "measured spend on other calls"),
+    ("cost_completeness", pa.string(), "complete | incomplete | unverified: how far cost_usd can be trusted"),
+    ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text, e.g. {\"unpriced\": 3})"),
+    ("operations", pa.int64(), "model calls attempted (each HTTP attempt, denied calls included)"),
+    ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
+    ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
+    ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
 )
 
 ITEMS = _schema(
@@ -45,7 +58,8 @@ ITEMS = _schema(
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
     ("retries", pa.int32(), "how many attempts failed before the last"),
     *_TOKENS,
-    ("cost_usd", pa.float64(), "measured cost in USD; null until the accounting issue prices calls"),
+    ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
+    *_ACCOUNTING,
     ("caller_cost_usd", pa.float64(), "cost reported by the target's own code, kept apart from measured cost"),
     ("caller_metadata", pa.string(), "metadata reported by the target's own code (JSON text)"),
 )
@@ -61,7 +75,12 @@ SCORES = _schema(
     ("outcome", pa.string(), "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted"),
     ("error", pa.string(), "why the scorer failed; null unless failed"),
     ("duration_ms", pa.float64(), "wall time of the scorer"),
-    ("cost_usd", pa.float64(), "measured cost of the scorer in USD (model-graded scorers); null if none"),
+    ("model", pa.string(), "the judge's model, for model-graded scorers"),
+    *_TOKENS,
+    ("cost_usd", pa.float64(), "measured judging cost of this scorer on this item, USD (0 for deterministic)"),
+    ("cost_completeness", pa.string(), "complete | incomplete | unverified"),
+    ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text)"),
+    ("operations", pa.int64(), "model calls this scorer made on this item"),
     ("explanation", pa.string(), "the scorer's explanation, if it gave one"),
     ("metadata", pa.string(), "the scorer's metadata (JSON text), if it gave any"),
 )
@@ -97,7 +116,12 @@ RUNS = _schema(
     ("item_error_rate", pa.float64(), "failed / (completed + failed); null if nothing was attempted"),
     ("fail_on_item_error_rate", pa.float64(), "the gate's limit (1 disables it)"),
     *_TOKENS,
-    ("cost_usd", pa.float64(), "measured cost in USD; null until the accounting issue prices calls"),
+    ("cost_usd", pa.float64(), "measured cost in USD: the sum of its items'"),
+    *_ACCOUNTING,
+    ("budget_limit_usd", pa.float64(), "the spec's budget; null without one"),
+    ("budget_spent_usd", pa.float64(), "measured spend the budget saw"),
+    ("budget_status", pa.string(), "open | closed; null without a budget"),
+    ("budget_closed_by", pa.string(), "what first met the closed budget: case | operation | scorer"),
     ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
 from assay.errors import InputError
-from assay.outcomes import ItemOutcome, RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome, Verdict
 from assay.plan import new_run_id
 from assay.stats import (
     PairedEstimate,
@@ -244,12 +244,22 @@ def _timing(base: Side, cand: Side) -> dict[str, Any]:
 def _cost(base: Side, cand: Side) -> dict[str, Any]:
     """Mean cost per run on each side, and whether the delta can be trusted (certified)."""
 
-    def per_run(side: Side) -> float | None:
-        costs = side.items["cost_usd"]
-        return None if costs.null_count() else float(costs.sum()) / len(side.run_ids)
+    def per_run(side: Side) -> float:
+        return float(side.items["cost_usd"].fill_null(0).sum()) / len(side.run_ids)
+
+    def incomplete(side: Side) -> str | None:
+        kinds = side.items["cost_completeness"]
+        if (kinds == Completeness.COMPLETE).all():
+            return None
+        reasons: dict[str, int] = {}
+        for text in side.items["cost_reasons"].drop_nulls():
+            for name, n in json.loads(text).items():
+                reasons[name] = reasons.get(name, 0) + n
+        listed = ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) or "unverified"
+        return f"accounting incomplete on the {side.name} side ({listed})"
 
     b, c = per_run(base), per_run(cand)
-    change = (c - b) / b * 100 if b and c is not None else None
+    change = (c - b) / b * 100 if b else None
 
     def completed(side: Side) -> set[tuple[str, int]]:
         done = side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
@@ -260,7 +270,8 @@ def _cost(base: Side, cand: Side) -> dict[str, Any]:
 
     kinds = {side.name: {r["kind"] for r in side.records} for side in (base, cand)}
     reasons = [
-        (b is None or c is None, "accounting incomplete: some items have no measured cost (calls not priced)"),
+        (incomplete(base) is not None, incomplete(base)),
+        (incomplete(cand) is not None, incomplete(cand)),
         (kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1, "different scopes (run vs rescore)"),
         (completed(base) != completed(cand), "different items completed on each side"),
         (scored(base) != scored(cand), "different scorers scored on each side"),

@@ -19,9 +19,10 @@ from typing import Any
 import pyarrow as pa
 
 from assay import _schema, progress
+from assay.accounting import Accounting, BudgetDenied, Ledger, measuring
 from assay.dataset import Item
 from assay.errors import TargetFailure
-from assay.outcomes import FailureKind, ItemOutcome
+from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind
 from assay.plan import RunPlan, Shard
 from assay.targets import Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
@@ -83,23 +84,33 @@ class ShardExecutor:
             batch.flush()
         return report
 
-    async def _score(self, item: Item, trial: int, output: Any) -> list[dict[str, Any]]:
+    async def _score(self, item: Item, trial: int, output: Any) -> tuple[list[dict[str, Any]], list[Accounting]]:
+        """Score one output; returns the score rows and each scorer's judging accounting."""
         sample = Sample(
             output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
-        records = [await evaluate(s, sample, search_path=self._search_path) for s in self._sync_scorers]
+        results = [await self._measured(s, sample) for s in self._sync_scorers]
         if len(self._async_scorers) == 1:
-            records.append(await evaluate(self._async_scorers[0], sample, search_path=self._search_path))
+            results.append(await self._measured(self._async_scorers[0], sample))
         elif self._async_scorers:
             limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
 
-            async def bounded(scorer: Scorer) -> ScoreRecord:
+            async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting]:
                 async with limiter:
-                    return await evaluate(scorer, sample, search_path=self._search_path)
+                    return await self._measured(scorer, sample)
 
-            records += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
-        return [_score_row(item, trial, record) for record in records]
+            results += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
+        return [_score_row(item, trial, record, spend) for record, spend in results], [spend for _, spend in results]
+
+    async def _measured(self, scorer: Scorer, sample: Sample) -> tuple[ScoreRecord, Accounting]:
+        budget = self.plan.budget
+        if budget.closed and not type(scorer).deterministic:
+            budget.note_closure("scorer")
+            return _budget_skipped_score(scorer), Accounting()
+        with measuring(SpendKind.JUDGING) as ledger:
+            record = await evaluate(scorer, sample, search_path=self._search_path)
+        return record, ledger.total()
 
 
 class Executor(ShardExecutor):
@@ -116,25 +127,39 @@ class Executor(ShardExecutor):
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
 
     async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        budget = self.plan.budget
         async with self.limiter:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
-            try:
-                async with asyncio.timeout(self.plan.spec.item_timeout):
-                    result = await self.target(item, trial)
-            except TargetFailure as failure:
-                return _failed_row(item, trial, started_at, started, failure), []
-            except TimeoutError:
-                failure = TargetFailure(
-                    f"item timed out after {self.plan.spec.item_timeout:g}s (item_timeout)",
-                    kind=FailureKind.TIMEOUT,
-                    provider=self.plan.spec.target.kind,
-                    retryable=True,
-                )
-                return _failed_row(item, trial, started_at, started, failure), []
+            if budget.closed:  # checked after the wait for a slot, which may have been long
+                budget.note_closure("case")
+                return _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), []
+            with measuring(SpendKind.GENERATION) as ledger:
+                try:
+                    async with asyncio.timeout(self.plan.spec.item_timeout):
+                        result = await self.target(item, trial)
+                except BudgetDenied as denied:
+                    row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_INTERRUPTED, str(denied))
+                    return {**row, **ledger.total().columns()}, []
+                except TargetFailure as failure:
+                    return {**_failed_row(item, trial, started_at, started, failure), **self._spend(ledger)}, []
+                except TimeoutError:
+                    failure = TargetFailure(
+                        f"item timed out after {self.plan.spec.item_timeout:g}s (item_timeout)",
+                        kind=FailureKind.TIMEOUT,
+                        provider=self.plan.spec.target.kind,
+                        retryable=True,
+                    )
+                    return {**_failed_row(item, trial, started_at, started, failure), **self._spend(ledger)}, []
             duration_ms = (time.perf_counter() - started) * 1000
+        generation = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
         row = _completed_row(item, trial, started_at, duration_ms, result)
-        return row, await self._score(item, trial, result.output)
+        score_rows, judging = await self._score(item, trial, result.output)
+        return {**row, **Accounting.total([generation, *judging]).columns()}, score_rows
+
+    def _spend(self, ledger: Ledger) -> dict[str, Any]:
+        spend = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
+        return spend.columns()
 
 
 class _Batch:
@@ -209,6 +234,7 @@ def _completed_row(
         "tokens_output": usage.output_tokens if usage else None,
         "tokens_reasoning": usage.reasoning_tokens if usage else None,
         "tokens_cached": usage.cached_tokens if usage else None,
+        "tokens_cache_write": usage.cache_write_tokens if usage else None,
         "caller_cost_usd": result.caller_cost,
         "caller_metadata": _json(result.caller_metadata),
     }
@@ -230,8 +256,30 @@ def _failed_row(
     }
 
 
-def _score_row(item: Item, trial: int, record: ScoreRecord) -> dict[str, Any]:
+def _budget_skipped_score(scorer: Scorer) -> ScoreRecord:
+    return ScoreRecord(
+        scorer=scorer.name,
+        scorer_kind=scorer.kind,
+        scorer_version=type(scorer).version,
+        score=None,
+        outcome=ScorerOutcome.BUDGET_SKIPPED,
+        error="budget reached",
+        duration_ms=0.0,
+    )
+
+
+def _stopped_row(item: Item, trial: int, started_at: datetime, outcome: ItemOutcome, why: str) -> dict[str, Any]:
+    return {**_item_columns(item, trial, started_at), "outcome": outcome.value, "error": why, **Accounting().columns()}
+
+
+def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting) -> dict[str, Any]:
     return {
+        "model": record.metadata.get("model") if record.metadata else None,
+        **{f"tokens_{kind}": n for kind, n in spend.tokens.items()},
+        "cost_usd": spend.known_cost,
+        "cost_completeness": spend.completeness.value,
+        "cost_reasons": spend.columns()["cost_reasons"],
+        "operations": spend.operations,
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,

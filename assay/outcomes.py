@@ -61,3 +61,24 @@ class Verdict(StrEnum):
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     INCONCLUSIVE = "inconclusive"
+
+
+class Completeness(StrEnum):
+    """How far an accounting record's cost can be trusted.
+
+    `complete`: every operation was measured and priced. `incomplete`: some were not (reasons say
+    which: `unpriced`, `uninstrumented`, `unknown_outcome`). `unverified`: a figure nobody measured
+    (e.g. a total reported by the caller) — never summed as if it were measured.
+    """
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    UNVERIFIED = "unverified"
+
+
+class SpendKind(StrEnum):
+    """What an operation's spend was for."""
+
+    GENERATION = "generation"
+    JUDGING = "judging"
+    EXTERNAL = "external"

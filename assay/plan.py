@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assay import __version__
+from assay.accounting import Budget, PriceTable
 from assay.dataset import Item, canonical_json, load_items
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
 from assay.identity import Identity, identity_of, spec_hash
@@ -54,6 +55,8 @@ class RunPlan:
         record: the run's row as last written.
         done: (item_id, trial) already committed when execution started.
         work: (item position, trial) pairs to execute; default every item x every trial.
+
+    Also: `prices` (the spec's over the shipped table) and `budget` (the run's admission control).
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class RunPlan:
         done: set[tuple[str, int]],
         work: list[tuple[int, int]] | None = None,
     ) -> None:
+        committed = store.run_items(run_id)["cost_usd"].sum() if done else 0.0
         self.run_id = run_id
         self.spec = spec
         self.spec_dir = spec_dir
@@ -77,6 +81,9 @@ class RunPlan:
         self.store = store
         self.record = record
         self.done = done
+        self.prices = PriceTable.shipped(spec.prices)
+        # A resumed run's budget counts what its earlier executions already spent.
+        self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
         self.work = work if work is not None else [
             (position, trial) for position in range(len(items)) for trial in range(spec.trials)
         ]

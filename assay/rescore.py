@@ -17,6 +17,7 @@ import polars as pl
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from assay.accounting import Accounting
 from assay.dataset import Item
 from assay.errors import InputError, SpecError
 from assay.execute import ShardExecutor
@@ -182,14 +183,15 @@ class RescoreExecutor(ShardExecutor):
 
     async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         source = self._source_rows[(item.item_id, trial)]
-        # Timing is the source's; spend is this run's, and it made no generation calls.
+        # Timing is the source's; spend is this run's: no generation calls, only its own judging.
         row = {
             **source,
-            "cost_usd": 0.0,
             "caller_cost_usd": None,
-            **{f"tokens_{kind}": 0 for kind in ("input", "output", "reasoning", "cached")},
+            **{f"tokens_{kind}": 0 for kind in ("input", "output", "reasoning", "cached", "cache_write")},
+            **Accounting().columns(),
         }
         if source["outcome"] != ItemOutcome.COMPLETED:
             return row, []
         output = json.loads(source["output"]) if source["output"] is not None else None
-        return row, await self._score(item, trial, output)
+        score_rows, judging = await self._score(item, trial, output)
+        return {**row, **Accounting.total(judging).columns()}, score_rows

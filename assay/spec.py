@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from assay.accounting import Price, parse_budget
 from assay.errors import SpecError
 from evaluators import SCORER_KINDS, ScorerSpec
 
@@ -126,6 +127,8 @@ class EvalSpec(_Strict):
         seed: recorded in the run's identity; passed to targets that take one.
         item_timeout: seconds one item (target call with its retries) may take; past it: `failed`.
         fail_on_item_error_rate: the run fails its gate when failed / attempted exceeds this (1 disables).
+        budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts.
+        prices: USD per million tokens by exact model name, laid over the shipped price table.
         tags: free labels, stored on the run.
     """
 
@@ -143,7 +146,24 @@ class EvalSpec(_Strict):
     seed: int = Field(default=0, strict=True)
     item_timeout: float | None = Field(default=None, gt=0, strict=True)
     fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
+    budget: str | None = None
+    prices: dict[str, Price] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_is_usd(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            parse_budget(value)
+        except SpecError as exc:
+            raise ValueError(exc.problems[0]) from None
+        return str(value)
+
+    @property
+    def budget_usd(self) -> float | None:
+        return None if self.budget is None else parse_budget(self.budget)
 
     @field_validator("scorers")
     @classmethod

@@ -6,12 +6,14 @@ summary covers the items of every execution, exactly once each.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 
-from assay.outcomes import ItemOutcome, RunStatus, ScorerOutcome
+from assay.accounting import Budget
+from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome
 from assay.store import Store
 
 
@@ -58,11 +60,11 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         .to_dicts()
     )
     duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
-    # null, not 0, when no item reported a figure: "unknown" and "none" differ.
-    totals = items.select(
-        pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
-        for c in ("tokens_input", "tokens_output", "tokens_reasoning", "tokens_cached", "caller_cost_usd")
-    ).to_dicts()[0]
+    caller_cost = items.select(
+        # null, not 0, when no item reported one: "unknown" and "none" differ.
+        pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
+    ).item()
+    accounting = run_accounting(items, scores)
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
     return {
@@ -78,13 +80,55 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
         "duration_ms": duration,
-        "tokens": {kind: totals[f"tokens_{kind}"] for kind in ("input", "output", "reasoning", "cached")},
-        "caller_cost_usd": totals["caller_cost_usd"],
+        "tokens": {kind: accounting[f"tokens_{kind}"] for kind in _TOKEN_KINDS},
+        "cost": {
+            "usd": accounting["cost_usd"],
+            "completeness": accounting["cost_completeness"],
+            "reasons": json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {},
+            "generation_usd": accounting["cost_generation_usd"],
+            "judging_usd": accounting["cost_judging_usd"],
+            "operations": accounting["operations"],
+        },
+        "accounting": accounting,
+        "budget": {k: record.get(k) for k in ("budget_limit_usd", "budget_spent_usd", "budget_status", "budget_closed_by")},
+        "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
     }
 
 
-def close_run(store: Store, run_id: str, *, wall_ms: float) -> dict[str, Any]:
+_TOKEN_KINDS = ("input", "output", "reasoning", "cached", "cache_write")
+_SUMMED = (
+    "cost_usd",
+    "cost_generation_usd",
+    "cost_judging_usd",
+    "cost_external_usd",
+    "operations",
+    "operations_settled",
+    "operations_unknown",
+    "operations_denied",
+)
+
+
+def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
+    """The run's accounting columns: the sum of its items' (tokens: generation from items plus
+    judging from scores); completeness the worst of theirs; reasons merged."""
+    sums = items.select(pl.col(c).fill_null(0).sum() for c in _SUMMED).to_dicts()[0]
+    for kind in _TOKEN_KINDS:
+        column = f"tokens_{kind}"
+        sums[column] = int(items[column].fill_null(0).sum() + scores[column].fill_null(0).sum())
+    kinds = set(items["cost_completeness"].drop_nulls())
+    sums["cost_completeness"] = next(
+        (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds), Completeness.COMPLETE.value
+    )
+    reasons: dict[str, int] = {}
+    for text in items["cost_reasons"].drop_nulls():
+        for name, n in json.loads(text).items():
+            reasons[name] = reasons.get(name, 0) + n
+    sums["cost_reasons"] = json.dumps(reasons, sort_keys=True) if reasons else None
+    return sums
+
+
+def close_run(store: Store, run_id: str, *, wall_ms: float, budget: Budget) -> dict[str, Any]:
     """Summarise, apply the gate and record the run's final status; returns the summary."""
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
@@ -97,10 +141,11 @@ def close_run(store: Store, run_id: str, *, wall_ms: float) -> dict[str, Any]:
         item_error_rate=summary["item_error_rate"],
         wall_ms=wall_ms,
         **{f"n_{outcome.value}": counts[outcome.value] for outcome in ItemOutcome},
-        **{f"tokens_{kind}": n for kind, n in summary["tokens"].items()},
+        **summary.pop("accounting"),
+        **budget.columns(),
     )
     store.write_run(run_id, record)
-    summary.update(status=status.value, wall_ms=wall_ms)
+    summary.update(status=status.value, wall_ms=wall_ms, budget=budget.columns())
     return summary
 
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from assay.accounting import BudgetDenied
 from assay.outcomes import ScorerOutcome
 from evaluators._base import Sample, Score, Scorer
 from evaluators._imports import add_search_path, import_callable
@@ -92,6 +93,8 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             if not await _resolve(applies(sample.output, sample.input, sample.annotations)):
                 return record(ScorerOutcome.SKIPPED)
         result = await _resolve(scorer.score(sample))
+    except BudgetDenied as exc:
+        return record(ScorerOutcome.BUDGET_INTERRUPTED, error=str(exc))
     except Exception as exc:  # noqa: BLE001
         return record(ScorerOutcome.FAILED, error=f"{type(exc).__name__}: {exc}")
 

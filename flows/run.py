@@ -53,7 +53,7 @@ async def run_eval(
 
     # Summarise what the store holds, apply the item-error-rate gate, record the final status.
     wall_ms = (time.perf_counter() - started) * 1000
-    summaries = [close_run(plan.store, plan.run_id, wall_ms=wall_ms) for plan in plans]
+    summaries = [close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget) for plan in plans]
     matrix_id = plans[0].record["matrix_id"]
     if matrix_id is None or cell is not None:
         return summaries[0]
@@ -64,7 +64,12 @@ async def run_eval(
 
 async def _execute(plan: RunPlan) -> None:
     target = open_target(
-        plan.spec.target, concurrency=plan.spec.concurrency, seed=plan.spec.seed, search_path=str(plan.spec_dir)
+        plan.spec.target,
+        concurrency=plan.spec.concurrency,
+        seed=plan.spec.seed,
+        search_path=str(plan.spec_dir),
+        prices=plan.prices,
+        budget=plan.budget,
     )
     try:
         executor = Executor(plan, target)

@@ -83,7 +83,8 @@ def test_a_regression_is_found_gated_and_stored(evals, capsys):
     assert row["clustered_se"] is not None and row["n_clusters"] == 20, "items carry a `cluster` annotation"
     assert any("exact" in m and "regressed" in m for m in doc["failed_gates"])
     assert doc["lines"][0].startswith("exact −") and "regressed" in doc["lines"][0]
-    assert doc["cost"]["certified"] is False and "accounting incomplete" in doc["cost"]["reason"]
+    assert doc["cost"]["certified"] is False
+    assert doc["cost"]["reason"] == "accounting incomplete on the baseline side (uninstrumented 200)"
 
     stored = pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
     assert stored.filter(pl.col("comparison_id") == doc["comparison_id"])["verdict"].to_list() == ["regressed"]

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from assay.accounting import Budget, PriceTable
 from assay.dataset import Item
 from assay.errors import TargetFailure
 from assay.spec import OpenAITarget
@@ -17,7 +18,11 @@ ITEM = Item(item_id="a", item_index=0, input="What is 1 + 1?", expected="2", fie
 
 def call(base_url: str, item: Item = ITEM, **spec: object):
     target = OpenAIChatTarget(
-        OpenAITarget(kind="openai", base_url=base_url, model="mock-1", prompt="{q}", **spec), concurrency=4, seed=7
+        OpenAITarget(kind="openai", base_url=base_url, model="mock-1", prompt="{q}", **spec),
+        concurrency=4,
+        seed=7,
+        prices=PriceTable.shipped(),
+        budget=Budget(None),
     )
 
     async def go():

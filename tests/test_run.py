@@ -95,7 +95,10 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
     ok = items.filter(pl.col("outcome") == "completed").sort("trial")
     assert ok["caller_cost_usd"].to_list() == [0.25, 0.25]
     assert [json.loads(m)["trial_seen"] for m in ok["caller_metadata"]] == [0, 1]
-    assert ok["cost_usd"].to_list() == [None, None], "caller-reported cost is never measured cost"
+    # Caller-reported cost is never measured cost: a Python target's spend is not known.
+    assert ok["cost_usd"].to_list() == [0.0, 0.0]
+    assert ok["cost_completeness"].to_list() == ["incomplete"] * 2
+    assert [json.loads(r) for r in ok["cost_reasons"]] == [{"uninstrumented": 1}] * 2
     bad = items.filter(pl.col("outcome") == "failed")
     assert bad.height == 2 and bad["error"][0] == "RuntimeError: solver exploded"
     assert bad["failure_kind"][0] == "exception"

@@ -11,7 +11,7 @@ import pytest
 
 from assay import _schema
 from assay.cli import main
-from assay.outcomes import FailureKind, ItemOutcome, RunKind, RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import Completeness, FailureKind, ItemOutcome, RunKind, RunStatus, ScorerOutcome, SpendKind, Verdict
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 
@@ -93,7 +93,7 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
     assert documented == {field.name: str(field.type) for field in schema}
 
 
-@pytest.mark.parametrize("enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict])
+@pytest.mark.parametrize("enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind])
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]
     rows = [line for line in DOC.splitlines() if line.startswith("| ")]

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from assay.accounting import Budget, PriceTable, Usage
 from assay.spec import OpenAITarget, PythonTarget
-from assay.targets._base import Target, TargetResult, Usage
+from assay.targets._base import Target, TargetResult
 from assay.targets._openai import OpenAIChatTarget, render
 from assay.targets._python import PythonFunctionTarget
 
@@ -15,7 +16,13 @@ __all__ = ["OpenAIChatTarget", "PythonFunctionTarget", "Target", "TargetResult",
 
 
 def open_target(
-    spec: OpenAITarget | PythonTarget, *, concurrency: int, seed: int, search_path: str | None
+    spec: OpenAITarget | PythonTarget,
+    *,
+    concurrency: int,
+    seed: int,
+    search_path: str | None,
+    prices: PriceTable,
+    budget: Budget,
 ) -> Target:
     """Build the target a spec names.
 
@@ -24,7 +31,9 @@ def open_target(
         concurrency: the run's concurrency (sizes connection and thread pools).
         seed: the run's seed.
         search_path: the spec's folder, importable by `python` targets.
+        prices: prices model calls are measured with.
+        budget: the run's budget, which admits each model call.
     """
     if isinstance(spec, OpenAITarget):
-        return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed)
+        return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed, prices=prices, budget=budget)
     return PythonFunctionTarget(spec, concurrency=concurrency, seed=seed, search_path=search_path)

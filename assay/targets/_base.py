@@ -5,17 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from assay.accounting import Usage
 from assay.dataset import Item
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts as the provider reported them; None where it reported nothing."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +35,10 @@ class TargetResult:
 
 
 class Target(Protocol):
-    """Answers one item. Raises `assay.errors.TargetFailure` for a failure that is data."""
+    """Answers one item. Raises `assay.errors.TargetFailure` for a failure that is data.
+    `instrumented`: whether its model calls are measured (else its spend is `uninstrumented`)."""
+
+    instrumented: bool
 
     async def __call__(self, item: Item, trial: int) -> TargetResult: ...
 

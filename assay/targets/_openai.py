@@ -1,51 +1,14 @@
-"""The `openai` target: any OpenAI-compatible chat-completions endpoint.
-
-httpx's request and response models over aiohttp's transport (`httpx-aiohttp`), one connection
-pool per run, as wide as the run's concurrency. Measured here: httpx's own transport costs ~4 ms
-of CPU per request (~250 req/s on 2 cores); over aiohttp's transport ~0.4 ms. Requests go
-straight to the transport rather than through `httpx.AsyncClient.send`: the client's cookie jar,
-redirect and auth layers, which a model API never uses, cost another ~30 % of a request's CPU
-(benchmarks/throughput.py, docs/performance.md).
-Retries (tenacity) cover 429, 5xx, timeouts and connection errors, with exponential backoff and
-jitter, and honour `Retry-After`.
-"""
+"""The `openai` target: any OpenAI-compatible chat-completions endpoint, one call per item."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import time
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
-from httpx_aiohttp import AiohttpTransport
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
-
+from assay.accounting import Budget, PriceTable
+from assay.chat import ChatClient
 from assay.dataset import Item
-from assay.errors import TargetFailure
-from assay.outcomes import FailureKind
 from assay.spec import OpenAITarget
-from assay.targets._base import TargetResult, Usage
-
-_RETRYABLE_STATUS = {408, 409, 429} | set(range(500, 600))
-_MAX_RETRY_AFTER_S = 60.0
-
-
-class _Attempt(Exception):
-    """A failed attempt, carrying what the final failure description needs."""
-
-    def __init__(self, failure: TargetFailure, retry_after: float | None = None) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-        self.retry_after = retry_after
+from assay.targets._base import TargetResult
 
 
 def render(template: str, item: Item) -> str:
@@ -54,27 +17,30 @@ def render(template: str, item: Item) -> str:
 
 
 class OpenAIChatTarget:
-    """Calls `POST {base_url}/chat/completions` once per item (plus retries).
+    """Renders the item's prompt and asks the model once (plus retries).
 
     Args:
         spec: the target spec.
         concurrency: the run's concurrency; the connection pool is as wide.
         seed: sent as `seed` so providers that support it sample repeatably.
+        prices: prices the calls are measured with.
+        budget: the run's budget.
     """
 
-    def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int) -> None:
+    instrumented = True
+
+    def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int, prices: PriceTable, budget: Budget) -> None:
         self._spec = spec
         self._seed = seed
-        self._url = httpx.URL(spec.base_url.rstrip("/") + "/chat/completions")
-        self._provider = f"openai:{urlsplit(spec.base_url).netloc}"
-        headers = {"content-type": "application/json"}
-        if spec.api_key_env:
-            # Read here and kept only in the client's headers: never in a record, a log or argv.
-            headers["authorization"] = f"Bearer {os.environ.get(spec.api_key_env, '')}"
-        self._headers = httpx.Headers(headers)
-        self._extensions = {"timeout": httpx.Timeout(spec.timeout).as_dict()}
-        self._transport = AiohttpTransport(limits=httpx.Limits(max_connections=concurrency))
-        self._wait_backoff = wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
+        self._client = ChatClient(
+            spec.base_url,
+            api_key_env=spec.api_key_env,
+            timeout=spec.timeout,
+            max_retries=spec.max_retries,
+            concurrency=concurrency,
+            prices=prices,
+            budget=budget,
+        )
 
     def request_body(self, item: Item) -> dict[str, Any]:
         messages = []
@@ -88,142 +54,16 @@ class OpenAIChatTarget:
             body["max_tokens"] = self._spec.max_tokens
         return body
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Attempt) and exc.retry_after is not None:
-            return min(exc.retry_after, _MAX_RETRY_AFTER_S)
-        return self._wait_backoff(state)
-
     async def __call__(self, item: Item, trial: int) -> TargetResult:
-        content = json.dumps(self.request_body(item)).encode()
-        started = time.perf_counter()
-        try:
-            # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
-            reply = await self._attempt(content)
-            return self._result(reply, wire_ms=(time.perf_counter() - started) * 1000, retry_ms=0.0, retries=0)
-        except _Attempt as first:
-            if not first.failure.retryable or self._spec.max_retries == 0:
-                raise first.failure from None
-            pending: _Attempt | None = first
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._spec.max_retries + 1),
-            retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
-            wait=self._wait,
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    if pending is not None:  # replay the first failure so tenacity counts and waits on it
-                        failed, pending = pending, None
-                        raise failed
-                    wire_started = time.perf_counter()
-                    reply = await self._attempt(content)
-                    wire_ms = (time.perf_counter() - wire_started) * 1000
-        except _Attempt as exc:
-            raise exc.failure from None
-        retries = retrying.statistics["attempt_number"] - 1
-        total_ms = (time.perf_counter() - started) * 1000
-        return self._result(reply, wire_ms=wire_ms, retry_ms=total_ms - wire_ms, retries=retries)
-
-    async def _attempt(self, content: bytes) -> dict[str, Any]:
-        try:
-            # A prebuilt URL and headers: httpx re-parses a string URL on every request (~100 us).
-            request = httpx.Request(
-                "POST", self._url, headers=self._headers, content=content, extensions=self._extensions
-            )
-            response = await self._transport.handle_async_request(request)
-            await response.aread()
-        except httpx.TransportError as exc:
-            if _is_timeout(exc):
-                raise self._failed(f"timed out after {self._spec.timeout:g}s", FailureKind.TIMEOUT, True) from None
-            raise self._failed(f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION, True) from None
-        request_id = response.headers.get("x-request-id")
-        if response.status_code >= 400:
-            raise self._failed(
-                f"HTTP {response.status_code}: {_error_message(response)}",
-                FailureKind.HTTP,
-                response.status_code in _RETRYABLE_STATUS,
-                status=response.status_code,
-                request_id=request_id,
-                retry_after=_retry_after(response.headers.get("retry-after")),
-            )
-        try:
-            reply = response.json()
-            reply["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise self._failed(
-                f"malformed reply: {response.text[:200]!r}",
-                FailureKind.PROTOCOL,
-                False,
-                status=response.status_code,
-                request_id=request_id,
-            ) from None
-        return reply
-
-    def _failed(
-        self,
-        message: str,
-        kind: FailureKind,
-        retryable: bool,
-        *,
-        status: int | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
-    ) -> _Attempt:
-        failure = TargetFailure(
-            message,
-            kind=kind,
-            provider=self._provider,
-            http_status=status,
-            retryable=retryable,
-            request_id=request_id,
-        )
-        return _Attempt(failure, retry_after)
-
-    def _result(self, reply: dict[str, Any], *, wire_ms: float, retry_ms: float, retries: int) -> TargetResult:
-        usage = reply.get("usage") or {}
-        completion_details = usage.get("completion_tokens_details") or {}
-        prompt_details = usage.get("prompt_tokens_details") or {}
+        reply = await self._client.complete(self.request_body(item))
         return TargetResult(
-            output=reply["choices"][0]["message"].get("content"),
-            model=reply.get("model") or self._spec.model,
-            usage=Usage(
-                input_tokens=usage.get("prompt_tokens"),
-                output_tokens=usage.get("completion_tokens"),
-                reasoning_tokens=completion_details.get("reasoning_tokens"),
-                cached_tokens=prompt_details.get("cached_tokens"),
-            ),
-            wire_ms=wire_ms,
-            retry_ms=retry_ms,
-            retries=retries,
+            output=reply.content,
+            model=reply.model or self._spec.model,
+            usage=reply.usage,
+            wire_ms=reply.wire_ms,
+            retry_ms=reply.retry_ms,
+            retries=reply.retries,
         )
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
-
-
-def _is_timeout(exc: httpx.TransportError) -> bool:
-    # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; the cause tells the truth.
-    cause = exc.__cause__
-    if cause is not None:
-        return isinstance(cause, asyncio.TimeoutError)
-    return isinstance(exc, httpx.TimeoutException)
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-        message = body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("error")
-    except (ValueError, KeyError, AttributeError, TypeError):
-        message = None
-    return str(message or response.text or response.reason_phrase)[:300]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP-date; rare from model APIs, so fall back to our own backoff
+        await self._client.aclose()

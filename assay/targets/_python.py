@@ -35,6 +35,8 @@ class PythonFunctionTarget:
         search_path: the spec's folder, made importable.
     """
 
+    instrumented = False
+
     def __init__(self, spec: PythonTarget, *, concurrency: int, seed: int, search_path: str | None) -> None:
         self._function = import_callable(spec.function, search_path=search_path)
         self._name = spec.function
