@@ -185,10 +185,19 @@ class Accounting:
 
 
 class Ledger:
-    """The calls of one scope (an item's generation, or one scorer on one item)."""
+    """The calls of one scope (an item's generation, or one scorer on one item), with the run's
+    prices they are measured with and the budget that admits them.
 
-    def __init__(self, kind: SpendKind) -> None:
+    Args:
+        kind: what the scope's spend is for.
+        prices: the run's price table.
+        budget: the run's budget.
+    """
+
+    def __init__(self, kind: SpendKind, prices: PriceTable, budget: Budget) -> None:
         self.kind = kind
+        self.prices = prices
+        self.budget = budget
         self.records: list[Accounting] = []
 
     def add(self, record: Accounting) -> None:
@@ -202,9 +211,9 @@ _current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
 
 
 @contextmanager
-def measuring(kind: SpendKind) -> Iterator[Ledger]:
+def measuring(kind: SpendKind, prices: PriceTable, budget: Budget) -> Iterator[Ledger]:
     """Measure every model call made inside the block (in this task) into a new ledger."""
-    ledger = Ledger(kind)
+    ledger = Ledger(kind, prices, budget)
     token = _current.set(ledger)
     try:
         yield ledger

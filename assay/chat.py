@@ -9,8 +9,9 @@ redirect and auth layers, which a model API never uses, cost another ~30 % of a 
 Retries (tenacity) cover 429, 5xx, timeouts and connection errors, with exponential backoff and
 jitter, and honour `Retry-After`.
 
-Every call is measured into the current `assay.accounting.Ledger` (priced with the run's price
-table) and admitted by the run's `Budget` before it is sent — including each retry.
+Every call is measured into the current `assay.accounting.Ledger` — priced with its run's price
+table and admitted by its run's `Budget` before it is sent, each retry included. Outside any
+ledger (a client used on its own) calls are neither budgeted nor recorded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,9 +35,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from assay.accounting import Accounting, Budget, BudgetDenied, PriceTable, Usage, current_ledger
+from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger
 from assay.errors import TargetFailure
-from assay.outcomes import FailureKind, SpendKind
+from assay.outcomes import FailureKind
 
 _RETRYABLE_STATUS = {408, 409, 429} | set(range(500, 600))
 _MAX_RETRY_AFTER_S = 60.0
@@ -82,8 +84,6 @@ class ChatClient:
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on retryable failures.
         concurrency: the connection pool's width.
-        prices: prices calls are measured with.
-        budget: admits (or denies) each call before it is sent.
     """
 
     def __init__(
@@ -94,15 +94,11 @@ class ChatClient:
         timeout: float,
         max_retries: int,
         concurrency: int,
-        prices: PriceTable,
-        budget: Budget,
     ) -> None:
         self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         self._provider = f"openai:{urlsplit(base_url).netloc}"
         self._timeout = timeout
         self._max_retries = max_retries
-        self._prices = prices
-        self._budget = budget
         headers = {"content-type": "application/json"}
         if api_key_env:
             # Read here and kept only in the request headers: never in a record, a log or argv.
@@ -151,22 +147,22 @@ class ChatClient:
         total_ms = (time.perf_counter() - started) * 1000
         return self._reply(reply, wire_ms=wire_ms, retry_ms=total_ms - wire_ms, retries=retries)
 
-    def _measure(self, record: Accounting) -> None:
+    @staticmethod
+    def _measure(make: Callable[[Ledger], Accounting]) -> None:
         ledger = current_ledger()
         if ledger is not None:
+            record = make(ledger)
             ledger.add(record)
-        self._budget.spend(record.known_cost)
-
-    def _kind(self) -> SpendKind:
-        ledger = current_ledger()
-        return ledger.kind if ledger is not None else SpendKind.EXTERNAL
+            ledger.budget.spend(record.known_cost)
 
     async def _attempt(self, content: bytes) -> dict[str, Any]:
-        try:
-            self._budget.admit()
-        except BudgetDenied:
-            self._measure(Accounting.of_denied_call(self._kind()))
-            raise
+        ledger = current_ledger()
+        if ledger is not None:
+            try:
+                ledger.budget.admit()
+            except BudgetDenied:
+                ledger.add(Accounting.of_denied_call(ledger.kind))
+                raise
         try:
             # A prebuilt URL and headers: httpx re-parses a string URL on every request (~100 us).
             request = httpx.Request(
@@ -176,14 +172,14 @@ class ChatClient:
             await response.aread()
         except httpx.TransportError as exc:
             # The request may have reached the provider and been billed: its cost is unknown.
-            self._measure(Accounting.of_lost_call(self._kind()))
+            self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             if _is_timeout(exc):
                 raise self._failed(f"timed out after {self._timeout:g}s", FailureKind.TIMEOUT, True) from None
             raise self._failed(f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION, True) from None
         request_id = response.headers.get("x-request-id")
         if response.status_code >= 400:
             # Providers do not bill refused requests: a settled operation that cost nothing.
-            self._measure(Accounting(operations=1, settled=1, by_kind={self._kind().value: 1}))
+            self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
             raise self._failed(
                 f"HTTP {response.status_code}: {_error_message(response)}",
                 FailureKind.HTTP,
@@ -236,7 +232,7 @@ class ChatClient:
             cached_tokens=prompt_details.get("cached_tokens"),
         )
         model = reply.get("model")
-        self._measure(Accounting.of_call(self._kind(), model, usage, self._prices))
+        self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
         return ChatReply(
             content=reply["choices"][0]["message"].get("content"),
             model=model,

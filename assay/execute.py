@@ -108,7 +108,7 @@ class ShardExecutor:
         if budget.closed and not type(scorer).deterministic:
             budget.note_closure("scorer")
             return _budget_skipped_score(scorer), Accounting()
-        with measuring(SpendKind.JUDGING) as ledger:
+        with measuring(SpendKind.JUDGING, self.plan.prices, budget) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
         return record, ledger.total()
 
@@ -134,7 +134,7 @@ class Executor(ShardExecutor):
             if budget.closed:  # checked after the wait for a slot, which may have been long
                 budget.note_closure("case")
                 return _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), []
-            with measuring(SpendKind.GENERATION) as ledger:
+            with measuring(SpendKind.GENERATION, self.plan.prices, budget) as ledger:
                 try:
                     async with asyncio.timeout(self.plan.spec.item_timeout):
                         result = await self.target(item, trial)

@@ -68,8 +68,6 @@ async def _execute(plan: RunPlan) -> None:
         concurrency=plan.spec.concurrency,
         seed=plan.spec.seed,
         search_path=str(plan.spec_dir),
-        prices=plan.prices,
-        budget=plan.budget,
     )
     try:
         executor = Executor(plan, target)

@@ -7,7 +7,6 @@ import socket
 
 import pytest
 
-from assay.accounting import Budget, PriceTable
 from assay.dataset import Item
 from assay.errors import TargetFailure
 from assay.spec import OpenAITarget
@@ -21,8 +20,6 @@ def call(base_url: str, item: Item = ITEM, **spec: object):
         OpenAITarget(kind="openai", base_url=base_url, model="mock-1", prompt="{q}", **spec),
         concurrency=4,
         seed=7,
-        prices=PriceTable.shipped(),
-        budget=Budget(None),
     )
 
     async def go():

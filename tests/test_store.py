@@ -11,7 +11,16 @@ import pytest
 
 from assay import _schema
 from assay.cli import main
-from assay.outcomes import Completeness, FailureKind, ItemOutcome, RunKind, RunStatus, ScorerOutcome, SpendKind, Verdict
+from assay.outcomes import (
+    Completeness,
+    FailureKind,
+    ItemOutcome,
+    RunKind,
+    RunStatus,
+    ScorerOutcome,
+    SpendKind,
+    Verdict,
+)
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from assay.accounting import Budget, PriceTable, Usage
+from assay.accounting import Usage
 from assay.spec import OpenAITarget, PythonTarget
 from assay.targets._base import Target, TargetResult
 from assay.targets._openai import OpenAIChatTarget, render
@@ -21,8 +21,6 @@ def open_target(
     concurrency: int,
     seed: int,
     search_path: str | None,
-    prices: PriceTable,
-    budget: Budget,
 ) -> Target:
     """Build the target a spec names.
 
@@ -31,9 +29,7 @@ def open_target(
         concurrency: the run's concurrency (sizes connection and thread pools).
         seed: the run's seed.
         search_path: the spec's folder, importable by `python` targets.
-        prices: prices model calls are measured with.
-        budget: the run's budget, which admits each model call.
     """
     if isinstance(spec, OpenAITarget):
-        return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed, prices=prices, budget=budget)
+        return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed)
     return PythonFunctionTarget(spec, concurrency=concurrency, seed=seed, search_path=search_path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.accounting import Budget, PriceTable
 from assay.chat import ChatClient
 from assay.dataset import Item
 from assay.spec import OpenAITarget
@@ -23,13 +22,11 @@ class OpenAIChatTarget:
         spec: the target spec.
         concurrency: the run's concurrency; the connection pool is as wide.
         seed: sent as `seed` so providers that support it sample repeatably.
-        prices: prices the calls are measured with.
-        budget: the run's budget.
     """
 
     instrumented = True
 
-    def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int, prices: PriceTable, budget: Budget) -> None:
+    def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int) -> None:
         self._spec = spec
         self._seed = seed
         self._client = ChatClient(
@@ -38,8 +35,6 @@ class OpenAIChatTarget:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             concurrency=concurrency,
-            prices=prices,
-            budget=budget,
         )
 
     def request_body(self, item: Item) -> dict[str, Any]:
