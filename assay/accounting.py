@@ -143,6 +143,10 @@ class Accounting:
     @classmethod
     def total(cls, records: list[Accounting]) -> Accounting:
         """The sum of records: unverified if any is, else incomplete if any is, else complete."""
+        # Records of scopes that made no call add nothing; most items have one record that counts.
+        records = [r for r in records if r.operations or r.completeness is not Completeness.COMPLETE]
+        if len(records) == 1:
+            return records[0]
         out = cls()
         for record in records:
             out.known_cost += record.known_cost

@@ -27,6 +27,7 @@ from assay.plan import RunPlan, Shard
 from assay.targets import Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
 
+_NO_SPEND = Accounting()
 _BATCH_ROWS = 500
 _BATCH_SECONDS = 2.0
 
@@ -90,7 +91,8 @@ class ShardExecutor:
             output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
-        results = [await self._measured(s, sample) for s in self._sync_scorers]
+        # They cannot await a model call either, so they have nothing to measure.
+        results = [(await evaluate(s, sample, search_path=self._search_path), _NO_SPEND) for s in self._sync_scorers]
         if len(self._async_scorers) == 1:
             results.append(await self._measured(self._async_scorers[0], sample))
         elif self._async_scorers:
@@ -278,7 +280,7 @@ def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting) -
         **{f"tokens_{kind}": n for kind, n in spend.tokens.items()},
         "cost_usd": spend.known_cost,
         "cost_completeness": spend.completeness.value,
-        "cost_reasons": spend.columns()["cost_reasons"],
+        "cost_reasons": json.dumps(spend.reasons, sort_keys=True) if spend.reasons else None,
         "operations": spend.operations,
         "item_id": item.item_id,
         "item_index": item.item_index,
