@@ -157,8 +157,11 @@ def print_power(report: dict[str, Any]) -> None:
         table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
     for row in report["scorers"]:
         table.add_row(
-            row["scorer"], _fmt(row["mean"]), _fmt(row["sd_of_differences"]),
-            _fmt(row["items_needed"]), str(row["n_scored"]),
+            row["scorer"],
+            _fmt(row["mean"]),
+            _fmt(row["sd_of_differences"]),
+            _fmt(row["items_needed"]),
+            str(row["n_scored"]),
         )
     console.print(table)
     console.print(
@@ -169,23 +172,96 @@ def print_power(report: dict[str, Any]) -> None:
 
 def print_leaderboard(board: dict[str, Any]) -> None:
     console = _console()
-    console.print(f"[bold]leaderboard[/bold] matrix [cyan]{board['matrix_id']}[/cyan] (vs {board['baseline_cell']})")
+    console.print(
+        f"[bold]leaderboard[/bold] matrix [cyan]{board['matrix_id']}[/cyan] (vs {board['baseline_cell']})"
+    )
     table = Table(show_header=True, header_style="bold")
-    columns = ("scorer", "rank", "cell", "mean", "95% CI", "error rate", "$/item", "p50 ms", "p95 ms", "vs baseline")
+    columns = (
+        "scorer",
+        "rank",
+        "cell",
+        "mean",
+        "95% CI",
+        "error rate",
+        "$/item",
+        "p50 ms",
+        "p95 ms",
+        "vs baseline",
+    )
     for column in columns:
-        table.add_column(column, justify="left" if column in ("scorer", "cell", "vs baseline") else "right", no_wrap=True)
+        table.add_column(
+            column, justify="left" if column in ("scorer", "cell", "vs baseline") else "right", no_wrap=True
+        )
     for row in board["rows"]:
-        versus = "baseline" if row["cell"] == row["baseline_cell"] else (
-            f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
-            f"{row['verdict_vs_baseline']}"
-            if row["delta_vs_baseline"] is not None
-            else str(row["verdict_vs_baseline"] or "–")
+        versus = (
+            "baseline"
+            if row["cell"] == row["baseline_cell"]
+            else (
+                f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
+                f"{row['verdict_vs_baseline']}"
+                if row["delta_vs_baseline"] is not None
+                else str(row["verdict_vs_baseline"] or "–")
+            )
         )
         table.add_row(
-            row["scorer"], str(row["rank"]), row["cell"], _fmt(row["mean"]),
+            row["scorer"],
+            str(row["rank"]),
+            row["cell"],
+            _fmt(row["mean"]),
             f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
             _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
-            if row["item_error_rate"] is not None else "–",
-            _fmt(row["cost_per_item_usd"], 5), _fmt(row["latency_p50_ms"], 1), _fmt(row["latency_p95_ms"], 1), versus,
+            if row["item_error_rate"] is not None
+            else "–",
+            _fmt(row["cost_per_item_usd"], 5),
+            _fmt(row["latency_p50_ms"], 1),
+            _fmt(row["latency_p95_ms"], 1),
+            versus,
         )
     console.print(table)
+
+
+def print_estimate(report: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"[bold]estimate[/bold] {report['spec']}: {report['items']} items x {report['trials']} trials"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in (
+        "cell",
+        "kind",
+        "model",
+        "calls",
+        "input tok",
+        "output tok",
+        "expected $",
+        "max $",
+        "note",
+    ):
+        table.add_column(
+            column,
+            justify="right"
+            if column in ("calls", "input tok", "output tok", "expected $", "max $")
+            else "left",
+            no_wrap=column != "note",
+        )
+    for line in report["lines"]:
+        table.add_row(
+            line.get("cell") or "–",
+            line["kind"] + (f" ({line['scorer']})" if line.get("scorer") else ""),
+            line.get("model") or "–",
+            str(line["calls"]),
+            _fmt(line.get("input_tokens")),
+            _fmt(line.get("output_tokens_expected")),
+            _fmt(line.get("cost_usd_expected"), 4),
+            _fmt(line.get("cost_usd_max"), 4),
+            line.get("note", ""),
+        )
+    console.print(table)
+    console.print(
+        f"expected ${report['cost_usd_expected']:.4f}, at most ${report['cost_usd_max']:.4f}"
+        + (f" · budget {report['budget']}" if report["budget"] else "")
+    )
+    if report["unpriced_models"]:
+        console.print(
+            f"[yellow]not in the price table (cost unknown):[/yellow] {', '.join(report['unpriced_models'])}"
+        )

@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", parents=[common], help="run an eval spec")
     run.add_argument("spec", help="the eval spec (YAML)")
     run.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    estimate = commands.add_parser("estimate", parents=[common], help="calls, tokens and cost a spec will take")
+    estimate.add_argument("spec")
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
     resume.add_argument("run_id")
     resume.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
@@ -214,6 +216,19 @@ def _power(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _estimate(args: argparse.Namespace) -> int:
+    from assay import _terminal
+    from assay.estimate import estimate
+    from assay.store import Store
+
+    report = estimate(args.spec, store=Store(args.store))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif not args.quiet:
+        _terminal.print_estimate(report)
+    return EXIT_OK
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from assay import _terminal
     from assay.leaderboard import build_leaderboard
@@ -272,6 +287,7 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
 
 _COMMANDS = {
     "run": _run,
+    "estimate": _estimate,
     "resume": _resume,
     "rescore": _rescore,
     "compare": _compare,

@@ -1,0 +1,46 @@
+"""`assay estimate`: calls, tokens and cost before a run, then checked against the run itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assay.cli import main
+from assay.estimate import count_tokens
+from tests.conftest import openai_spec
+
+PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
+
+
+def estimate(capsys, spec, store) -> dict:
+    assert main(["estimate", str(spec), "--store", str(store), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=20, prices=PRICES, target={
+        "kind": "openai", "base_url": mock.base_url, "model": "mock-1", "prompt": "{question}", "max_tokens": 50,
+    })
+    before = estimate(capsys, spec, tmp_path / "s")
+    (line,) = before["lines"]
+    assert line["calls"] == 20 and line["priced"] and line["model"] == "mock-1"
+    assert line["input_tokens"] == sum(count_tokens(f"What is {i} + {i}?") for i in range(20))
+    assert line["output_tokens_max"] == 50 * 20 and "max_tokens" in line["note"]
+    assert before["cost_usd_max"] == pytest.approx((line["input_tokens"] * 10 + 1000 * 30) / 1e6)
+    assert mock.stats()["requests"] == 0, "estimating spends nothing"
+
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
+    after = estimate(capsys, spec, tmp_path / "s")
+    (line,) = after["lines"]
+    # The mock echoes the prompt, five words: the stored run's mean output length is used now.
+    assert line["output_tokens_expected"] == 5 * 20 and "stored run" in line["note"]
+    assert after["cost_usd_expected"] < after["cost_usd_max"]
+
+
+def test_unpriced_models_are_named(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=3)
+    report = estimate(capsys, spec, tmp_path / "s")
+    assert report["unpriced_models"] == ["mock-1"] and report["lines"][0]["cost_usd_expected"] is None
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
+    assert "not in the price table" in capsys.readouterr().out
