@@ -55,7 +55,12 @@ class Identity:
 
 def scorers_digest(scorers: list[Scorer]) -> str:
     """A hash of the scorers' names, kinds, versions and parameters, in name order."""
-    return _hash([{"version": type(s).version, **s.model_dump(mode="json")} for s in sorted(scorers, key=lambda s: s.name)])
+    return _hash(
+        [
+            {"version": type(s).version, **s.model_dump(mode="json", exclude=set(type(s).operational))}
+            for s in sorted(scorers, key=lambda s: s.name)
+        ]
+    )
 
 
 def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:

@@ -84,9 +84,11 @@ class RunPlan:
         self.prices = PriceTable.shipped(spec.prices)
         # A resumed run's budget counts what its earlier executions already spent.
         self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
-        self.work = work if work is not None else [
-            (position, trial) for position in range(len(items)) for trial in range(spec.trials)
-        ]
+        self.work = (
+            work
+            if work is not None
+            else [(position, trial) for position in range(len(items)) for trial in range(spec.trials)]
+        )
 
     @property
     def total(self) -> int:
@@ -96,7 +98,10 @@ class RunPlan:
         """Cut the work into at most 32 shards, in order."""
         work = self.work
         size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / _MAX_SHARDS))
-        return [Shard(index=n, work=tuple(work[start : start + size])) for n, start in enumerate(range(0, len(work), size))]
+        return [
+            Shard(index=n, work=tuple(work[start : start + size]))
+            for n, start in enumerate(range(0, len(work), size))
+        ]
 
 
 def new_run_id(now: datetime | None = None, suffix: str | None = None) -> str:
@@ -131,16 +136,43 @@ def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
 def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     """Load the spec and dataset and check every prompt renders; raises `InputError`s."""
     spec = load_spec(spec_path)
-    key_env = getattr(spec.target, "api_key_env", None)
-    if key_env and not os.environ.get(key_env):
-        raise SpecError(f"target.api_key_env: environment variable {key_env!r} is not set", source=str(spec_path))
+    _check_environment(spec, spec_path)
     items = load_items(spec.dataset, spec_path.parent)
     for _, cell_spec in spec.cells():
         _check_prompts(cell_spec, items)
     return spec, items
 
 
-def new_record(spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int) -> dict[str, Any]:
+def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
+    """API keys the spec names must be set; a budget must be able to see every model's spend."""
+    problems = []
+    models = []
+    for _, cell_spec in spec.cells():
+        parts = [("target", cell_spec.target)] + [
+            (f"scorers.{n} ({s.name})", s) for n, s in enumerate(cell_spec.scorers)
+        ]
+        for where, part in parts:
+            key_env = getattr(part, "api_key_env", None)
+            if key_env and not os.environ.get(key_env):
+                problems.append(f"{where}.api_key_env: environment variable {key_env!r} is not set")
+            if getattr(part, "model", None) and (
+                isinstance(part, OpenAITarget) or not type(part).deterministic
+            ):
+                models.append((where, part.model, PriceTable.shipped(cell_spec.prices)))
+    if spec.budget is not None:
+        problems += [
+            f"budget: {where} model {model!r} has no price, so its spend cannot count against the budget; "
+            f"add it under prices:"
+            for where, model, prices in models
+            if model not in prices.prices
+        ]
+    if problems:
+        raise SpecError(sorted(set(problems)), source=str(spec_path))
+
+
+def new_record(
+    spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int
+) -> dict[str, Any]:
     """A fresh run row, status `running`; the caller sets kind-specific fields."""
     target = spec.target
     return {
@@ -284,4 +316,3 @@ def spec_for_resume(store: Store, run_id: str) -> Path:
     if not path.is_file():
         raise SpecError(f"run {run_id} was started from {path}, which no longer exists")
     return path
-

@@ -11,6 +11,7 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     numeric       the number in the output is close to expected           Numeric
     token_f1      SQuAD-style token F1 against expected                   TokenF1
     user_code     a Python function named `module:function`               UserCode
+    llm_judge     a model grades the output against a rubric              LlmJudge
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from evaluators.deterministic import (
     Regex,
     TokenF1,
 )
+from evaluators.llm_judge import LlmJudge
 from evaluators.user import UserCode
 
 ScorerSpec = Annotated[
-    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode,
+    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode | LlmJudge,
     Field(discriminator="kind"),
 ]
 
@@ -49,6 +51,7 @@ __all__ = [
     "Includes",
     "JsonSchema",
     "JsonValid",
+    "LlmJudge",
     "Numeric",
     "Regex",
     "Sample",

@@ -56,6 +56,9 @@ class Scorer(BaseModel):
     version: ClassVar[str] = "1"
     # Model-graded scorers set this False; compare uses it for default thresholds.
     deterministic: ClassVar[bool] = True
+    # Parameters that change how a scorer runs, not what it decides (endpoints, timeouts): left
+    # out of a run's identity, so a resume may change them.
+    operational: ClassVar[frozenset[str]] = frozenset()
 
     kind: str
     name: str = ""

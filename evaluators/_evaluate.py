@@ -96,7 +96,13 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
     except BudgetDenied as exc:
         return record(ScorerOutcome.BUDGET_INTERRUPTED, error=str(exc))
     except Exception as exc:  # noqa: BLE001
-        return record(ScorerOutcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+        # An exception may carry the scorer's metadata (an LLM judge's unreadable reply): keep it.
+        metadata = getattr(exc, "metadata", None)
+        return record(
+            ScorerOutcome.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            metadata=metadata if isinstance(metadata, dict) else None,
+        )
 
     explanation = metadata = None
     if isinstance(result, Score):

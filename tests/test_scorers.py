@@ -93,6 +93,7 @@ def test_scorer_kinds_lists_every_kind_sorted() -> None:
         "includes",
         "json_schema",
         "json_valid",
+        "llm_judge",
         "numeric",
         "regex",
         "token_f1",
