@@ -149,7 +149,7 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
     models = []
     for _, cell_spec in spec.cells():
         parts = [("target", cell_spec.target)] + [
-            (f"scorers.{n} ({s.name})", s) for n, s in enumerate(cell_spec.scorers)
+            (f"scorers.{n}", s) for n, s in enumerate(cell_spec.scorers)
         ]
         for where, part in parts:
             key_env = getattr(part, "api_key_env", None)
