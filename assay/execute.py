@@ -190,6 +190,8 @@ class _Batch:
                 pa.Table.from_pylist(self._items, schema=_schema.ITEMS),
                 pa.Table.from_pylist(self._scores, schema=_schema.SCORES),
             )
+            # A retried shard (Prefect retries a failed task) must not run these again.
+            self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
         self._items, self._scores = [], []
         self._since = time.monotonic()
 
@@ -274,14 +276,23 @@ def _stopped_row(item: Item, trial: int, started_at: datetime, outcome: ItemOutc
     return {**_item_columns(item, trial, started_at), "outcome": outcome.value, "error": why, **Accounting().columns()}
 
 
-def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting) -> dict[str, Any]:
+def _spend_columns(spend: Accounting) -> dict[str, Any]:
     return {
-        "model": record.metadata.get("model") if record.metadata else None,
         **{f"tokens_{kind}": n for kind, n in spend.tokens.items()},
         "cost_usd": spend.known_cost,
         "cost_completeness": spend.completeness.value,
         "cost_reasons": json.dumps(spend.reasons, sort_keys=True) if spend.reasons else None,
         "operations": spend.operations,
+    }
+
+
+_NO_SPEND_COLUMNS = _spend_columns(_NO_SPEND)
+
+
+def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting) -> dict[str, Any]:
+    return {
+        "model": record.metadata.get("model") if record.metadata else None,
+        **(_NO_SPEND_COLUMNS if spend is _NO_SPEND else _spend_columns(spend)),
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,
