@@ -70,18 +70,25 @@ class ShardExecutor:
             else:
                 todo.append((plan.items[position], trial))
         batch = _Batch(plan, shard.index)
-        running = [asyncio.ensure_future(self._run_item(item, trial)) for item, trial in todo]
-        try:
-            for finished in asyncio.as_completed(running):
-                item_row, score_rows = await finished
+        pending = iter(todo)
+
+        async def drain() -> None:
+            for item, trial in pending:
+                item_row, score_rows = await self._run_item(item, trial)
                 report.executed[item_row["outcome"]] = report.executed.get(item_row["outcome"], 0) + 1
                 batch.add(item_row, score_rows)
                 progress.current().item_done(item_row["outcome"])
+
+        # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
+        # the run-wide limiter in `_run_item` still bounds the target calls in flight.
+        workers = [asyncio.ensure_future(drain()) for _ in range(min(plan.spec.concurrency, len(todo)))]
+        try:
+            await asyncio.gather(*workers)
         finally:
             # On cancellation or an infrastructure error, stop the shard's other items (a retry
             # runs them again) and commit what finished, so none of it runs twice.
-            for task in running:
-                task.cancel()
+            for worker in workers:
+                worker.cancel()
             batch.flush()
         return report
 

@@ -381,33 +381,27 @@ def test_a_failing_judge_fails_its_scorer_not_the_item(tmp_path, mock, capsys):
 
 
 def test_the_judges_spend_closes_the_budget(tmp_path, mock, capsys):
-    # Any judge call costs far more than $0.000001, so the first one closes the budget. Scoring
-    # runs after the item leaves the concurrency limiter, so at concurrency 1 the second item's
-    # target has already started when the first judge call lands: its target runs (free), its
-    # judge is skipped; every later item is not started. The targets' sleep makes that ordering
-    # certain (a judge call to the local mock takes milliseconds).
+    # Any judge call costs far more than $0.000001, so the first one closes the budget. At
+    # concurrency 1 a shard's single worker scores an item before it takes the next, so every
+    # later item is not started: the stop point is exact.
     mock.configure(answers={"*": '{"score": 10, "explanation": "ok"}'})
-    spec = judged_spec(
-        tmp_path, mock.base_url, n=6, sleep=0.3, prices=PRICES, budget="$0.000001", concurrency=1
-    )
+    spec = judged_spec(tmp_path, mock.base_url, n=6, prices=PRICES, budget="$0.000001", concurrency=1)
     code, summary = run(capsys, spec, tmp_path / "s")
     assert code == 0
     store = Store(tmp_path / "s")
     items = store.run_items(summary["run_id"]).sort("item_index")
     scores = store.run_scores(summary["run_id"]).sort("item_index", "scorer")
-    assert items["outcome"].to_list() == ["completed"] * 2 + ["budget_skipped"] * 4
+    assert items["outcome"].to_list() == ["completed"] + ["budget_skipped"] * 5
     assert scores.select("item_id", "scorer", "outcome").rows() == [
         ("q0", "exact", "scored"),
         ("q0", "judge", "scored"),
-        ("q1", "exact", "scored"),  # deterministic scorers still run on a closed budget
-        ("q1", "judge", "budget_skipped"),
     ]
     assert mock.stats()["requests"] == 1
     record = store.read_run(summary["run_id"])
-    assert record["budget_status"] == "closed" and record["budget_closed_by"] == "scorer"
+    assert record["budget_status"] == "closed" and record["budget_closed_by"] == "case"
     spent = scores.filter(pl.col("item_id") == "q0", pl.col("scorer") == "judge")["cost_usd"][0]
     assert spent > 1e-6 and record["budget_spent_usd"] == pytest.approx(spent, rel=1e-12)
-    assert record["n_budget_skipped"] == 4
+    assert record["n_budget_skipped"] == 5
     assert summary["budget"]["budget_status"] == "closed"
 
 
@@ -427,3 +421,24 @@ def test_a_judge_call_refused_by_the_budget_is_budget_interrupted(mock):
     assert record.outcome == "budget_interrupted" and "budget" in record.error
     assert spend.denied == 1 and spend.known_cost == 0
     assert mock.stats()["requests"] == 0
+
+
+def test_on_a_closed_budget_deterministic_scorers_still_score(tmp_path, mock, capsys):
+    # q0 finishes fast and its judge call closes the budget; q1's target, already running, ends later:
+    # its judge is budget_skipped while its deterministic scorer still scores.
+    mock.configure(answers={"*": '{"score": 10, "explanation": "ok"}'})
+    spec = judged_spec(tmp_path, mock.base_url, n=2, prices=PRICES, budget="$0.000001", concurrency=2)
+    (tmp_path / "uneven_solver.py").write_text(
+        "import time\n\ndef solve(x):\n    time.sleep(0.05 if x == 'say 0' else 0.8)\n    return x.upper()\n"
+    )
+    spec.write_text(spec.read_text().replace("judged_solver_0ms:solve", "uneven_solver:solve"))
+    code, summary = run(capsys, spec, tmp_path / "s")
+    assert code == 0
+    scores = Store(tmp_path / "s").run_scores(summary["run_id"]).sort("item_index", "scorer")
+    assert scores.select("item_id", "scorer", "outcome").rows() == [
+        ("q0", "exact", "scored"),
+        ("q0", "judge", "scored"),
+        ("q1", "exact", "scored"),
+        ("q1", "judge", "budget_skipped"),
+    ]
+    assert Store(tmp_path / "s").read_run(summary["run_id"])["budget_closed_by"] == "scorer"
