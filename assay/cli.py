@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,19 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
         _prefect_env.check_api()
     if not (args.quiet or args.json):
         progress.install(_terminal.progress_bar())
+    # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         summary = asyncio.run((flow if orchestrated else flow.fn)(store=args.store, **params))
     finally:
+        signal.signal(signal.SIGTERM, previous)
         progress.install(None)
     _print_summary(args, summary)
     return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _run(args: argparse.Namespace) -> int:

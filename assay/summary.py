@@ -128,13 +128,28 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
     return sums
 
 
-def close_run(store: Store, run_id: str, *, wall_ms: float, budget: Budget) -> dict[str, Any]:
-    """Summarise, apply the gate and record the run's final status; returns the summary."""
+def close_run(
+    store: Store, run_id: str, *, wall_ms: float, budget: Budget, cancelled: bool = False
+) -> dict[str, Any]:
+    """Summarise, apply the gate and record the run's final status; returns the summary.
+
+    Args:
+        store: the store.
+        run_id: the run.
+        wall_ms: how long this execution took.
+        budget: the run's budget, recorded on the run.
+        cancelled: the execution was cancelled: the planned items without a row are counted as
+            `cancelled` and the run's status is `cancelled`.
+    """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
     counts = summary["items"]
-    status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
+    if cancelled:
+        counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
+        status = RunStatus.CANCELLED
+    else:
+        status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
     record.update(
         status=status.value,
         finished_at=datetime.now(UTC),

@@ -49,7 +49,17 @@ async def run_eval(
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
 
     # Execute every run (every cell of a matrix at once), each against its own target and limiter.
-    await asyncio.gather(*(_execute(plan) for plan in plans))
+    try:
+        await asyncio.gather(*(_execute(plan) for plan in plans))
+    except BaseException as stop:
+        if isinstance(stop, Exception):
+            raise  # a crash: the run stays `running`, and resume finishes it
+        # Ctrl-C, SIGTERM or a Prefect cancel: finished items are committed; the rest are
+        # recorded as cancelled (no rows, so `assay resume` runs them).
+        wall_ms = (time.perf_counter() - started) * 1000
+        for plan in plans:
+            close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, cancelled=True)
+        raise
 
     # Summarise what the store holds, apply the item-error-rate gate, record the final status.
     wall_ms = (time.perf_counter() - started) * 1000
