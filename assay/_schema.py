@@ -62,6 +62,7 @@ ITEMS = _schema(
     *_ACCOUNTING,
     ("caller_cost_usd", pa.float64(), "cost reported by the target's own code, kept apart from measured cost"),
     ("caller_metadata", pa.string(), "metadata reported by the target's own code (JSON text)"),
+    ("operation_ids", pa.list_(pa.string()), "captured model calls of the item, generation and judging"),
 )
 
 SCORES = _schema(
@@ -83,6 +84,7 @@ SCORES = _schema(
     ("operations", pa.int64(), "model calls this scorer made on this item"),
     ("explanation", pa.string(), "the scorer's explanation, if it gave one"),
     ("metadata", pa.string(), "the scorer's metadata (JSON text), if it gave any"),
+    ("operation_ids", pa.list_(pa.string()), "captured model calls of this scorer on this item"),
 )
 
 RUNS = _schema(
@@ -122,6 +124,11 @@ RUNS = _schema(
     ("budget_spent_usd", pa.float64(), "measured spend the budget saw"),
     ("budget_status", pa.string(), "open | closed; null without a budget"),
     ("budget_closed_by", pa.string(), "what first met the closed budget: case | operation | scorer"),
+    ("capture_status", pa.string(), "off | complete | truncated | unavailable: the request sidecar's manifest"),
+    ("capture_reason", pa.string(), "why truncated or unavailable"),
+    ("capture_records", pa.int64(), "records captured by the last execution"),
+    ("capture_bytes", pa.int64(), "bytes of records the run holds"),
+    ("capture_dropped", pa.int64(), "records dropped by the limits in the last execution"),
     ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
@@ -177,4 +184,30 @@ LEADERBOARDS = _schema(
     ("delta_ci_low", pa.float64(), "paired bootstrap CI of that delta, low end"),
     ("delta_ci_high", pa.float64(), "paired bootstrap CI of that delta, high end"),
     ("verdict_vs_baseline", pa.string(), "regressed | improved | unchanged | inconclusive against the baseline"),
+)
+
+REQUESTS = _schema(
+    ("v", pa.int32(), "record format version (1)"),
+    ("operation_id", pa.string(), "the model call the record belongs to"),
+    ("phase", pa.string(), "start (the request) | attempt (one HTTP attempt) | end (the outcome)"),
+    ("item_id", pa.string(), "the item the call was made for"),
+    ("trial", pa.int32(), "the item's trial"),
+    ("scorer", pa.string(), "the scorer, for judging calls; null for generation"),
+    ("kind", pa.string(), "generation | judging | external"),
+    ("attempt", pa.int32(), "attempt number, from 1 (attempt records)"),
+    ("model", pa.string(), "the model asked (start) or that answered (end)"),
+    ("http_status", pa.int32(), "the attempt's HTTP status; null when no reply came"),
+    ("started_at", _TS, "when the record was made (UTC)"),
+    ("wire_ms", pa.float64(), "the attempt's time on the wire"),
+    ("retry_ms", pa.float64(), "time in failed attempts and backoff (end records)"),
+    ("total_ms", pa.float64(), "the call's whole time, retries included (end records)"),
+    ("tokens_input", pa.int64(), "input tokens (end records)"),
+    ("tokens_output", pa.int64(), "output tokens (end records)"),
+    ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),
+    ("outcome", pa.string(), "ok | failed | budget_denied (end records)"),
+    ("error", pa.string(), "the attempt's or the call's error, redacted"),
+    ("request", pa.string(), "the request body (JSON text, redacted; start records)"),
+    ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),
+    ("truncated", pa.bool_(), "bodies were cut to fit max_record_bytes"),
+    ("bytes", pa.int64(), "the record's size as JSON, counted against the limits"),
 )

@@ -19,12 +19,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.errors import SpecError
 from assay.outcomes import Completeness, SpendKind
+
+if TYPE_CHECKING:
+    from assay.capture import Scope
 
 _MILLION = 1_000_000
 
@@ -199,12 +202,14 @@ class Ledger:
         kind: what the scope's spend is for.
         prices: the run's price table.
         budget: the run's budget.
+        capture: where the scope's calls are captured, when the run captures requests.
     """
 
-    def __init__(self, kind: SpendKind, prices: PriceTable, budget: Budget) -> None:
+    def __init__(self, kind: SpendKind, prices: PriceTable, budget: Budget, capture: Scope | None = None) -> None:
         self.kind = kind
         self.prices = prices
         self.budget = budget
+        self.capture = capture
         self.records: list[Accounting] = []
 
     def add(self, record: Accounting) -> None:
@@ -218,9 +223,9 @@ _current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
 
 
 @contextmanager
-def measuring(kind: SpendKind, prices: PriceTable, budget: Budget) -> Iterator[Ledger]:
-    """Measure every model call made inside the block (in this task) into a new ledger."""
-    ledger = Ledger(kind, prices, budget)
+def measuring(kind: SpendKind, prices: PriceTable, budget: Budget, capture: Scope | None = None) -> Iterator[Ledger]:
+    """Measure (and capture) every model call made inside the block (in this task)."""
+    ledger = Ledger(kind, prices, budget, capture)
     token = _current.set(ledger)
     try:
         yield ledger

@@ -36,6 +36,7 @@ from tenacity import (
 )
 
 from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger
+from assay.capture import Operation
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 
@@ -117,45 +118,56 @@ class ChatClient:
     async def complete(self, body: dict[str, Any]) -> ChatReply:
         """Send `body`; raises `TargetFailure` when it fails for good, `BudgetDenied` when refused."""
         content = json.dumps(body).encode()
+        ledger = current_ledger()
+        op = None if ledger is None or ledger.capture is None else ledger.capture.begin(
+            ledger.kind.value, body.get("model"), body
+        )
         started = time.perf_counter()
         try:
-            # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
-            reply = await self._attempt(content)
-            return self._reply(reply, wire_ms=(time.perf_counter() - started) * 1000, retry_ms=0.0, retries=0)
-        except _Attempt as first:
-            if not first.failure.retryable or self._max_retries == 0:
-                raise first.failure from None
-            pending: _Attempt | None = first
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_retries + 1),
-            retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
-            wait=self._wait,
-            reraise=True,
-        )
-        try:
+            try:
+                # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
+                reply = await self._attempt(content, op, 1)
+                return self._reply(reply, op, started, wire_ms=(time.perf_counter() - started) * 1000, retries=0)
+            except _Attempt as first:
+                if not first.failure.retryable or self._max_retries == 0:
+                    raise
+                pending: _Attempt | None = first
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self._max_retries + 1),
+                retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
+                wait=self._wait,
+                reraise=True,
+            )
             async for attempt in retrying:
                 with attempt:
                     if pending is not None:  # replay the first failure so tenacity counts and waits on it
                         failed, pending = pending, None
                         raise failed
                     wire_started = time.perf_counter()
-                    reply = await self._attempt(content)
+                    reply = await self._attempt(content, op, attempt.retry_state.attempt_number)
                     wire_ms = (time.perf_counter() - wire_started) * 1000
+            retries = retrying.statistics["attempt_number"] - 1
+            return self._reply(reply, op, started, wire_ms=wire_ms, retries=retries)
         except _Attempt as exc:
+            if op is not None:
+                op.end("failed", error=exc.failure.message, total_ms=(time.perf_counter() - started) * 1000)
             raise exc.failure from None
-        retries = retrying.statistics["attempt_number"] - 1
-        total_ms = (time.perf_counter() - started) * 1000
-        return self._reply(reply, wire_ms=wire_ms, retry_ms=total_ms - wire_ms, retries=retries)
+        except BudgetDenied as exc:
+            if op is not None:
+                op.end("budget_denied", error=str(exc))
+            raise
 
     @staticmethod
-    def _measure(make: Callable[[Ledger], Accounting]) -> None:
+    def _measure(make: Callable[[Ledger], Accounting]) -> Accounting | None:
         ledger = current_ledger()
-        if ledger is not None:
-            record = make(ledger)
-            ledger.add(record)
-            ledger.budget.spend(record.known_cost)
+        if ledger is None:
+            return None
+        record = make(ledger)
+        ledger.add(record)
+        ledger.budget.spend(record.known_cost)
+        return record
 
-    async def _attempt(self, content: bytes) -> dict[str, Any]:
+    async def _attempt(self, content: bytes, op: Operation | None, number: int) -> dict[str, Any]:
         ledger = current_ledger()
         if ledger is not None:
             try:
@@ -163,6 +175,7 @@ class ChatClient:
             except BudgetDenied:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
+        sent = time.perf_counter()
         try:
             # A prebuilt URL and headers: httpx re-parses a string URL on every request (~100 us).
             request = httpx.Request(
@@ -173,9 +186,18 @@ class ChatClient:
         except httpx.TransportError as exc:
             # The request may have reached the provider and been billed: its cost is unknown.
             self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
-            if _is_timeout(exc):
-                raise self._failed(f"timed out after {self._timeout:g}s", FailureKind.TIMEOUT, True) from None
-            raise self._failed(f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION, True) from None
+            timeout = _is_timeout(exc)
+            message = f"timed out after {self._timeout:g}s" if timeout else f"connection error: {exc or type(exc).__name__}"
+            if op is not None:
+                op.attempt(number, status=None, wire_ms=(time.perf_counter() - sent) * 1000, error=message)
+            raise self._failed(message, FailureKind.TIMEOUT if timeout else FailureKind.CONNECTION, True) from None
+        if op is not None:
+            op.attempt(
+                number,
+                status=response.status_code,
+                wire_ms=(time.perf_counter() - sent) * 1000,
+                response=_body(response.content),
+            )
         if response.status_code >= 400:
             # Providers do not bill refused requests: a settled operation that cost nothing.
             self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
@@ -221,7 +243,9 @@ class ChatClient:
         )
         return _Attempt(failure, retry_after)
 
-    def _reply(self, reply: dict[str, Any], *, wire_ms: float, retry_ms: float, retries: int) -> ChatReply:
+    def _reply(
+        self, reply: dict[str, Any], op: Operation | None, started: float, *, wire_ms: float, retries: int
+    ) -> ChatReply:
         raw = reply.get("usage") or {}
         completion_details = raw.get("completion_tokens_details") or {}
         prompt_details = raw.get("prompt_tokens_details") or {}
@@ -232,19 +256,38 @@ class ChatClient:
             cached_tokens=prompt_details.get("cached_tokens"),
         )
         model = reply.get("model")
-        self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
+        spend = self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
+        total_ms = (time.perf_counter() - started) * 1000
+        if op is not None:
+            op.model = model or op.model
+            op.end(
+                "ok",
+                retry_ms=total_ms - wire_ms,
+                total_ms=total_ms,
+                tokens_input=usage.input_tokens,
+                tokens_output=usage.output_tokens,
+                cost_usd=spend.known_cost if spend is not None and not spend.reasons else None,
+            )
         return ChatReply(
             content=reply["choices"][0]["message"].get("content"),
             model=model,
             usage=usage,
             wire_ms=wire_ms,
-            retry_ms=retry_ms,
+            retry_ms=total_ms - wire_ms if retries else 0.0,
             retries=retries,
             request_id=reply.get("id"),
         )
 
     async def aclose(self) -> None:
         await self._transport.aclose()
+
+
+def _body(content: bytes) -> Any:
+    """A response body for the capture: its JSON, else its text."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")
 
 
 def _is_timeout(exc: httpx.TransportError) -> bool:

@@ -14,12 +14,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from assay import _schema, progress
 from assay.accounting import Accounting, BudgetDenied, Ledger, measuring
+from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind
@@ -57,7 +58,7 @@ class ShardExecutor:
         for scorer in plan.spec.scorers:
             (self._async_scorers if _is_async(scorer, self._search_path) else self._sync_scorers).append(scorer)
 
-    async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def _run_item(self, item: Item, trial: int) -> Finished:
         raise NotImplementedError
 
     async def run_shard(self, shard: Shard) -> ShardReport:
@@ -74,10 +75,11 @@ class ShardExecutor:
 
         async def drain() -> None:
             for item, trial in pending:
-                item_row, score_rows = await self._run_item(item, trial)
-                report.executed[item_row["outcome"]] = report.executed.get(item_row["outcome"], 0) + 1
-                batch.add(item_row, score_rows)
-                progress.current().item_done(item_row["outcome"])
+                finished = await self._run_item(item, trial)
+                outcome = finished.item["outcome"]
+                report.executed[outcome] = report.executed.get(outcome, 0) + 1
+                batch.add(finished)
+                progress.current().item_done(outcome)
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in `_run_item` still bounds the target calls in flight.
@@ -92,34 +94,56 @@ class ShardExecutor:
             batch.flush()
         return report
 
-    async def _score(self, item: Item, trial: int, output: Any) -> tuple[list[dict[str, Any]], list[Accounting]]:
-        """Score one output; returns the score rows and each scorer's judging accounting."""
+    async def _score(self, item: Item, trial: int, output: Any) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
+        """Score one output; returns the score rows, each scorer's judging spend, and the capture
+        scopes of the scorers that may have called a model."""
         sample = Sample(
             output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
         # They cannot await a model call either, so they have nothing to measure.
-        results = [(await evaluate(s, sample, search_path=self._search_path), _NO_SPEND) for s in self._sync_scorers]
+        results = [
+            (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None) for s in self._sync_scorers
+        ]
         if len(self._async_scorers) == 1:
-            results.append(await self._measured(self._async_scorers[0], sample))
+            results.append(await self._measured(self._async_scorers[0], sample, item, trial))
         elif self._async_scorers:
             limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
 
-            async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting]:
+            async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting, Scope | None]:
                 async with limiter:
-                    return await self._measured(scorer, sample)
+                    return await self._measured(scorer, sample, item, trial)
 
             results += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
-        return [_score_row(item, trial, record, spend) for record, spend in results], [spend for _, spend in results]
+        rows = [_score_row(item, trial, record, spend, scope) for record, spend, scope in results]
+        return rows, [spend for _, spend, _ in results], [scope for _, _, scope in results if scope is not None]
 
-    async def _measured(self, scorer: Scorer, sample: Sample) -> tuple[ScoreRecord, Accounting]:
+    async def _measured(
+        self, scorer: Scorer, sample: Sample, item: Item, trial: int
+    ) -> tuple[ScoreRecord, Accounting, Scope | None]:
         budget = self.plan.budget
         if budget.closed and not type(scorer).deterministic:
             budget.note_closure("scorer")
-            return _budget_skipped_score(scorer), Accounting()
-        with measuring(SpendKind.JUDGING, self.plan.prices, budget) as ledger:
+            return _budget_skipped_score(scorer), Accounting(), None
+        scope = self.plan.capture.scope(item.item_id, trial, scorer.name)
+        with measuring(SpendKind.JUDGING, self.plan.prices, budget, scope) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
-        return record, ledger.total()
+        return record, ledger.total(), scope
+
+
+class Finished(NamedTuple):
+    """One item's rows: its item row, its score rows and its captured request records."""
+
+    item: dict[str, Any]
+    scores: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+
+
+def _captured(scopes: list[Scope | None]) -> tuple[list[str] | None, list[dict[str, Any]]]:
+    present = [scope for scope in scopes if scope is not None]
+    if not present:
+        return None, []
+    return [i for scope in present for i in scope.operation_ids], [r for scope in present for r in scope.records]
 
 
 class Executor(ShardExecutor):
@@ -135,23 +159,25 @@ class Executor(ShardExecutor):
         self.target = target
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
 
-    async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def _run_item(self, item: Item, trial: int) -> Finished:
         budget = self.plan.budget
         async with self.limiter:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
             if budget.closed:  # checked after the wait for a slot, which may have been long
                 budget.note_closure("case")
-                return _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), []
-            with measuring(SpendKind.GENERATION, self.plan.prices, budget) as ledger:
+                return Finished(_stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), [], [])
+            scope = self.plan.capture.scope(item.item_id, trial)
+            with measuring(SpendKind.GENERATION, self.plan.prices, budget, scope) as ledger:
                 try:
                     async with asyncio.timeout(self.plan.spec.item_timeout):
                         result = await self.target(item, trial)
                 except BudgetDenied as denied:
                     row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_INTERRUPTED, str(denied))
-                    return {**row, **ledger.total().columns()}, []
+                    return self._unfinished({**row, **ledger.total().columns()}, scope)
                 except TargetFailure as failure:
-                    return {**_failed_row(item, trial, started_at, started, failure), **self._spend(ledger)}, []
+                    row = _failed_row(item, trial, started_at, started, failure)
+                    return self._unfinished({**row, **self._spend(ledger)}, scope)
                 except TimeoutError:
                     failure = TargetFailure(
                         f"item timed out after {self.plan.spec.item_timeout:g}s (item_timeout)",
@@ -159,12 +185,20 @@ class Executor(ShardExecutor):
                         provider=self.plan.spec.target.kind,
                         retryable=True,
                     )
-                    return {**_failed_row(item, trial, started_at, started, failure), **self._spend(ledger)}, []
+                    row = _failed_row(item, trial, started_at, started, failure)
+                    return self._unfinished({**row, **self._spend(ledger)}, scope)
             duration_ms = (time.perf_counter() - started) * 1000
         generation = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
         row = _completed_row(item, trial, started_at, duration_ms, result)
-        score_rows, judging = await self._score(item, trial, result.output)
-        return {**row, **Accounting.total([generation, *judging]).columns()}, score_rows
+        score_rows, judging, judge_scopes = await self._score(item, trial, result.output)
+        operation_ids, requests = _captured([scope, *judge_scopes])
+        row.update(Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids)
+        return Finished(row, score_rows, requests)
+
+    @staticmethod
+    def _unfinished(row: dict[str, Any], scope: Scope | None) -> Finished:
+        operation_ids, requests = _captured([scope])
+        return Finished({**row, "operation_ids": operation_ids}, [], requests)
 
     def _spend(self, ledger: Ledger) -> dict[str, Any]:
         spend = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
@@ -179,11 +213,13 @@ class _Batch:
         self._shard = shard
         self._items: list[dict[str, Any]] = []
         self._scores: list[dict[str, Any]] = []
+        self._requests: list[dict[str, Any]] = []
         self._since = time.monotonic()
 
-    def add(self, item_row: dict[str, Any], score_rows: list[dict[str, Any]]) -> None:
-        self._items.append(item_row)
-        self._scores.extend(score_rows)
+    def add(self, finished: Finished) -> None:
+        self._items.append(finished.item)
+        self._scores.extend(finished.scores)
+        self._requests.extend(finished.requests)
         if len(self._items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
             self.flush()
 
@@ -196,11 +232,18 @@ class _Batch:
                 part,
                 pa.Table.from_pylist(self._items, schema=_schema.ITEMS),
                 pa.Table.from_pylist(self._scores, schema=_schema.SCORES),
+                _requests_table(self._requests) if self._requests else None,
             )
+            self._plan.capture.committed(sum(r["bytes"] for r in self._requests))
             # A retried shard (Prefect retries a failed task) must not run these again.
             self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
-        self._items, self._scores = [], []
+        self._items, self._scores, self._requests = [], [], []
         self._since = time.monotonic()
+
+
+def _requests_table(records: list[dict[str, Any]]) -> pa.Table:
+    rows = [{**r, "request": _json(r.get("request")), "response": _json(r.get("response"))} for r in records]
+    return pa.Table.from_pylist(rows, schema=_schema.REQUESTS)
 
 
 def _is_async(scorer: Scorer, search_path: str) -> bool:
@@ -296,8 +339,9 @@ def _spend_columns(spend: Accounting) -> dict[str, Any]:
 _NO_SPEND_COLUMNS = _spend_columns(_NO_SPEND)
 
 
-def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting) -> dict[str, Any]:
+def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None) -> dict[str, Any]:
     return {
+        "operation_ids": scope.operation_ids if scope is not None else None,
         "model": record.metadata.get("model") if record.metadata else None,
         **(_NO_SPEND_COLUMNS if spend is _NO_SPEND else _spend_columns(spend)),
         "item_id": item.item_id,

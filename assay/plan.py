@@ -17,6 +17,7 @@ from typing import Any
 
 from assay import __version__
 from assay.accounting import Budget, PriceTable
+from assay.capture import Recorder, Redactor, secrets_of
 from assay.dataset import Item, canonical_json, load_items
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
 from assay.identity import Identity, identity_of, spec_hash
@@ -56,7 +57,8 @@ class RunPlan:
         done: (item_id, trial) already committed when execution started.
         work: (item position, trial) pairs to execute; default every item x every trial.
 
-    Also: `prices` (the spec's over the shipped table) and `budget` (the run's admission control).
+    Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
+    `capture` (the request sidecar's recorder).
     """
 
     def __init__(
@@ -82,6 +84,13 @@ class RunPlan:
         self.record = record
         self.done = done
         self.prices = PriceTable.shipped(spec.prices)
+        stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
+        self.capture = Recorder(
+            spec.capture_settings,
+            Redactor(secrets_of(spec), spec.redact),
+            stored_bytes=stored_bytes,
+            status=record.get("capture_status"),
+        )
         # A resumed run's budget counts what its earlier executions already spent.
         self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
         self.work = (

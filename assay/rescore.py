@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from assay.accounting import Accounting
 from assay.dataset import Item
 from assay.errors import InputError, SpecError
-from assay.execute import ShardExecutor
+from assay.execute import Finished, ShardExecutor
 from assay.identity import Identity, scorers_digest
 from assay.outcomes import ItemOutcome, RunKind, RunStatus
 from assay.plan import RunPlan, new_record, new_run_id, start_or_resume
@@ -181,7 +181,7 @@ class RescoreExecutor(ShardExecutor):
         super().__init__(plan)
         self._source_rows = source_rows
 
-    async def _run_item(self, item: Item, trial: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def _run_item(self, item: Item, trial: int) -> Finished:
         source = self._source_rows[(item.item_id, trial)]
         # Timing is the source's; spend is this run's: no generation calls, only its own judging.
         row = {
@@ -191,7 +191,10 @@ class RescoreExecutor(ShardExecutor):
             **Accounting().columns(),
         }
         if source["outcome"] != ItemOutcome.COMPLETED:
-            return row, []
+            return Finished(row, [], [])
         output = json.loads(source["output"]) if source["output"] is not None else None
-        score_rows, judging = await self._score(item, trial, output)
-        return {**row, **Accounting.total(judging).columns()}, score_rows
+        score_rows, judging, scopes = await self._score(item, trial, output)
+        # The source's operation ids stay as they were (its records are carried forward).
+        operation_ids = list(source["operation_ids"] or []) + [i for scope in scopes for i in scope.operation_ids]
+        row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
+        return Finished(row, score_rows, [r for scope in scopes for r in scope.records])

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assay.accounting import Price, parse_budget
+from assay.capture import CaptureSettings
 from assay.errors import SpecError
 from evaluators import SCORER_KINDS, ScorerSpec
 
@@ -129,6 +130,10 @@ class EvalSpec(_Strict):
         fail_on_item_error_rate: the run fails its gate when failed / attempted exceeds this (1 disables).
         budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts.
         prices: USD per million tokens by exact model name, laid over the shipped price table.
+        capture_requests: `true`, or `{max_record_bytes, max_run_bytes, max_queue_bytes}`: every
+            model call is stored as records in the `requests/` dataset, redacted.
+        redact: regular expressions whose matches never reach captured records (API keys,
+            bearer tokens and `sk-` keys are always redacted).
         tags: free labels, stored on the run.
     """
 
@@ -148,7 +153,25 @@ class EvalSpec(_Strict):
     fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
     budget: str | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
+    capture_requests: bool | CaptureSettings = False
+    redact: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad pattern {pattern!r}: {exc}") from None
+        return patterns
+
+    @property
+    def capture_settings(self) -> CaptureSettings | None:
+        if self.capture_requests is True:
+            return CaptureSettings()
+        return self.capture_requests or None
 
     @field_validator("budget", mode="before")
     @classmethod

@@ -75,23 +75,31 @@ class Store:
 
     # -- items and scores -----------------------------------------------------------------------
 
-    def commit_batch(self, run_id: str, part: str, items: pa.Table, scores: pa.Table) -> None:
-        """Write one batch: scores first, then items (the commit marker)."""
+    def commit_batch(
+        self, run_id: str, part: str, items: pa.Table, scores: pa.Table, requests: pa.Table | None = None
+    ) -> None:
+        """Write one batch: captured requests and scores first, then items (the commit marker)."""
         name = f"{part}.parquet"
+        if requests is not None and requests.num_rows:
+            write_atomic(requests, self._partition("requests", run_id) / name)
         if scores.num_rows:
             write_atomic(scores, self._partition("scores", run_id) / name)
         write_atomic(items, self._partition("items", run_id) / name)
 
+    def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
+        """A rescore's copy of its source's captured requests (not part of any batch)."""
+        write_atomic(requests, self._partition("requests", run_id) / "carried.parquet")
+
     def remove_uncommitted(self, run_id: str) -> int:
-        """Delete temporary files and orphaned scores parts of a run; returns how many."""
+        """Delete temporary files and orphaned scores and requests parts of a run; returns how many."""
         removed = 0
-        committed = {p.name for p in self._parts("items", run_id)}
-        for dataset in ("items", "scores"):
+        committed = {p.name for p in self._parts("items", run_id)} | {"carried.parquet"}
+        for dataset in ("items", "scores", "requests"):
             folder = self._partition(dataset, run_id)
             if not folder.is_dir():
                 continue
             for path in folder.iterdir():
-                orphan = dataset == "scores" and path.name not in committed
+                orphan = dataset != "items" and path.name not in committed
                 if path.name.startswith(_TMP_PREFIX) or orphan:
                     path.unlink(missing_ok=True)
                     removed += 1
@@ -123,6 +131,15 @@ class Store:
             return pl.DataFrame(schema=pl.from_arrow(_schema.SCORES.empty_table()).schema)
         return pl.read_parquet(parts)
 
+    def run_requests(self, run_id: str) -> pl.DataFrame:
+        """All committed captured-request records of one run (a rescore's carried ones first)."""
+        committed = {p.name for p in self._parts("items", run_id)} | {"carried.parquet"}
+        parts = [p for p in self._parts("requests", run_id) if p.name in committed]
+        parts.sort(key=lambda p: p.name != "carried.parquet")
+        if not parts:
+            return pl.DataFrame(schema=pl.from_arrow(_schema.REQUESTS.empty_table()).schema)
+        return pl.read_parquet(parts)
+
     def _read_run_dataset(self, dataset: str, run_id: str, schema: pa.Schema) -> pl.DataFrame:
         parts = self._parts(dataset, run_id)
         if not parts:
@@ -150,3 +167,7 @@ class Store:
     def scores(self) -> pl.LazyFrame:
         """Every score of every run."""
         return self._scan("scores", "part-*.parquet")
+
+    def requests(self) -> pl.LazyFrame:
+        """Every captured request record of every run."""
+        return self._scan("requests", "*.parquet")

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from assay.accounting import Budget
+from assay.capture import Recorder
 from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome
 from assay.store import Store
 
@@ -90,7 +91,10 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
             "operations": accounting["operations"],
         },
         "accounting": accounting,
-        "budget": {k: record.get(k) for k in ("budget_limit_usd", "budget_spent_usd", "budget_status", "budget_closed_by")},
+        "budget": {
+            k: record.get(k)
+            for k in ("budget_limit_usd", "budget_spent_usd", "budget_status", "budget_closed_by")
+        },
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
     }
@@ -118,7 +122,8 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
         sums[column] = int(items[column].fill_null(0).sum() + scores[column].fill_null(0).sum())
     kinds = set(items["cost_completeness"].drop_nulls())
     sums["cost_completeness"] = next(
-        (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds), Completeness.COMPLETE.value
+        (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds),
+        Completeness.COMPLETE.value,
     )
     reasons: dict[str, int] = {}
     for text in items["cost_reasons"].drop_nulls():
@@ -129,7 +134,13 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
 
 
 def close_run(
-    store: Store, run_id: str, *, wall_ms: float, budget: Budget, cancelled: bool = False
+    store: Store,
+    run_id: str,
+    *,
+    wall_ms: float,
+    budget: Budget,
+    capture: Recorder | None = None,
+    cancelled: bool = False,
 ) -> dict[str, Any]:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -138,6 +149,7 @@ def close_run(
         run_id: the run.
         wall_ms: how long this execution took.
         budget: the run's budget, recorded on the run.
+        capture: the run's request recorder, whose manifest is recorded on the run.
         cancelled: the execution was cancelled: the planned items without a row are counted as
             `cancelled` and the run's status is `cancelled`.
     """
@@ -158,9 +170,12 @@ def close_run(
         **{f"n_{outcome.value}": counts[outcome.value] for outcome in ItemOutcome},
         **summary.pop("accounting"),
         **budget.columns(),
+        **(capture.manifest() if capture is not None else {}),
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, wall_ms=wall_ms, budget=budget.columns())
+    if capture is not None:
+        summary["capture"] = capture.manifest()
     return summary
 
 

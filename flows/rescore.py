@@ -62,4 +62,10 @@ async def rescore_run(
     await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
-    return close_run(plan.store, plan.run_id, wall_ms=(time.perf_counter() - started) * 1000, budget=plan.budget)
+    return close_run(
+        plan.store,
+        plan.run_id,
+        wall_ms=(time.perf_counter() - started) * 1000,
+        budget=plan.budget,
+        capture=plan.capture,
+    )

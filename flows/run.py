@@ -44,7 +44,12 @@ async def run_eval(
 
     # Validate the spec, dataset and prompts, fix each run's identity, record it as running.
     plans = open_runs(
-        spec, store=Store(store), run_id=run_id, resume=resume, flow_run_id=flow_run and str(flow_run.id), cell=cell
+        spec,
+        store=Store(store),
+        run_id=run_id,
+        resume=resume,
+        flow_run_id=flow_run and str(flow_run.id),
+        cell=cell,
     )
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
 
@@ -58,12 +63,22 @@ async def run_eval(
         # recorded as cancelled (no rows, so `assay resume` runs them).
         wall_ms = (time.perf_counter() - started) * 1000
         for plan in plans:
-            close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, cancelled=True)
+            close_run(
+                plan.store,
+                plan.run_id,
+                wall_ms=wall_ms,
+                budget=plan.budget,
+                capture=plan.capture,
+                cancelled=True,
+            )
         raise
 
     # Summarise what the store holds, apply the item-error-rate gate, record the final status.
     wall_ms = (time.perf_counter() - started) * 1000
-    summaries = [close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget) for plan in plans]
+    summaries = [
+        close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, capture=plan.capture)
+        for plan in plans
+    ]
     matrix_id = plans[0].record["matrix_id"]
     if matrix_id is None or cell is not None:
         return summaries[0]
