@@ -121,8 +121,18 @@ class Operation:
                 self.scope.operation_ids.append(self.id)
                 self._listed = True
 
-    def attempt(self, number: int, *, status: int | None, wire_ms: float, response: Any = None, error: str | None = None) -> None:
-        self.record("attempt", attempt=number, http_status=status, wire_ms=wire_ms, response=response, error=error)
+    def attempt(
+        self,
+        number: int,
+        *,
+        status: int | None,
+        wire_ms: float,
+        response: Any = None,
+        error: str | None = None,
+    ) -> None:
+        self.record(
+            "attempt", attempt=number, http_status=status, wire_ms=wire_ms, response=response, error=error
+        )
 
     def end(self, outcome: str, **fields: Any) -> None:
         self.record("end", outcome=outcome, **fields)
@@ -139,7 +149,12 @@ class Recorder:
     """
 
     def __init__(
-        self, settings: CaptureSettings | None, redactor: Redactor, *, stored_bytes: int = 0, status: str | None = None
+        self,
+        settings: CaptureSettings | None,
+        redactor: Redactor,
+        *,
+        stored_bytes: int = 0,
+        status: str | None = None,
     ) -> None:
         self.settings = settings
         self.redactor = redactor
@@ -148,7 +163,9 @@ class Recorder:
         self.records = 0
         self.dropped = 0
         self.cut = 0
-        self.status = "off" if settings is None else (status if status in ("truncated", "unavailable") else "complete")
+        self.status = (
+            "off" if settings is None else (status if status in ("truncated", "unavailable") else "complete")
+        )
         self.reason: str | None = None
 
     @property
@@ -177,7 +194,9 @@ class Recorder:
                 record, size = self._cut(record)
                 if size > self.settings.max_record_bytes:
                     self.dropped += 1
-                    self._truncate(f"a record over max_record_bytes ({self.settings.max_record_bytes}) was dropped")
+                    self._truncate(
+                        f"a record over max_record_bytes ({self.settings.max_record_bytes}) was dropped"
+                    )
                     return None
             if self.bytes + size > self.settings.max_run_bytes:
                 self.dropped += 1
@@ -185,7 +204,9 @@ class Recorder:
                 return None
             if self.queued + size > self.settings.max_queue_bytes:
                 self.dropped += 1
-                self._truncate(f"uncommitted records reached max_queue_bytes ({self.settings.max_queue_bytes})")
+                self._truncate(
+                    f"uncommitted records reached max_queue_bytes ({self.settings.max_queue_bytes})"
+                )
                 return None
         except Exception as exc:  # noqa: BLE001 - capture must never break a run; it says it failed
             self.status, self.reason = "unavailable", f"capture failed: {type(exc).__name__}: {exc}"
@@ -227,5 +248,40 @@ def _size(record: dict[str, Any]) -> int:
 
 def secrets_of(spec: Any) -> list[str]:
     """The values of every API-key variable a spec names (read now, never stored)."""
-    names = [getattr(spec.target, "api_key_env", None)] + [getattr(s, "api_key_env", None) for s in spec.scorers]
+    names = [getattr(spec.target, "api_key_env", None)] + [
+        getattr(s, "api_key_env", None) for s in spec.scorers
+    ]
     return [os.environ[name] for name in names if name and os.environ.get(name)]
+
+
+def stored_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored request rows as records of the JSONL codec (bodies parsed, times as ISO text)."""
+    out = []
+    for row in rows:
+        record = {k: v for k, v in row.items() if k != "run_id" and v is not None}
+        for body in ("request", "response"):
+            if record.get(body) is not None:
+                record[body] = json.loads(record[body])
+        if record.get("started_at") is not None:
+            record["started_at"] = record["started_at"].isoformat()
+        out.append(record)
+    return out
+
+
+def carry_forward(
+    source: list[dict[str, Any]], settings: CaptureSettings
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A rescore's copy of its source's records: whole operations, in order, up to 75 % of the
+    rescore's own run byte bound (the rest of the bound is for its judge calls)."""
+    limit = settings.max_run_bytes * 3 // 4
+    kept, used = [], 0
+    by_operation: dict[str, list[dict[str, Any]]] = {}
+    for record in source:
+        by_operation.setdefault(record["operation_id"], []).append(record)
+    for records in by_operation.values():
+        size = sum(r["bytes"] or 0 for r in records)
+        if used + size > limit:
+            return kept, f"the source's records were cut at 75% of max_run_bytes ({limit} bytes)"
+        kept += records
+        used += size
+    return kept, None

@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
+    requests = commands.add_parser("requests", help="the captured model calls (the request sidecar)")
+    requests_commands = requests.add_subparsers(dest="requests_command", required=True, parser_class=_ArgumentParser)
+    export = requests_commands.add_parser("export", parents=[common], help="a run's records as JSONL on stdout")
+    export.add_argument("run_id")
+    check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
+    check.add_argument("file")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
@@ -250,6 +256,24 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _requests(args: argparse.Namespace) -> int:
+    from assay.capture import stored_records
+    from assay.request_codec import validate_jsonl, write_jsonl
+    from assay.store import Store
+
+    if args.requests_command == "export":
+        store = Store(args.store)
+        store.read_run(args.run_id)
+        write_jsonl(stored_records(store.run_requests(args.run_id).to_dicts()), sys.stdout)
+        return EXIT_OK
+    count, problem = validate_jsonl(Path(args.file))
+    if problem is not None:
+        print(f"error: {args.file}: {problem}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"{args.file}: {count} valid records")
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -301,6 +325,7 @@ _COMMANDS = {
     "compare": _compare,
     "power": _power,
     "leaderboard": _leaderboard,
+    "requests": _requests,
     "show": _show,
     "ls": _ls,
 }

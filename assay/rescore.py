@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.accounting import Accounting
+from assay.capture import carry_forward
 from assay.dataset import Item
 from assay.errors import InputError, SpecError
 from assay.execute import Finished, ShardExecutor
@@ -118,7 +119,9 @@ def open_rescore(
     """
     source = store.read_run(source_run_id)
     if source["status"] == RunStatus.RUNNING:
-        raise InputError(f"run {source_run_id} has not finished (status running): `assay resume {source_run_id}` first")
+        raise InputError(
+            f"run {source_run_id} has not finished (status running): `assay resume {source_run_id}` first"
+        )
     stored_spec = json.loads(source["spec_json"])
     if scorers is None:  # resuming: the rescore's own stored scorers
         if run_id is None:
@@ -144,7 +147,12 @@ def open_rescore(
         seed=source["seed"],
     )
     fresh = new_record(spec, spec_path, identity, len(items), len(work))
-    fresh.update(kind=RunKind.RESCORE, source_run_id=source_run_id, target_kind=source["target_kind"], model=source["model"])
+    fresh.update(
+        kind=RunKind.RESCORE,
+        source_run_id=source_run_id,
+        target_kind=source["target_kind"],
+        model=source["model"],
+    )
     run_id = run_id or new_run_id()
     record = start_or_resume(
         store,
@@ -166,7 +174,27 @@ def open_rescore(
         done=store.done_keys(run_id),
         work=work,
     )
+    _carry_requests(store, source_run_id, plan)
     return plan, source_rows
+
+
+def _carry_requests(store: Store, source_run_id: str, plan: RunPlan) -> None:
+    """Copy the source's captured requests into the rescore, once (a resume finds them there)."""
+    settings = plan.spec.capture_settings
+    if (
+        settings is None
+        or not store.run_requests(plan.run_id).filter(pl.col("operation_id").is_not_null()).is_empty()
+    ):
+        return
+    source = store.run_requests(source_run_id)
+    if source.is_empty():
+        return
+    kept, cut = carry_forward(source.to_dicts(), settings)
+    if kept:
+        store.write_carried_requests(plan.run_id, pl.DataFrame(kept, schema=source.schema).to_arrow())
+        plan.capture.bytes += sum(r["bytes"] or 0 for r in kept)
+    if cut:
+        plan.capture.status, plan.capture.reason = "truncated", cut
 
 
 class RescoreExecutor(ShardExecutor):
@@ -195,6 +223,8 @@ class RescoreExecutor(ShardExecutor):
         output = json.loads(source["output"]) if source["output"] is not None else None
         score_rows, judging, scopes = await self._score(item, trial, output)
         # The source's operation ids stay as they were (its records are carried forward).
-        operation_ids = list(source["operation_ids"] or []) + [i for scope in scopes for i in scope.operation_ids]
+        operation_ids = list(source["operation_ids"] or []) + [
+            i for scope in scopes for i in scope.operation_ids
+        ]
         row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
         return Finished(row, score_rows, [r for scope in scopes for r in scope.records])
