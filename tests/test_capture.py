@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import polars as pl
-import pytest
 
 from assay.cli import main
 from assay.store import Store
