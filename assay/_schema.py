@@ -33,6 +33,7 @@ _ACCOUNTING = (
     ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
+    ("operations_by_kind", pa.string(), "calls by spend kind (JSON text, e.g. {\"generation\": 1, \"judging\": 2})"),
 )
 
 ITEMS = _schema(
@@ -53,6 +54,7 @@ ITEMS = _schema(
     ("failure_request_id", pa.string(), "the provider's request id of the failed call"),
     ("model", pa.string(), "the model that answered, as the provider named it"),
     ("started_at", _TS, "when the item started (UTC)"),
+    ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
@@ -62,6 +64,7 @@ ITEMS = _schema(
     *_ACCOUNTING,
     ("caller_cost_usd", pa.float64(), "cost reported by the target's own code, kept apart from measured cost"),
     ("caller_metadata", pa.string(), "metadata reported by the target's own code (JSON text)"),
+    ("caller_reserved", pa.string(), "what that code reported under reserved keys (model, tokens, usage, cost…): not measured"),
     ("operation_ids", pa.list_(pa.string()), "captured model calls of the item, generation and judging"),
 )
 

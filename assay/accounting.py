@@ -188,6 +188,7 @@ class Accounting:
             "operations_settled": self.settled,
             "operations_unknown": self.unknown,
             "operations_denied": self.denied,
+            "operations_by_kind": json.dumps(self.by_kind, sort_keys=True) if self.by_kind else None,
         }
 
 

@@ -161,9 +161,11 @@ class Executor(ShardExecutor):
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
         budget = self.plan.budget
+        waited = time.perf_counter()
         async with self.limiter:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
+            queued_ms = (started - waited) * 1000
             if budget.closed:  # checked after the wait for a slot, which may have been long
                 budget.note_closure("case")
                 return Finished(_stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), [], [])
@@ -190,6 +192,7 @@ class Executor(ShardExecutor):
             duration_ms = (time.perf_counter() - started) * 1000
         generation = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
         row = _completed_row(item, trial, started_at, duration_ms, result)
+        row["queued_ms"] = queued_ms
         score_rows, judging, judge_scopes = await self._score(item, trial, result.output)
         operation_ids, requests = _captured([scope, *judge_scopes])
         row.update(Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids)
@@ -291,6 +294,7 @@ def _completed_row(
         "tokens_cache_write": usage.cache_write_tokens if usage else None,
         "caller_cost_usd": result.caller_cost,
         "caller_metadata": _json(result.caller_metadata),
+        "caller_reserved": _json(result.caller_reserved),
     }
 
 

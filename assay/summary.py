@@ -52,10 +52,7 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         scores.group_by("scorer")
         .agg(
             *_quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
-            *(
-                (pl.col("outcome") == outcome.value).sum().alias(outcome.value)
-                for outcome in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)
-            ),
+            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in ScorerOutcome),
         )
         .sort("scorer")
         .to_dicts()
@@ -66,6 +63,7 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
     ).item()
     accounting = run_accounting(items, scores)
+    timing = model_timing(items, store.run_requests(run_id))
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
     return {
@@ -81,6 +79,7 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
         "duration_ms": duration,
+        "timing_by_model": timing,
         "tokens": {kind: accounting[f"tokens_{kind}"] for kind in _TOKEN_KINDS},
         "cost": {
             "usd": accounting["cost_usd"],
@@ -113,6 +112,34 @@ _SUMMED = (
 )
 
 
+def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per generation model: calls, wire / queued / retry ms, and rate-limit retries (429s seen in
+    captured requests; null when the run captured none). First-token time needs streaming, which
+    the openai target does not use: null."""
+    done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
+    rows = (
+        done.group_by("model")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("wire_ms").mean().alias("wire_ms_mean"),
+            pl.col("wire_ms").quantile(0.5, "linear").alias("wire_ms_p50"),
+            pl.col("wire_ms").quantile(0.95, "linear").alias("wire_ms_p95"),
+            pl.col("queued_ms").mean().alias("queued_ms_mean"),
+            pl.col("retry_ms").sum().alias("retry_ms_total"),
+            pl.col("retries").sum().alias("retries"),
+        )
+        .sort("model")
+        .to_dicts()
+    )
+    throttled = requests.filter((pl.col("phase") == "attempt") & (pl.col("http_status") == 429))
+    for row in rows:
+        row["rate_limit_retries"] = (
+            throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
+        )
+        row["first_token_ms"] = None
+    return rows
+
+
 def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
     """The run's accounting columns: the sum of its items' (tokens: generation from items plus
     judging from scores); completeness the worst of theirs; reasons merged."""
@@ -125,12 +152,19 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
         (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds),
         Completeness.COMPLETE.value,
     )
-    reasons: dict[str, int] = {}
-    for text in items["cost_reasons"].drop_nulls():
-        for name, n in json.loads(text).items():
-            reasons[name] = reasons.get(name, 0) + n
-    sums["cost_reasons"] = json.dumps(reasons, sort_keys=True) if reasons else None
+    for column in ("cost_reasons", "operations_by_kind"):
+        merged = _merge_counts(items[column])
+        sums[column] = json.dumps(merged, sort_keys=True) if merged else None
     return sums
+
+
+def _merge_counts(column: pl.Series) -> dict[str, int]:
+    """Sum JSON objects of counts, key by key."""
+    merged: dict[str, int] = {}
+    for text in column.drop_nulls():
+        for name, n in json.loads(text).items():
+            merged[name] = merged.get(name, 0) + n
+    return merged
 
 
 def close_run(

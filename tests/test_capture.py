@@ -64,6 +64,9 @@ def test_every_call_is_captured_and_linked(tmp_path, mock, capsys, monkeypatch):
     for row in judge_rows.iter_rows(named=True):
         kinds = set(requests.filter(pl.col("operation_id").is_in(row["operation_ids"]))["kind"])
         assert kinds == {"judging"}
+    (timing,) = summary["timing_by_model"]
+    assert timing["model"] == "mock-1" and timing["calls"] == 4 and timing["rate_limit_retries"] == 1
+    assert timing["retries"] == 1
     record = store.read_run(summary["run_id"])
     assert record["capture_status"] == "complete" and record["capture_records"] == requests.height
     assert record["capture_bytes"] == requests["bytes"].sum()

@@ -76,7 +76,7 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
         "    await asyncio.sleep(0)\n"
         "    if x == 'boom':\n"
         "        raise RuntimeError('solver exploded')\n"
-        "    return {'output': x.upper(), 'cost': 0.25, 'metadata': {'trial_seen': trial}}\n"
+        "    return {'output': x.upper(), 'cost': 0.25, 'metadata': {'trial_seen': trial, 'tokens': 99}}\n"
     )
     write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "A"}, {"input": "boom", "expected": "B"}])
     spec = write_spec(
@@ -94,7 +94,10 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
     assert items.height == 4
     ok = items.filter(pl.col("outcome") == "completed").sort("trial")
     assert ok["caller_cost_usd"].to_list() == [0.25, 0.25]
-    assert [json.loads(m)["trial_seen"] for m in ok["caller_metadata"]] == [0, 1]
+    assert [json.loads(m) for m in ok["caller_metadata"]] == [{"trial_seen": 0}, {"trial_seen": 1}]
+    # A reserved key (tokens) is kept apart: it looks like a measurement and is not one.
+    assert [json.loads(m) for m in ok["caller_reserved"]] == [{"tokens": 99}] * 2
+    assert ok["tokens_input"].to_list() == [None, None]
     # Caller-reported cost is never measured cost: a Python target's spend is not known.
     assert ok["cost_usd"].to_list() == [0.0, 0.0]
     assert ok["cost_completeness"].to_list() == ["incomplete"] * 2

@@ -22,6 +22,8 @@ class TargetResult:
         retries: how many attempts failed before it.
         caller_cost: cost the target's own code reported (kept apart from measured cost).
         caller_metadata: metadata the target's own code reported.
+        caller_reserved: what it reported under reserved keys (model, tokens, usage, cost, …),
+            kept apart from both measured figures and plain metadata.
     """
 
     output: Any
@@ -32,6 +34,7 @@ class TargetResult:
     retries: int = 0
     caller_cost: float | None = None
     caller_metadata: dict[str, Any] | None = None
+    caller_reserved: dict[str, Any] | None = None
 
 
 class Target(Protocol):

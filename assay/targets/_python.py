@@ -18,6 +18,8 @@ from evaluators._imports import import_callable
 # Optional keyword arguments a target function may declare to receive more than the input.
 _OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed")
 _STRUCTURED_KEYS = {"output", "cost", "metadata"}
+# Metadata keys that look like measurements: kept apart, so nobody mistakes them for measured figures.
+RESERVED_METADATA = frozenset({"model", "models", "tokens", "usage", "cost", "cost_usd", "input_tokens", "output_tokens"})
 
 
 class PythonFunctionTarget:
@@ -89,4 +91,11 @@ def _result(answer: Any, name: str) -> TargetResult:
             kind=FailureKind.PROTOCOL,
             provider="python",
         )
-    return TargetResult(output=answer["output"], caller_cost=cost, caller_metadata=metadata)
+    reserved = {k: v for k, v in (metadata or {}).items() if k in RESERVED_METADATA}
+    plain = {k: v for k, v in (metadata or {}).items() if k not in RESERVED_METADATA}
+    return TargetResult(
+        output=answer["output"],
+        caller_cost=cost,
+        caller_metadata=plain or None,
+        caller_reserved=reserved or None,
+    )
