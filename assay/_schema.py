@@ -28,16 +28,25 @@ _ACCOUNTING = (
     ("cost_judging_usd", pa.float64(), "measured spend on judging (model-graded scorer) calls"),
     ("cost_external_usd", pa.float64(), "measured spend on other calls"),
     ("cost_completeness", pa.string(), "complete | incomplete | unverified: how far cost_usd can be trusted"),
-    ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text, e.g. {\"unpriced\": 3})"),
+    ("cost_reasons", pa.string(), 'why incomplete, with counts (JSON text, e.g. {"unpriced": 3})'),
     ("operations", pa.int64(), "model calls attempted (each HTTP attempt, denied calls included)"),
     ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
-    ("operations_by_kind", pa.string(), "calls by spend kind (JSON text, e.g. {\"generation\": 1, \"judging\": 2})"),
+    ("operations_cached", pa.int64(), "calls answered by the response cache (free)"),
+    (
+        "operations_by_kind",
+        pa.string(),
+        'calls by spend kind (JSON text, e.g. {"generation": 1, "judging": 2})',
+    ),
 )
 
 ITEMS = _schema(
-    ("item_id", pa.string(), "stable id: the dataset's id field, else a hash of the row; pairs items across runs"),
+    (
+        "item_id",
+        pa.string(),
+        "stable id: the dataset's id field, else a hash of the row; pairs items across runs",
+    ),
     ("item_index", pa.int64(), "the row's position in the dataset, from 0"),
     ("trial", pa.int32(), "which repetition of the item, from 0"),
     ("input", pa.string(), "the item's input (JSON text)"),
@@ -45,7 +54,11 @@ ITEMS = _schema(
     ("annotations", pa.string(), "the item's annotations (JSON text of an object)"),
     ("output", pa.string(), "what the target answered (JSON text), null unless completed"),
     ("output_text", pa.string(), "the output as plain text: the string itself, else its JSON"),
-    ("outcome", pa.string(), "item outcome: completed | failed | cancelled | budget_skipped | budget_interrupted"),
+    (
+        "outcome",
+        pa.string(),
+        "item outcome: completed | failed | cancelled | budget_skipped | budget_interrupted",
+    ),
     ("error", pa.string(), "why the item failed, for people; null unless failed"),
     ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
     ("failure_provider", pa.string(), "who failed: `openai:<host>` or `python`"),
@@ -62,9 +75,17 @@ ITEMS = _schema(
     *_TOKENS,
     ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
     *_ACCOUNTING,
-    ("caller_cost_usd", pa.float64(), "cost reported by the target's own code, kept apart from measured cost"),
+    (
+        "caller_cost_usd",
+        pa.float64(),
+        "cost reported by the target's own code, kept apart from measured cost",
+    ),
     ("caller_metadata", pa.string(), "metadata reported by the target's own code (JSON text)"),
-    ("caller_reserved", pa.string(), "what that code reported under reserved keys (model, tokens, usage, cost…): not measured"),
+    (
+        "caller_reserved",
+        pa.string(),
+        "what that code reported under reserved keys (model, tokens, usage, cost…): not measured",
+    ),
     ("operation_ids", pa.list_(pa.string()), "captured model calls of the item, generation and judging"),
 )
 
@@ -76,12 +97,20 @@ SCORES = _schema(
     ("scorer_kind", pa.string(), "the scorer's kind (exact_match, regex, user_code, ...)"),
     ("scorer_version", pa.string(), "the scorer implementation's version"),
     ("score", pa.float64(), "a finite number in [0, 1]; null unless outcome is scored"),
-    ("outcome", pa.string(), "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted"),
+    (
+        "outcome",
+        pa.string(),
+        "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted",
+    ),
     ("error", pa.string(), "why the scorer failed; null unless failed"),
     ("duration_ms", pa.float64(), "wall time of the scorer"),
     ("model", pa.string(), "the judge's model, for model-graded scorers"),
     *_TOKENS,
-    ("cost_usd", pa.float64(), "measured judging cost of this scorer on this item, USD (0 for deterministic)"),
+    (
+        "cost_usd",
+        pa.float64(),
+        "measured judging cost of this scorer on this item, USD (0 for deterministic)",
+    ),
     ("cost_completeness", pa.string(), "complete | incomplete | unverified"),
     ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text)"),
     ("operations", pa.int64(), "model calls this scorer made on this item"),
@@ -104,7 +133,11 @@ RUNS = _schema(
     ("target_hash", pa.string(), "hash of the target's result-deciding config"),
     ("scorers_hash", pa.string(), "hash of the scorers' names, versions and params"),
     ("source_run_id", pa.string(), "for a rescore: the run it rescored"),
-    ("matrix_id", pa.string(), "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells"),
+    (
+        "matrix_id",
+        pa.string(),
+        "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
+    ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
     ("target_kind", pa.string(), "openai | python"),
     ("model", pa.string(), "the target's model, for model targets"),
@@ -127,7 +160,11 @@ RUNS = _schema(
     ("budget_spent_usd", pa.float64(), "measured spend the budget saw"),
     ("budget_status", pa.string(), "open | closed; null without a budget"),
     ("budget_closed_by", pa.string(), "what first met the closed budget: case | operation | scorer"),
-    ("capture_status", pa.string(), "off | complete | truncated | unavailable: the request sidecar's manifest"),
+    (
+        "capture_status",
+        pa.string(),
+        "off | complete | truncated | unavailable: the request sidecar's manifest",
+    ),
     ("capture_reason", pa.string(), "why truncated or unavailable"),
     ("capture_records", pa.int64(), "records captured by the last execution"),
     ("capture_bytes", pa.int64(), "bytes of records the run holds"),
@@ -186,7 +223,11 @@ LEADERBOARDS = _schema(
     ("delta_vs_baseline", pa.float64(), "paired delta against the baseline cell (null for the baseline)"),
     ("delta_ci_low", pa.float64(), "paired bootstrap CI of that delta, low end"),
     ("delta_ci_high", pa.float64(), "paired bootstrap CI of that delta, high end"),
-    ("verdict_vs_baseline", pa.string(), "regressed | improved | unchanged | inconclusive against the baseline"),
+    (
+        "verdict_vs_baseline",
+        pa.string(),
+        "regressed | improved | unchanged | inconclusive against the baseline",
+    ),
 )
 
 REQUESTS = _schema(

@@ -28,6 +28,7 @@ from assay.outcomes import Completeness, SpendKind
 
 if TYPE_CHECKING:
     from assay.capture import Scope
+    from assay.response_cache import ResponseCache
 
 _MILLION = 1_000_000
 
@@ -84,7 +85,9 @@ class PriceTable:
         cached = min(usage.cached_tokens or 0, usage.input_tokens)
         cached_price = price.input if price.cached_input is None else price.cached_input
         return (
-            (usage.input_tokens - cached) * price.input + cached * cached_price + usage.output_tokens * price.output
+            (usage.input_tokens - cached) * price.input
+            + cached * cached_price
+            + usage.output_tokens * price.output
         ) / _MILLION
 
 
@@ -105,12 +108,17 @@ class Accounting:
     settled: int = 0
     unknown: int = 0
     denied: int = 0
+    cached: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
     # Literal keys: iterating the enum class on every record is measurably slow on the hot path.
-    breakdown: dict[str, float] = field(default_factory=lambda: {"generation": 0.0, "judging": 0.0, "external": 0.0})
+    breakdown: dict[str, float] = field(
+        default_factory=lambda: {"generation": 0.0, "judging": 0.0, "external": 0.0}
+    )
 
     @classmethod
-    def of_call(cls, kind: SpendKind, model: str | None, usage: Usage | None, prices: PriceTable) -> Accounting:
+    def of_call(
+        cls, kind: SpendKind, model: str | None, usage: Usage | None, prices: PriceTable
+    ) -> Accounting:
         """A settled model call: priced when the table knows the model, else incomplete."""
         cost = prices.cost(model, usage)
         record = cls(operations=1, settled=1, by_kind={kind.value: 1})
@@ -142,6 +150,11 @@ class Accounting:
         return cls(operations=1, denied=1, by_kind={kind.value: 1})
 
     @classmethod
+    def of_cache_hit(cls, kind: SpendKind) -> Accounting:
+        """A reply served from the response cache: an operation that cost nothing."""
+        return cls(operations=1, settled=1, cached=1, by_kind={kind.value: 1})
+
+    @classmethod
     def uninstrumented(cls) -> Accounting:
         """A scope Assay cannot see into (a Python target): its spend is not known."""
         return cls(completeness=Completeness.INCOMPLETE, reasons={"uninstrumented": 1})
@@ -164,6 +177,7 @@ class Accounting:
             out.settled += record.settled
             out.unknown += record.unknown
             out.denied += record.denied
+            out.cached += record.cached
             for name, n in record.by_kind.items():
                 out.by_kind[name] = out.by_kind.get(name, 0) + n
             for name, usd in record.breakdown.items():
@@ -188,6 +202,7 @@ class Accounting:
             "operations_settled": self.settled,
             "operations_unknown": self.unknown,
             "operations_denied": self.denied,
+            "operations_cached": self.cached,
             "operations_by_kind": json.dumps(self.by_kind, sort_keys=True) if self.by_kind else None,
         }
 
@@ -204,13 +219,22 @@ class Ledger:
         prices: the run's price table.
         budget: the run's budget.
         capture: where the scope's calls are captured, when the run captures requests.
+        cache: the store's response cache, for clients that opted in.
     """
 
-    def __init__(self, kind: SpendKind, prices: PriceTable, budget: Budget, capture: Scope | None = None) -> None:
+    def __init__(
+        self,
+        kind: SpendKind,
+        prices: PriceTable,
+        budget: Budget,
+        capture: Scope | None = None,
+        cache: ResponseCache | None = None,
+    ) -> None:
         self.kind = kind
         self.prices = prices
         self.budget = budget
         self.capture = capture
+        self.cache = cache
         self.records: list[Accounting] = []
 
     def add(self, record: Accounting) -> None:
@@ -224,9 +248,15 @@ _current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
 
 
 @contextmanager
-def measuring(kind: SpendKind, prices: PriceTable, budget: Budget, capture: Scope | None = None) -> Iterator[Ledger]:
+def measuring(
+    kind: SpendKind,
+    prices: PriceTable,
+    budget: Budget,
+    capture: Scope | None = None,
+    cache: ResponseCache | None = None,
+) -> Iterator[Ledger]:
     """Measure (and capture) every model call made inside the block (in this task)."""
-    ledger = Ledger(kind, prices, budget, capture)
+    ledger = Ledger(kind, prices, budget, capture, cache)
     token = _current.set(ledger)
     try:
         yield ledger

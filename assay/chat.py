@@ -85,6 +85,7 @@ class ChatClient:
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on retryable failures.
         concurrency: the connection pool's width.
+        cache: answer from (and fill) the store's response cache.
     """
 
     def __init__(
@@ -95,7 +96,9 @@ class ChatClient:
         timeout: float,
         max_retries: int,
         concurrency: int,
+        cache: bool = False,
     ) -> None:
+        self._cache = cache
         self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         self._provider = f"openai:{urlsplit(base_url).netloc}"
         self._timeout = timeout
@@ -117,37 +120,20 @@ class ChatClient:
 
     async def complete(self, body: dict[str, Any]) -> ChatReply:
         """Send `body`; raises `TargetFailure` when it fails for good, `BudgetDenied` when refused."""
-        content = json.dumps(body).encode()
         ledger = current_ledger()
-        op = None if ledger is None or ledger.capture is None else ledger.capture.begin(
-            ledger.kind.value, body.get("model"), body
-        )
+        op = None
+        if ledger is not None and ledger.capture is not None:
+            op = ledger.capture.begin(ledger.kind.value, body.get("model"), body)
         started = time.perf_counter()
+        cache = ledger.cache if self._cache and ledger is not None else None
+        key = cache.key(str(self._url), body) if cache is not None else ""
+        if cache is not None and (hit := cache.get(key)) is not None:
+            ledger.add(Accounting.of_cache_hit(ledger.kind))  # type: ignore[union-attr]
+            if op is not None:
+                op.end("cache_hit", total_ms=(time.perf_counter() - started) * 1000)
+            return _chat_reply(hit, _usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
         try:
-            try:
-                # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
-                reply = await self._attempt(content, op, 1)
-                return self._reply(reply, op, started, wire_ms=(time.perf_counter() - started) * 1000, retries=0)
-            except _Attempt as first:
-                if not first.failure.retryable or self._max_retries == 0:
-                    raise
-                pending: _Attempt | None = first
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(self._max_retries + 1),
-                retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
-                wait=self._wait,
-                reraise=True,
-            )
-            async for attempt in retrying:
-                with attempt:
-                    if pending is not None:  # replay the first failure so tenacity counts and waits on it
-                        failed, pending = pending, None
-                        raise failed
-                    wire_started = time.perf_counter()
-                    reply = await self._attempt(content, op, attempt.retry_state.attempt_number)
-                    wire_ms = (time.perf_counter() - wire_started) * 1000
-            retries = retrying.statistics["attempt_number"] - 1
-            return self._reply(reply, op, started, wire_ms=wire_ms, retries=retries)
+            reply, wire_ms, retries = await self._send(json.dumps(body).encode(), op)
         except _Attempt as exc:
             if op is not None:
                 op.end("failed", error=exc.failure.message, total_ms=(time.perf_counter() - started) * 1000)
@@ -156,6 +142,35 @@ class ChatClient:
             if op is not None:
                 op.end("budget_denied", error=str(exc))
             raise
+        if cache is not None:
+            cache.put(key, reply)
+        return self._reply(reply, op, started, wire_ms=wire_ms, retries=retries)
+
+    async def _send(self, content: bytes, op: Operation | None) -> tuple[dict[str, Any], float, int]:
+        """The reply, the wire time of the attempt that got it, and how many attempts failed first."""
+        started = time.perf_counter()
+        try:
+            # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
+            return await self._attempt(content, op, 1), (time.perf_counter() - started) * 1000, 0
+        except _Attempt as first:
+            if not first.failure.retryable or self._max_retries == 0:
+                raise
+            pending: _Attempt | None = first
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
+            wait=self._wait,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if pending is not None:  # replay the first failure so tenacity counts and waits on it
+                    failed, pending = pending, None
+                    raise failed
+                wire_started = time.perf_counter()
+                reply = await self._attempt(content, op, attempt.retry_state.attempt_number)
+                wire_ms = (time.perf_counter() - wire_started) * 1000
+        return reply, wire_ms, retrying.statistics["attempt_number"] - 1
 
     @staticmethod
     def _measure(make: Callable[[Ledger], Accounting]) -> Accounting | None:
@@ -187,10 +202,16 @@ class ChatClient:
             # The request may have reached the provider and been billed: its cost is unknown.
             self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             timeout = _is_timeout(exc)
-            message = f"timed out after {self._timeout:g}s" if timeout else f"connection error: {exc or type(exc).__name__}"
+            message = (
+                f"timed out after {self._timeout:g}s"
+                if timeout
+                else f"connection error: {exc or type(exc).__name__}"
+            )
             if op is not None:
                 op.attempt(number, status=None, wire_ms=(time.perf_counter() - sent) * 1000, error=message)
-            raise self._failed(message, FailureKind.TIMEOUT if timeout else FailureKind.CONNECTION, True) from None
+            raise self._failed(
+                message, FailureKind.TIMEOUT if timeout else FailureKind.CONNECTION, True
+            ) from None
         if op is not None:
             op.attempt(
                 number,
@@ -246,40 +267,51 @@ class ChatClient:
     def _reply(
         self, reply: dict[str, Any], op: Operation | None, started: float, *, wire_ms: float, retries: int
     ) -> ChatReply:
-        raw = reply.get("usage") or {}
-        completion_details = raw.get("completion_tokens_details") or {}
-        prompt_details = raw.get("prompt_tokens_details") or {}
-        usage = Usage(
-            input_tokens=raw.get("prompt_tokens"),
-            output_tokens=raw.get("completion_tokens"),
-            reasoning_tokens=completion_details.get("reasoning_tokens"),
-            cached_tokens=prompt_details.get("cached_tokens"),
-        )
+        usage = _usage(reply)
         model = reply.get("model")
         spend = self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
         total_ms = (time.perf_counter() - started) * 1000
+        retry_ms = total_ms - wire_ms if retries else 0.0
         if op is not None:
             op.model = model or op.model
             op.end(
                 "ok",
-                retry_ms=total_ms - wire_ms,
+                retry_ms=retry_ms,
                 total_ms=total_ms,
                 tokens_input=usage.input_tokens,
                 tokens_output=usage.output_tokens,
                 cost_usd=spend.known_cost if spend is not None and not spend.reasons else None,
             )
-        return ChatReply(
-            content=reply["choices"][0]["message"].get("content"),
-            model=model,
-            usage=usage,
-            wire_ms=wire_ms,
-            retry_ms=total_ms - wire_ms if retries else 0.0,
-            retries=retries,
-            request_id=reply.get("id"),
-        )
+        return _chat_reply(reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
+
+
+def _usage(reply: dict[str, Any]) -> Usage:
+    raw = reply.get("usage") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+        cached_tokens=prompt_details.get("cached_tokens"),
+    )
+
+
+def _chat_reply(
+    reply: dict[str, Any], usage: Usage, *, wire_ms: float, retry_ms: float, retries: int
+) -> ChatReply:
+    return ChatReply(
+        content=reply["choices"][0]["message"].get("content"),
+        model=reply.get("model"),
+        usage=usage,
+        wire_ms=wire_ms,
+        retry_ms=retry_ms,
+        retries=retries,
+        request_id=reply.get("id"),
+    )
 
 
 def _body(content: bytes) -> Any:

@@ -36,35 +36,58 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", parents=[common], help="run an eval spec")
     run.add_argument("spec", help="the eval spec (YAML)")
-    run.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
-    estimate = commands.add_parser("estimate", parents=[common], help="calls, tokens and cost a spec will take")
+    run.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    estimate = commands.add_parser(
+        "estimate", parents=[common], help="calls, tokens and cost a spec will take"
+    )
     estimate.add_argument("spec")
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
     resume.add_argument("run_id")
-    resume.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
-    rescore = commands.add_parser("rescore", parents=[common], help="score a stored run again with new scorers")
+    resume.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    rescore = commands.add_parser(
+        "rescore", parents=[common], help="score a stored run again with new scorers"
+    )
     rescore.add_argument("source_run_id")
     rescore.add_argument("--spec", help="a YAML file whose `scorers` list is used (an eval spec will do)")
     rescore.add_argument(
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
     )
-    rescore.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
-    compare = commands.add_parser("compare", parents=[common], help="compare candidate runs with baseline runs")
+    rescore.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    compare = commands.add_parser(
+        "compare", parents=[common], help="compare candidate runs with baseline runs"
+    )
     compare.add_argument("baseline", nargs="+", help="baseline run id(s); several are averaged per item")
     compare.add_argument("--candidate", nargs="+", required=True, help="candidate run id(s)")
     compare.add_argument(
         "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
     )
-    compare.add_argument("--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)")
-    compare.add_argument("--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)")
     compare.add_argument(
-        "--fail-on", action="append", choices=["regressed", "inconclusive"], help="verdicts that fail (default regressed)"
+        "--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)"
+    )
+    compare.add_argument(
+        "--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)"
+    )
+    compare.add_argument(
+        "--fail-on",
+        action="append",
+        choices=["regressed", "inconclusive"],
+        help="verdicts that fail (default regressed)",
     )
     compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
     compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    compare.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
-    power = commands.add_parser("power", parents=[common], help="items a comparison needs to detect a difference")
+    compare.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    power = commands.add_parser(
+        "power", parents=[common], help="items a comparison needs to detect a difference"
+    )
     power.add_argument("run_id")
     power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
@@ -72,8 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
     requests = commands.add_parser("requests", help="the captured model calls (the request sidecar)")
-    requests_commands = requests.add_subparsers(dest="requests_command", required=True, parser_class=_ArgumentParser)
-    export = requests_commands.add_parser("export", parents=[common], help="a run's records as JSONL on stdout")
+    requests_commands = requests.add_subparsers(
+        dest="requests_command", required=True, parser_class=_ArgumentParser
+    )
+    export = requests_commands.add_parser(
+        "export", parents=[common], help="a run's records as JSONL on stdout"
+    )
     export.add_argument("run_id")
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
@@ -146,7 +173,12 @@ def _rescore(args: argparse.Namespace) -> int:
         parse_scorers(spec_path=Path(args.spec) if args.spec else None, inline=args.scorer)
 
     return _execute(
-        args, rescore_run, check, source_run_id=args.source_run_id, spec=args.spec, scorers=args.scorer or None
+        args,
+        rescore_run,
+        check,
+        source_run_id=args.source_run_id,
+        spec=args.spec,
+        scorers=args.scorer or None,
     )
 
 
@@ -170,7 +202,13 @@ def _resume(args: argparse.Namespace) -> int:
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
     return _execute(
-        args, run_eval, lambda: validate(spec), spec=str(spec), run_id=args.run_id, resume=True, cell=record["cell"]
+        args,
+        run_eval,
+        lambda: validate(spec),
+        spec=str(spec),
+        run_id=args.run_id,
+        resume=True,
+        cell=record["cell"],
     )
 
 
@@ -290,7 +328,9 @@ def _ls(args: argparse.Namespace) -> int:
     runs = (
         Store(args.store)
         .runs()
-        .select("run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed")
+        .select(
+            "run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed"
+        )
         .sort("created_at", descending=True)
         .head(args.limit)
         .collect()

@@ -79,10 +79,12 @@ class Side:
                     f"{name} run {record['run_id']} has not finished (status running): resume it first"
                 )
         self.items = pl.concat(
-            [store.run_items(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids], how="vertical_relaxed"
+            [store.run_items(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
+            how="vertical_relaxed",
         )
         self.scores = pl.concat(
-            [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids], how="vertical_relaxed"
+            [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
+            how="vertical_relaxed",
         )
 
     @property
@@ -136,7 +138,9 @@ def _clusters(side: Side, keys: pl.DataFrame, annotation: str | None) -> np.ndar
 
 def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[str, Any]]:
     base_means, cand_means = base.mean_scores(), cand.mean_scores()
-    kinds = dict(pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows())
+    kinds = dict(
+        pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows()
+    )
     common = sorted(set(base_means["scorer"]) & set(cand_means["scorer"]))
     rows = []
     for scorer in common:
@@ -150,7 +154,12 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[st
             "unscored_candidate": cand.items.select("item_id", "trial").unique().height - c.height,
         }
         threshold = _threshold(kinds[scorer], scorer, options)
-        row: dict[str, Any] = {"scorer": scorer, "scorer_kind": kinds[scorer], "threshold": threshold, **counts}
+        row: dict[str, Any] = {
+            "scorer": scorer,
+            "scorer_kind": kinds[scorer],
+            "threshold": threshold,
+            **counts,
+        }
         if pairs.height == 0:
             rows.append({**row, "n_pairs": 0, "verdict": Verdict.INCONCLUSIVE.value})
             continue
@@ -172,7 +181,9 @@ def _estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
     return columns
 
 
-def _gates(base: Side, cand: Side, scorers: list[dict[str, Any]], options: CompareOptions) -> list[dict[str, Any]]:
+def _gates(
+    base: Side, cand: Side, scorers: list[dict[str, Any]], options: CompareOptions
+) -> list[dict[str, Any]]:
     gates = []
     for side in (base, cand):
         counts = dict(side.items.group_by("outcome").len().iter_rows())
@@ -272,15 +283,26 @@ def _cost(base: Side, cand: Side) -> dict[str, Any]:
     reasons = [
         (incomplete(base) is not None, incomplete(base)),
         (incomplete(cand) is not None, incomplete(cand)),
-        (kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1, "different scopes (run vs rescore)"),
+        (
+            kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1,
+            "different scopes (run vs rescore)",
+        ),
         (completed(base) != completed(cand), "different items completed on each side"),
         (scored(base) != scored(cand), "different scorers scored on each side"),
     ]
     reason = next((why for failed, why in reasons if failed), None)
-    return {"baseline_usd": b, "candidate_usd": c, "change_pct": change, "certified": reason is None, "reason": reason}
+    return {
+        "baseline_usd": b,
+        "candidate_usd": c,
+        "change_pct": change,
+        "certified": reason is None,
+        "reason": reason,
+    }
 
 
-def human_line(row: dict[str, Any], timing: dict[str, Any] | None = None, cost: dict[str, Any] | None = None) -> str:
+def human_line(
+    row: dict[str, Any], timing: dict[str, Any] | None = None, cost: dict[str, Any] | None = None
+) -> str:
     """`accuracy −3.1 pts [−5.0, −1.2] regressed · 12% slower · 8% cheaper`."""
     if not row.get("n_pairs"):
         head = f"{row['scorer']} no pairs {row['verdict']}"
@@ -314,7 +336,8 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
     timing, cost = _timing(base, cand), _cost(base, cand)
     gates = _gates(base, cand, scorers, options)
     only = {
-        side.name: sorted(set(side.scores["scorer"]) - {row["scorer"] for row in scorers}) for side in (base, cand)
+        side.name: sorted(set(side.scores["scorer"]) - {row["scorer"] for row in scorers})
+        for side in (base, cand)
     }
     return {
         "comparison_id": new_run_id(),
@@ -357,7 +380,9 @@ def write_comparison(store: Store, document: dict[str, Any]) -> None:
     os.replace(tmp, folder / "comparison.json")
 
 
-def power_report(store: Store, run_id: str, mde: float, *, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+def power_report(
+    store: Store, run_id: str, mde: float, *, power: float = 0.8, alpha: float = 0.05
+) -> dict[str, Any]:
     """How many paired items a comparison needs to detect a true difference `mde` per scorer,
     from one run's observed variance (`assay power RUN --mde 0.02`).
 

@@ -56,7 +56,9 @@ class ShardExecutor:
         self._sync_scorers: list[Scorer] = []
         self._async_scorers: list[Scorer] = []
         for scorer in plan.spec.scorers:
-            (self._async_scorers if _is_async(scorer, self._search_path) else self._sync_scorers).append(scorer)
+            (self._async_scorers if _is_async(scorer, self._search_path) else self._sync_scorers).append(
+                scorer
+            )
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
         raise NotImplementedError
@@ -94,16 +96,23 @@ class ShardExecutor:
             batch.flush()
         return report
 
-    async def _score(self, item: Item, trial: int, output: Any) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
+    async def _score(
+        self, item: Item, trial: int, output: Any
+    ) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
         """Score one output; returns the score rows, each scorer's judging spend, and the capture
         scopes of the scorers that may have called a model."""
         sample = Sample(
-            output=output, input=item.input, expected=item.expected, annotations=item.annotations, fields=item.fields
+            output=output,
+            input=item.input,
+            expected=item.expected,
+            annotations=item.annotations,
+            fields=item.fields,
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
         # They cannot await a model call either, so they have nothing to measure.
         results = [
-            (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None) for s in self._sync_scorers
+            (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None)
+            for s in self._sync_scorers
         ]
         if len(self._async_scorers) == 1:
             results.append(await self._measured(self._async_scorers[0], sample, item, trial))
@@ -116,7 +125,11 @@ class ShardExecutor:
 
             results += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
         rows = [_score_row(item, trial, record, spend, scope) for record, spend, scope in results]
-        return rows, [spend for _, spend, _ in results], [scope for _, _, scope in results if scope is not None]
+        return (
+            rows,
+            [spend for _, spend, _ in results],
+            [scope for _, _, scope in results if scope is not None],
+        )
 
     async def _measured(
         self, scorer: Scorer, sample: Sample, item: Item, trial: int
@@ -126,7 +139,9 @@ class ShardExecutor:
             budget.note_closure("scorer")
             return _budget_skipped_score(scorer), Accounting(), None
         scope = self.plan.capture.scope(item.item_id, trial, scorer.name)
-        with measuring(SpendKind.JUDGING, self.plan.prices, budget, scope) as ledger:
+        with measuring(
+            SpendKind.JUDGING, self.plan.prices, budget, scope, self.plan.response_cache
+        ) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
         return record, ledger.total(), scope
 
@@ -143,7 +158,9 @@ def _captured(scopes: list[Scope | None]) -> tuple[list[str] | None, list[dict[s
     present = [scope for scope in scopes if scope is not None]
     if not present:
         return None, []
-    return [i for scope in present for i in scope.operation_ids], [r for scope in present for r in scope.records]
+    return [i for scope in present for i in scope.operation_ids], [
+        r for scope in present for r in scope.records
+    ]
 
 
 class Executor(ShardExecutor):
@@ -168,9 +185,15 @@ class Executor(ShardExecutor):
             queued_ms = (started - waited) * 1000
             if budget.closed:  # checked after the wait for a slot, which may have been long
                 budget.note_closure("case")
-                return Finished(_stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"), [], [])
+                return Finished(
+                    _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"),
+                    [],
+                    [],
+                )
             scope = self.plan.capture.scope(item.item_id, trial)
-            with measuring(SpendKind.GENERATION, self.plan.prices, budget, scope) as ledger:
+            with measuring(
+                SpendKind.GENERATION, self.plan.prices, budget, scope, self.plan.response_cache
+            ) as ledger:
                 try:
                     async with asyncio.timeout(self.plan.spec.item_timeout):
                         result = await self.target(item, trial)
@@ -326,8 +349,15 @@ def _budget_skipped_score(scorer: Scorer) -> ScoreRecord:
     )
 
 
-def _stopped_row(item: Item, trial: int, started_at: datetime, outcome: ItemOutcome, why: str) -> dict[str, Any]:
-    return {**_item_columns(item, trial, started_at), "outcome": outcome.value, "error": why, **Accounting().columns()}
+def _stopped_row(
+    item: Item, trial: int, started_at: datetime, outcome: ItemOutcome, why: str
+) -> dict[str, Any]:
+    return {
+        **_item_columns(item, trial, started_at),
+        "outcome": outcome.value,
+        "error": why,
+        **Accounting().columns(),
+    }
 
 
 def _spend_columns(spend: Accounting) -> dict[str, Any]:
@@ -343,7 +373,9 @@ def _spend_columns(spend: Accounting) -> dict[str, Any]:
 _NO_SPEND_COLUMNS = _spend_columns(_NO_SPEND)
 
 
-def _score_row(item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None) -> dict[str, Any]:
+def _score_row(
+    item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None
+) -> dict[str, Any]:
     return {
         "operation_ids": scope.operation_ids if scope is not None else None,
         "model": record.metadata.get("model") if record.metadata else None,

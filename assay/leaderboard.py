@@ -35,7 +35,12 @@ def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, 
     per_scorer = {}
     for scorer, values in scores.group_by("scorer").agg(pl.col("score")).iter_rows():
         low, high = mean_interval(values)
-        per_scorer[scorer] = {"n_scored": len(values), "mean": sum(values) / len(values), "ci_low": low, "ci_high": high}
+        per_scorer[scorer] = {
+            "n_scored": len(values),
+            "mean": sum(values) / len(values),
+            "ci_low": low,
+            "ci_high": high,
+        }
     return run, per_scorer
 
 
@@ -70,9 +75,14 @@ def build_leaderboard(
     rows = []
     for cell, run_id in run_of.items():
         run, per_scorer = _cell_figures(store, run_id)
-        paired = {} if cell == baseline_cell else {
-            row["scorer"]: row for row in scorer_rows(baseline, Side("candidate", store, [run_id]), options)
-        }
+        paired = (
+            {}
+            if cell == baseline_cell
+            else {
+                row["scorer"]: row
+                for row in scorer_rows(baseline, Side("candidate", store, [run_id]), options)
+            }
+        )
         for scorer, figures in per_scorer.items():
             versus = paired.get(scorer, {})
             rows.append(

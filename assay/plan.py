@@ -22,6 +22,7 @@ from assay.dataset import Item, canonical_json, load_items
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
 from assay.identity import Identity, identity_of, spec_hash
 from assay.outcomes import RunKind, RunStatus
+from assay.response_cache import ResponseCache
 from assay.spec import EvalSpec, OpenAITarget, load_spec
 from assay.store import Store
 from assay.targets import render
@@ -84,6 +85,7 @@ class RunPlan:
         self.record = record
         self.done = done
         self.prices = PriceTable.shipped(spec.prices)
+        self.response_cache = ResponseCache(store.root / "cache" / "responses")
         stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
         self.capture = Recorder(
             spec.capture_settings,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from assay.accounting import Price, parse_budget
 from assay.capture import CaptureSettings
 from assay.errors import SpecError
+from assay.response_cache import check_cache
 from evaluators import SCORER_KINDS, ScorerSpec
 
 
@@ -62,6 +63,8 @@ class OpenAITarget(_Strict):
         temperature, max_tokens: passed through when set.
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
+        cache: `true` answers repeated requests from the store's response cache (needs
+            `temperature: 0`); `always` caches whatever the temperature.
     """
 
     kind: Literal["openai"]
@@ -74,6 +77,12 @@ class OpenAITarget(_Strict):
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    cache: bool | Literal["always"] = False
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> OpenAITarget:
+        check_cache(self.cache, self.temperature)
+        return self
 
     @field_validator("prompt", "system")
     @classmethod
@@ -141,7 +150,9 @@ class EvalSpec(_Strict):
     description: str | None = None
     dataset: DatasetSpec
     target: TargetSpec | None = None
-    targets: dict[Annotated[str, Field(pattern=r"^[\w.\-]+$")], TargetSpec] | None = Field(default=None, min_length=1)
+    targets: dict[Annotated[str, Field(pattern=r"^[\w.\-]+$")], TargetSpec] | None = Field(
+        default=None, min_length=1
+    )
     scorers: list[ScorerSpec] = Field(min_length=1)
     # Numbers are strict: YAML reads `yes` / `true` as a boolean, which pydantic would otherwise
     # take as 1 (`fail_on_item_error_rate: true` silently disabling the gate).
@@ -210,14 +221,18 @@ class EvalSpec(_Strict):
     @model_validator(mode="after")
     def _one_target_or_a_matrix(self) -> EvalSpec:
         if (self.target is None) == (self.targets is None):
-            raise ValueError("give either `target` or `targets` (a matrix of named cells), not both or neither")
+            raise ValueError(
+                "give either `target` or `targets` (a matrix of named cells), not both or neither"
+            )
         return self
 
     def cells(self) -> list[tuple[str | None, EvalSpec]]:
         """The runs this spec makes: (None, itself), or (cell name, a spec with that cell's target)."""
         if self.targets is None:
             return [(None, self)]
-        return [(name, self.model_copy(update={"target": t, "targets": None})) for name, t in self.targets.items()]
+        return [
+            (name, self.model_copy(update={"target": t, "targets": None})) for name, t in self.targets.items()
+        ]
 
 
 _TARGET_KINDS = sorted(

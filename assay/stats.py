@@ -595,7 +595,9 @@ def _workers(chunks: int, draws: int) -> int:
     return max(1, min(cpus, chunks, 8))
 
 
-def mean_interval(values: NDArray[Any] | Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+def mean_interval(
+    values: NDArray[Any] | Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
+) -> tuple[float, float]:
     """Student-t confidence interval of a mean: ``mean ± t_{n-1} * sd / sqrt(n)`` (NaN below 2 values).
 
     Args:
@@ -609,5 +611,7 @@ def mean_interval(values: NDArray[Any] | Sequence[float], *, confidence: float =
     from scipy import stats as scipy_stats
 
     mean = float(v.mean())
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    half = (
+        float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    )
     return (mean - half, mean + half)

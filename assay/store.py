@@ -153,7 +153,9 @@ class Store:
             schema = pl.from_arrow(getattr(_schema, dataset.upper()).empty_table()).schema
             return pl.LazyFrame(schema={"run_id": pl.String, **schema})
         return pl.scan_parquet(
-            str(self.root / dataset / "**" / pattern), hive_partitioning=True, hive_schema={"run_id": pl.String}
+            str(self.root / dataset / "**" / pattern),
+            hive_partitioning=True,
+            hive_schema={"run_id": pl.String},
         )
 
     def runs(self) -> pl.LazyFrame:

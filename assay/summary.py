@@ -109,6 +109,7 @@ _SUMMED = (
     "operations_settled",
     "operations_unknown",
     "operations_denied",
+    "operations_cached",
 )
 
 

@@ -23,10 +23,11 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay.chat import ChatClient
 from assay.errors import TargetFailure
+from assay.response_cache import check_cache
 from evaluators._base import Sample, Score, Scorer
 
 SCALE_UNIT = "0-1"
@@ -237,7 +238,9 @@ class LlmJudge(Scorer):
 
     version: ClassVar[str] = "1"
     deterministic: ClassVar[bool] = False
-    operational: ClassVar[frozenset[str]] = frozenset({"base_url", "api_key_env", "timeout", "max_retries", "concurrency"})
+    operational: ClassVar[frozenset[str]] = frozenset(
+        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache"}
+    )
 
     kind: Literal["llm_judge"] = "llm_judge"
     base_url: str = Field(pattern=r"^https?://")
@@ -248,11 +251,17 @@ class LlmJudge(Scorer):
     scale: Literal["0-1"] | int = SCALE_UNIT
     temperature: float | None = Field(default=0.0, ge=0, le=2, strict=True)
     max_tokens: int | None = Field(default=512, ge=1, strict=True)
+    cache: bool | Literal["always"] = False
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
 
     _clients: _Clients = PrivateAttr(default_factory=_Clients)
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> LlmJudge:
+        check_cache(self.cache, self.temperature)
+        return self
 
     @field_validator("rubric", "system")
     @classmethod
@@ -373,6 +382,7 @@ class LlmJudge(Scorer):
             timeout=self.timeout,
             max_retries=self.max_retries,
             concurrency=self.concurrency,
+            cache=bool(self.cache),
         )
         by_loop = self._clients.by_loop
         closer = _closed_with_the_loop(client, lambda: by_loop.pop(loop, None))

@@ -12,7 +12,15 @@ from assay.targets._base import Target, TargetResult
 from assay.targets._openai import OpenAIChatTarget, render
 from assay.targets._python import PythonFunctionTarget
 
-__all__ = ["OpenAIChatTarget", "PythonFunctionTarget", "Target", "TargetResult", "Usage", "open_target", "render"]
+__all__ = [
+    "OpenAIChatTarget",
+    "PythonFunctionTarget",
+    "Target",
+    "TargetResult",
+    "Usage",
+    "open_target",
+    "render",
+]
 
 
 def open_target(

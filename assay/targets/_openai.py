@@ -35,6 +35,7 @@ class OpenAIChatTarget:
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             concurrency=concurrency,
+            cache=bool(spec.cache),
         )
 
     def request_body(self, item: Item) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from evaluators._imports import import_callable
 _OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed")
 _STRUCTURED_KEYS = {"output", "cost", "metadata"}
 # Metadata keys that look like measurements: kept apart, so nobody mistakes them for measured figures.
-RESERVED_METADATA = frozenset({"model", "models", "tokens", "usage", "cost", "cost_usd", "input_tokens", "output_tokens"})
+RESERVED_METADATA = frozenset(
+    {"model", "models", "tokens", "usage", "cost", "cost_usd", "input_tokens", "output_tokens"}
+)
 
 
 class PythonFunctionTarget:
