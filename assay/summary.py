@@ -206,6 +206,7 @@ def close_run(
         **summary.pop("accounting"),
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
+        timing_by_model=json.dumps(summary["timing_by_model"]),
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, wall_ms=wall_ms, budget=budget.columns())
