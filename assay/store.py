@@ -53,9 +53,6 @@ class Store:
     def _partition(self, dataset: str, run_id: str) -> Path:
         return self.root / dataset / f"run_id={run_id}"
 
-    def artifacts_dir(self, run_id: str) -> Path:
-        return self.root / "artifacts" / run_id
-
     # -- runs ---------------------------------------------------------------------------------
 
     def write_run(self, run_id: str, record: dict[str, Any]) -> None:
