@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,26 @@ def run_assay(*args: str, env: dict[str, str] | None = None, timeout: float = 12
         env={**os.environ, **(env or {})},
         cwd=REPO,
     )
+
+
+def start_run_until_committed(spec: Path, store: Path, timeout: float = 60) -> subprocess.Popen[str]:
+    """`assay run` in a subprocess, returned once it has committed its first part (still running)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
+        cwd=REPO,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not list((store / "items").glob("run_id=*/part-*.parquet")):
+        assert process.poll() is None, f"the run ended before it committed anything: {process.stderr.read()!r}"
+        assert time.monotonic() < deadline, f"no part was committed within {timeout} s"
+        time.sleep(0.05)
+    return process
+
+
+def only_run_id(store: Path) -> str:
+    (partition,) = (store / "runs").glob("run_id=*")
+    return partition.name.removeprefix("run_id=")

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 
 from assay.store import Store
-from tests.conftest import REPO, openai_spec, run_assay
+from tests.conftest import only_run_id, openai_spec, run_assay, start_run_until_committed
 
 N = 200
 
@@ -19,24 +15,13 @@ def test_ctrl_c_records_cancelled_and_resume_finishes(tmp_path, mock):
     mock.configure(latency_ms=40)
     spec = openai_spec(tmp_path, mock.base_url, n=N, concurrency=4)
     store = tmp_path / "store"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-        time.sleep(0.05)
+    process = start_run_until_committed(spec, store)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "assay resume" in stderr
 
-    (partition,) = (store / "runs").glob("run_id=*")
-    run_id = partition.name.removeprefix("run_id=")
+    run_id = only_run_id(store)
     record = Store(store).read_run(run_id)
     items = Store(store).run_items(run_id)
     assert record["status"] == "cancelled"
@@ -57,19 +42,8 @@ def test_sigterm_is_a_cancellation_too(tmp_path, mock):
     mock.configure(latency_ms=40)
     spec = openai_spec(tmp_path, mock.base_url, n=N, concurrency=4)
     store = tmp_path / "store"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-        time.sleep(0.05)
+    process = start_run_until_committed(spec, store)
     process.terminate()
     process.communicate(timeout=60)
-    (partition,) = (store / "runs").glob("run_id=*")
-    record = Store(store).read_run(partition.name.removeprefix("run_id="))
+    record = Store(store).read_run(only_run_id(store))
     assert record["status"] == "cancelled" and record["n_cancelled"] > 0

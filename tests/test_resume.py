@@ -3,40 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import polars as pl
 
 from assay.store import Store
-from tests.conftest import REPO, openai_spec, run_assay
+from tests.conftest import only_run_id, openai_spec, run_assay, start_run_until_committed
 
 N_ITEMS = 300
 
 
 def _kill_mid_run(spec: Path, store: Path) -> str:
     """Start `assay run`, SIGKILL it once some items are committed, return the run id."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None, f"the run ended before it was killed: {process.stderr.read()!r}"
-        assert time.monotonic() < deadline, "no part was committed within 60 s"
-        time.sleep(0.05)
+    process = start_run_until_committed(spec, store)
     time.sleep(0.3)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    (partition,) = (store / "runs").glob("run_id=*")
-    return partition.name.removeprefix("run_id=")
+    return only_run_id(store)
 
 
 def test_sigkill_then_resume_runs_each_unfinished_item_exactly_once(tmp_path, mock):
