@@ -8,6 +8,7 @@ from prefect import flow
 
 from assay.compare import CompareOptions, compare, load_sides, write_comparison
 from assay.store import Store
+from tasks.publish import name_flow_run, publish_comparison
 
 
 @flow(name="assay-compare", log_prints=False)
@@ -32,6 +33,8 @@ def compare_runs(
     # Per scorer: paired statistics and a verdict; then the gates, timing and cost deltas.
     comparison = compare(base, cand, options or CompareOptions())
 
-    # Store it beside the runs, for the report and for analysts.
+    # Store it beside the runs, for the report and for analysts; show it in the Prefect UI.
     write_comparison(the_store, comparison)
+    name_flow_run(f"compare {'+'.join(baseline)} → {'+'.join(candidate)}")
+    publish_comparison(comparison)
     return comparison

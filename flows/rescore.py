@@ -16,6 +16,7 @@ from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
 from assay.store import Store
 from assay.summary import close_run
 from tasks import orchestrated, run_shard
+from tasks.publish import name_flow_run, publish_run_summary
 
 
 @flow(name="assay-rescore", log_prints=False)
@@ -55,6 +56,7 @@ async def rescore_run(
         resume=resume,
         flow_run_id=flow_run and str(flow_run.id),
     )
+    name_flow_run(f"rescore {source_run_id} · {plan.run_id}")
     progress.current().started(plan.total, len(plan.done))
 
     # Score every completed source item in shards; failed ones pass through unscored.
@@ -62,10 +64,12 @@ async def rescore_run(
     await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
-    return close_run(
+    summary = close_run(
         plan.store,
         plan.run_id,
         wall_ms=(time.perf_counter() - started) * 1000,
         budget=plan.budget,
         capture=plan.capture,
     )
+    await publish_run_summary(summary)
+    return summary

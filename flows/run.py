@@ -17,6 +17,7 @@ from assay.store import Store
 from assay.summary import close_run, matrix_summary
 from assay.targets import open_target
 from tasks import orchestrated, run_shard
+from tasks.publish import name_flow_run, publish_run_summary
 
 
 @flow(name="assay-run", log_prints=False)
@@ -51,6 +52,7 @@ async def run_eval(
         flow_run_id=flow_run and str(flow_run.id),
         cell=cell,
     )
+    name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
 
     # Execute every run (every cell of a matrix at once), each against its own target and limiter.
@@ -79,6 +81,8 @@ async def run_eval(
         close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, capture=plan.capture)
         for plan in plans
     ]
+    for summary in summaries:
+        await publish_run_summary(summary)
     matrix_id = plans[0].record["matrix_id"]
     if matrix_id is None or cell is not None:
         return summaries[0]

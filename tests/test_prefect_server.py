@@ -169,3 +169,26 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
         f"{prefect_api.url}/flow_runs/filter", json={"flows": {"name": {"any_": ["assay-compare"]}}}, timeout=10
     ).json()
     assert [run["state"]["type"] for run in runs] == ["COMPLETED"]
+    assert runs[0]["name"] == f"compare {run_id} → {run_id}"
+    artifacts = httpx.post(
+        f"{prefect_api.url}/artifacts/filter",
+        json={"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}},
+        timeout=10,
+    ).json()
+    (markdown,) = [a for a in artifacts if a["type"] == "markdown"]
+    assert "unchanged" in markdown["data"] and run_id in markdown["data"] and "Gates: all passed." in markdown["data"]
+
+
+def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
+    assert first_run.returncode == 0
+    record = Store(first_run.store).read_run(first_run.summary["run_id"])
+    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    assert flow_run["name"] == f"quickstart-arithmetic · {first_run.summary['run_id']}"
+    artifacts = httpx.post(
+        f"{prefect_api.url}/artifacts/filter",
+        json={"artifacts": {"flow_run_id": {"any_": [record["prefect_flow_run_id"]]}}},
+        timeout=10,
+    ).json()
+    (table,) = [a for a in artifacts if a["type"] == "table"]
+    assert table["key"] == "assay-run-quickstart-arithmetic"
+    assert {row["scorer"] for row in json.loads(table["data"])} == {"exact", "numeric", "mentions_answer", "bare_number"}

@@ -1,0 +1,100 @@
+"""What a flow shows in the Prefect UI: a meaningful flow-run name and artifacts.
+
+Every function here does nothing outside a Prefect flow run (the embedded path has no UI).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+
+
+def _flow_run() -> Any:
+    context = FlowRunContext.get()
+    return context.flow_run if context is not None else None
+
+
+def name_flow_run(name: str) -> None:
+    """Rename the current flow run, e.g. `quickstart-arithmetic · 20261129T102824-dcedf3`."""
+    flow_run = _flow_run()
+    if flow_run is not None:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(flow_run.id, name=name)
+
+
+def _key(text: str) -> str:
+    # Artifact keys: lowercase letters, digits and dashes only.
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")[:100]
+
+
+async def publish_run_summary(summary: dict[str, Any]) -> None:
+    """The run's summary as a table artifact: one row per scorer, with the item outcomes."""
+    if _flow_run() is None:
+        return
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
+    rows = [
+        {
+            "scorer": row["scorer"],
+            "mean": row["mean"],
+            "p50": row["p50"],
+            "p95": row["p95"],
+            "scored": row["scored"],
+            "failed": row["failed"],
+            "skipped": row["skipped"],
+        }
+        for row in summary["scorers"]
+    ]
+    await acreate_table_artifact(
+        rows or [{"scorer": "(none)"}],
+        key=_key(f"assay-run-{summary['name']}"),
+        description=(
+            f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
+            f"item error rate {summary['item_error_rate']}"
+        ),
+    )
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> str:
+    """The comparison for people: the human lines, the per-scorer table, the gates, the runs."""
+    lines = [f"# Comparison {comparison['comparison_id']}", ""]
+    lines += [f"- **{line}**" for line in comparison["lines"]]
+    lines += [
+        "",
+        "| scorer | n | baseline | candidate | delta | 95% CI | p | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in comparison["scorers"]:
+        if not row.get("n_pairs"):
+            lines.append(f"| {row['scorer']} | 0 | | | | | | {row['verdict']} |")
+            continue
+        lines.append(
+            f"| {row['scorer']} | {row['n_pairs']} | {row['baseline_mean']:.3f} | {row['candidate_mean']:.3f} | "
+            f"{row['delta']:+.3f} | [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] | {row['p_value']:.3g} | "
+            f"{row['verdict']} |"
+        )
+    lines += [
+        "",
+        f"Baseline runs: {', '.join(comparison['baseline'])}",
+        "",
+        f"Candidate runs: {', '.join(comparison['candidate'])}",
+        "",
+    ]
+    failed = comparison["failed_gates"]
+    lines += (
+        ["Gates: all passed."] if not failed else ["Gates failed:", *(f"- {message}" for message in failed)]
+    )
+    return "\n".join(lines)
+
+
+def publish_comparison(comparison: dict[str, Any]) -> None:
+    """The comparison as a markdown artifact (sync: the compare flow is sync)."""
+    if _flow_run() is None:
+        return
+    create_markdown_artifact(
+        comparison_markdown(comparison),
+        key=_key(f"assay-compare-{comparison['comparison_id']}"),
+        description=comparison["lines"][0] if comparison["lines"] else "comparison",
+    )
