@@ -245,7 +245,8 @@ def _compare(args: argparse.Namespace) -> int:
     if args.prefect or _prefect_env.api_configured():
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
-        comparison = compare_runs(**params)
+        # A failed gate fails the flow run (its state carries the comparison): read it back.
+        comparison = compare_runs(**params, return_state=True).result(raise_on_failure=False)
     else:
         comparison = compare_runs.fn(**params)
     if args.json:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
+from prefect.context import FlowRunContext
+from prefect.states import Failed
 
 from assay.compare import CompareOptions, compare, load_sides, write_comparison
 from assay.store import Store
@@ -17,7 +20,7 @@ def compare_runs(
     candidate: list[str],
     store: str | None = None,
     options: CompareOptions | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Compare candidate runs with baseline runs of the same dataset; returns the comparison.
 
     Args:
@@ -37,4 +40,8 @@ def compare_runs(
     write_comparison(the_store, comparison)
     name_flow_run(f"compare {'+'.join(baseline)} → {'+'.join(candidate)}")
     publish_comparison(comparison)
+
+    # Under Prefect a failed gate fails the flow run, so schedules and automations see it.
+    if not comparison["passed"] and FlowRunContext.get() is not None:
+        return Failed(message="; ".join(comparison["failed_gates"]), data=comparison)
     return comparison

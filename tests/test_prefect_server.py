@@ -166,7 +166,9 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
     assert compared.returncode == 0, compared.stderr
     assert {row["verdict"] for row in json.loads(compared.stdout)["scorers"]} == {"unchanged"}
     runs = httpx.post(
-        f"{prefect_api.url}/flow_runs/filter", json={"flows": {"name": {"any_": ["assay-compare"]}}}, timeout=10
+        f"{prefect_api.url}/flow_runs/filter",
+        json={"flows": {"name": {"any_": ["assay-compare"]}}},
+        timeout=10,
     ).json()
     assert [run["state"]["type"] for run in runs] == ["COMPLETED"]
     assert runs[0]["name"] == f"compare {run_id} → {run_id}"
@@ -176,7 +178,11 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
         timeout=10,
     ).json()
     (markdown,) = [a for a in artifacts if a["type"] == "markdown"]
-    assert "unchanged" in markdown["data"] and run_id in markdown["data"] and "Gates: all passed." in markdown["data"]
+    assert (
+        "unchanged" in markdown["data"]
+        and run_id in markdown["data"]
+        and "Gates: all passed." in markdown["data"]
+    )
 
 
 def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
@@ -191,4 +197,40 @@ def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, firs
     ).json()
     (table,) = [a for a in artifacts if a["type"] == "table"]
     assert table["key"] == "assay-run-quickstart-arithmetic"
-    assert {row["scorer"] for row in json.loads(table["data"])} == {"exact", "numeric", "mentions_answer", "bare_number"}
+    assert {row["scorer"] for row in json.loads(table["data"])} == {
+        "exact",
+        "numeric",
+        "mentions_answer",
+        "bare_number",
+    }
+
+
+def test_a_failed_compare_gate_fails_the_flow_run(
+    prefect_api: PrefectAPI, first_run: FirstRun, tmp_path: Path
+) -> None:
+    assert first_run.returncode == 0
+    run_id = first_run.summary["run_id"]
+    # A rescore with a stricter scorer scores lower than the run's own exact match: a regression.
+    worse = _assay(
+        prefect_api,
+        "rescore",
+        run_id,
+        "--scorer",
+        "{kind: regex, name: exact, pattern: '^$'}",
+        "--store",
+        str(first_run.store),
+    )
+    worse_id = json.loads(worse.stdout)["run_id"]
+    compared = _assay(
+        prefect_api, "compare", run_id, "--candidate", worse_id, "--store", str(first_run.store)
+    )
+    assert compared.returncode == 1, compared.stderr
+    comparison = json.loads(compared.stdout)
+    assert comparison["passed"] is False and comparison["scorers"][0]["verdict"] == "regressed"
+    runs = httpx.post(
+        f"{prefect_api.url}/flow_runs/filter",
+        json={"flows": {"name": {"any_": ["assay-compare"]}}, "sort": "START_TIME_DESC"},
+        timeout=10,
+    ).json()
+    latest = next(run for run in runs if run["name"] == f"compare {run_id} → {worse_id}")
+    assert latest["state"]["type"] == "FAILED" and "regressed" in latest["state"]["message"]

@@ -1,0 +1,224 @@
+"""docs/analysts.md cannot rot: every snippet runs against a real store and Polars agrees with DuckDB.
+
+The store is built with the suite's own machinery (the mock model server, `assay run`): two runs of
+the spec `arith` with priced models, failing items, a failing judge, a rate-limited call and
+captured requests, plus a three-cell matrix run (one cell on an unpriced model) for the leaderboard.
+
+Snippet conventions (stated at the top of the doc too):
+- every ```python block holds the line `STORE = "assay-store"` exactly once, the test points it at
+  the temporary store, executes the block in a fresh namespace and reads `result`: a non-empty
+  `polars.DataFrame`;
+- every ```sql block is one DuckDB statement naming files under `'assay-store/...'`; the test
+  replaces that prefix and requires a non-empty `fetchall()`, in a session whose time zone is not
+  UTC (the queries must not depend on it);
+- under each numbered heading (`### 1. ...`) the python and the sql block return the same columns
+  in the same order and the same rows in the same order; the test compares them cell by cell.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+
+from assay.cli import main
+from assay.mock_openai import MockOpenAIServer
+from tests.conftest import REPO, openai_spec, write_spec
+
+DOC_PATH = REPO / "docs" / "analysts.md"
+PLACEHOLDER = "assay-store"
+STORE_LINE = f'STORE = "{PLACEHOLDER}"'
+N_QUERIES = 10
+
+PRICES = {
+    "mock-1": {"input": 10.0, "output": 30.0},
+    "mock-2": {"input": 2.0, "output": 6.0},
+    "mock-judge": {"input": 1.0, "output": 2.0},
+}  # mock-3 is deliberately unpriced
+JUDGE_REPLY = '{"score": 1, "explanation": "fine"}'
+N_ITEMS = 8
+
+
+def question(i: int) -> str:
+    return f"What is {i} + {i}?"
+
+
+def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
+    """Two nightly runs of `arith` and one matrix run, in `folder / "store"`."""
+    store = folder / "store"
+    nightly = folder / "nightly"
+    nightly.mkdir()
+    spec = openai_spec(
+        nightly,
+        mock.base_url,
+        n=N_ITEMS,
+        target={"kind": "openai", "base_url": mock.base_url, "model": "mock-1", "prompt": "{question}", "max_retries": 2},
+        scorers=[
+            {"kind": "exact_match", "name": "exact"},
+            {"kind": "regex", "name": "digits", "pattern": "\\d+"},
+            {
+                "kind": "llm_judge",
+                "name": "judge",
+                "base_url": mock.base_url,
+                "model": "mock-judge",
+                "rubric": "Grade {output} for {input}",
+            },
+        ],
+        prices=PRICES,
+        capture_requests=True,
+        fail_on_item_error_rate=1,
+    )
+    # The second night answers two more items wrong: scores change, the mean drops.
+    for wrong in ({1}, {1, 2, 7}):
+        mock.reset()
+        answers = {question(i): "no idea" if i in wrong else str(2 * i) for i in range(N_ITEMS)}
+        mock.configure(
+            latency_ms=0,
+            answers={**answers, "*": JUDGE_REPLY},
+            faults=[
+                {"status": 500, "times": 3, "retry_after": 0, "match": question(3)},  # fails after 2 retries
+                {"status": 429, "times": 1, "retry_after": 0, "match": question(4)},  # rate-limited once
+                {"status": 400, "times": 1, "match": question(5)},  # fails at once
+                {"status": 400, "times": -1, "match": f"for {question(6)}"},  # the judge fails on q6
+            ],
+        )
+        assert main(["run", str(spec), "--store", str(store), "--quiet"]) == 0
+
+    matrix = folder / "matrix"
+    matrix.mkdir()
+    (matrix / "data.jsonl").write_text((nightly / "data.jsonl").read_text())
+    cell = {"kind": "openai", "base_url": mock.base_url}
+    spec = write_spec(
+        matrix,
+        name="arith-models",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        targets={
+            "small": {**cell, "model": "mock-1", "prompt": "Q: {question}"},
+            "large": {**cell, "model": "mock-2", "prompt": "{question}"},
+            "unpriced": {**cell, "model": "mock-3", "prompt": "{question}"},
+        },
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+        prices=PRICES,
+        fail_on_item_error_rate=1,
+    )
+    mock.reset()
+    answers = {question(i): str(2 * i) for i in range(N_ITEMS)}
+    answers |= {f"Q: {question(i)}": str(2 * i) if i % 4 else "?" for i in range(N_ITEMS)}
+    mock.configure(latency_ms=0, answers=answers, faults=[])
+    assert main(["run", str(spec), "--store", str(store), "--quiet"]) == 0
+    mock.reset()
+    return store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, mock_server) -> Path:
+    return build_store(tmp_path_factory.mktemp("analysts"), mock_server)
+
+
+# -- the doc's snippets ---------------------------------------------------------------------------
+
+
+def snippets() -> list[tuple[str, str, str]]:
+    """(heading, language, code) of every fenced python and sql block, in order."""
+    found, heading, fence = [], "", None
+    for line in DOC_PATH.read_text().splitlines():
+        if fence is None:
+            if line.startswith("#"):
+                heading = line.lstrip("#").strip()
+            elif line.startswith("```"):
+                fence = (line[3:].strip(), [])
+        elif line.startswith("```"):
+            if fence[0] in ("python", "sql"):
+                found.append((heading, fence[0], "\n".join(fence[1])))
+            fence = None
+        else:
+            fence[1].append(line)
+    assert fence is None, "an unclosed code block"
+    return found
+
+
+SNIPPETS = snippets()
+PYTHON = [(h, code) for h, lang, code in SNIPPETS if lang == "python"]
+SQL = [(h, code) for h, lang, code in SNIPPETS if lang == "sql"]
+QUERIES = [h for h in dict.fromkeys(h for h, _, _ in SNIPPETS) if re.match(r"\d+\. ", h)]
+
+
+def run_python(code: str, store: Path) -> pl.DataFrame:
+    assert code.count(PLACEHOLDER) == 1 and STORE_LINE in code.splitlines(), (
+        f"a python snippet sets {STORE_LINE} once and names the store only through STORE:\n{code}"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(code.replace(STORE_LINE, f"STORE = {str(store)!r}"), str(DOC_PATH), "exec"), namespace)
+    result = namespace.get("result")
+    assert isinstance(result, pl.DataFrame), f"the snippet must leave a DataFrame in `result`:\n{code}"
+    return result
+
+
+def run_sql(code: str, store: Path) -> tuple[list[str], list[tuple]]:
+    assert f"'{PLACEHOLDER}/" in code, f"a sql snippet reads files under '{PLACEHOLDER}/...':\n{code}"
+    con = duckdb.connect()
+    con.sql("SET TimeZone = 'Pacific/Kiritimati'")  # UTC+14: a query that assumes UTC gets other days
+    relation = con.sql(code.replace(f"'{PLACEHOLDER}/", f"'{store}/"))
+    return relation.columns, relation.fetchall()
+
+
+def test_the_doc_has_ten_worked_queries_in_both_languages():
+    assert len(PYTHON) >= N_QUERIES and len(SQL) >= N_QUERIES
+    assert len(QUERIES) == N_QUERIES, QUERIES
+    for heading in QUERIES:
+        langs = [lang for h, lang, _ in SNIPPETS if h == heading]
+        assert langs == ["python", "sql"], f"{heading!r} has {langs}, expected one python then one sql block"
+
+
+@pytest.mark.parametrize("heading, code", PYTHON, ids=[f"py{n}" for n in range(len(PYTHON))])
+def test_python_snippet_runs(store, heading, code):
+    result = run_python(code, store)
+    assert result.height > 0, f"{heading!r}: empty result"
+
+
+@pytest.mark.parametrize("heading, code", SQL, ids=[f"sql{n}" for n in range(len(SQL))])
+def test_sql_snippet_runs(store, heading, code):
+    _, rows = run_sql(code, store)
+    assert rows, f"{heading!r}: empty result"
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is None and b is None
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        return a == b
+    return a == b
+
+
+@pytest.mark.parametrize("heading", QUERIES)
+def test_polars_and_duckdb_agree(store, heading):
+    (py,) = [code for h, code in PYTHON if h == heading]
+    (sql,) = [code for h, code in SQL if h == heading]
+    frame = run_python(py, store)
+    columns, rows = run_sql(sql, store)
+    assert frame.columns == columns, heading
+    assert len(frame.rows()) == len(rows), (heading, frame, rows)
+    for got, want in zip(frame.rows(), rows, strict=True):
+        assert all(same(a, b) for a, b in zip(got, want, strict=True)), (heading, got, want)
+
+
+def test_the_store_has_what_the_queries_need(store):
+    """Guards the fixture: each query has something real to find."""
+    items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)
+    scores = pl.read_parquet(f"{store}/scores/**/*.parquet", hive_partitioning=True)
+    requests = pl.read_parquet(f"{store}/requests/**/*.parquet", hive_partitioning=True)
+    runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
+    assert set(items["failure_http_status"].drop_nulls()) == {400, 500}
+    assert scores.filter((pl.col("scorer") == "judge") & (pl.col("outcome") == "failed")).height == 2
+    assert scores["cost_usd"].sum() > 0 and runs["cost_usd"].min() > 0
+    assert set(runs["cost_completeness"]) == {"complete", "incomplete"}
+    assert requests.filter(pl.col("http_status") == 429).height == 2
+    assert runs.filter(pl.col("name") == "arith").height == 2 and runs["matrix_id"].n_unique() == 2
