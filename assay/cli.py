@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     power.add_argument("run_id")
     power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
+    nightly = commands.add_parser("nightly", parents=[common], help="the nightly benchmark: run, compare, prune")
+    nightly.add_argument("specs", nargs="+", help="eval specs")
+    nightly.add_argument("--retention", type=int, default=30, help="nightly runs kept per spec (default 30)")
+    nightly.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
     leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
@@ -282,6 +286,35 @@ def _estimate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _nightly(args: argparse.Namespace) -> int:
+    from assay.plan import validate
+    from flows.nightly import nightly
+
+    if args.retention < 1:
+        raise InputError(f"--retention {args.retention}: keep at least 1 run")
+    for spec in args.specs:
+        validate(Path(spec))
+    params = {"specs": args.specs, "store": args.store, "retention": args.retention}
+    if args.prefect or _prefect_env.api_configured():
+        _prefect_env.check_api()
+        # A failed gate fails the flow run; its state still carries the report.
+        report = asyncio.run(nightly(**params, return_state=True)).result(raise_on_failure=False)
+    else:
+        report = asyncio.run(nightly.fn(**params))
+    if args.json:
+        print(json.dumps(report, default=str, indent=2))
+    elif not args.quiet:
+        for spec in report["specs"]:
+            comparison = spec.get("comparison")
+            lines = comparison["lines"] if comparison else [spec.get("note", "")]
+            print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(lines))
+            if spec.get("removed"):
+                print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
+        for failure in report["failures"]:
+            print(f"gate failed: {failure}")
+    return EXIT_OK if report["passed"] else EXIT_GATE
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from assay import _terminal
     from assay.leaderboard import build_leaderboard
@@ -365,6 +398,7 @@ _COMMANDS = {
     "rescore": _rescore,
     "compare": _compare,
     "power": _power,
+    "nightly": _nightly,
     "leaderboard": _leaderboard,
     "requests": _requests,
     "show": _show,

@@ -262,6 +262,7 @@ def open_runs(
     resume: bool = False,
     flow_run_id: str | None = None,
     cell: str | None = None,
+    extra_tags: list[str] | None = None,
 ) -> list[RunPlan]:
     """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
     a matrix spec (run ids `<matrix id>-<cell>`).
@@ -273,6 +274,7 @@ def open_runs(
         resume: continue the run(s) (identity must not have changed) rather than start them.
         flow_run_id: the Prefect flow run executing this, if any.
         cell: only this cell of a matrix spec, and `run_id` is that cell's own run id (resume).
+        extra_tags: tags added to the spec's on a new run (the nightly flow adds `nightly`).
     """
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
@@ -287,7 +289,7 @@ def open_runs(
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items)
         fresh = new_record(cell_spec, spec_path, identity, len(items), len(items) * spec.trials)
-        fresh.update(matrix_id=matrix_id, cell=name)
+        fresh.update(matrix_id=matrix_id, cell=name, tags=[*spec.tags, *(extra_tags or [])])
         record = start_or_resume(
             store,
             this_id,

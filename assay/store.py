@@ -13,6 +13,7 @@ scores end up in the store exactly once. Every file is written to a temporary na
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,20 @@ class Store:
         if scores.num_rows:
             write_atomic(scores, self._partition("scores", run_id) / name)
         write_atomic(items, self._partition("items", run_id) / name)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run from every dataset. Its row goes first, so listings never show a run whose
+        items are half gone; the partitions are renamed into `.trash/` (atomic each), then deleted.
+        A deletion cut short leaves only trash and row-less partitions, which `delete_run` of the
+        same id finishes."""
+        trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
+        for dataset in ("runs", "items", "scores", "requests"):
+            partition = self._partition(dataset, run_id)
+            if partition.exists():
+                target = trash / dataset
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(partition, target)
+        shutil.rmtree(self.root / ".trash", ignore_errors=True)
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch)."""

@@ -27,6 +27,7 @@ async def run_eval(
     run_id: str | None = None,
     resume: bool = False,
     cell: str | None = None,
+    extra_tags: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -37,6 +38,7 @@ async def run_eval(
             derived from the flow run, so a retry of the flow run resumes the same run).
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
+        extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
     """
     started = time.perf_counter()
     flow_run = FlowRunContext.get().flow_run if FlowRunContext.get() else None
@@ -51,6 +53,7 @@ async def run_eval(
         resume=resume,
         flow_run_id=flow_run and str(flow_run.id),
         cell=cell,
+        extra_tags=extra_tags,
     )
     name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
