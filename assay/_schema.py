@@ -216,7 +216,7 @@ LEADERBOARDS = _schema(
     ("ci_low", pa.float64(), "Student-t CI of the mean, low end"),
     ("ci_high", pa.float64(), "Student-t CI of the mean, high end"),
     ("item_error_rate", pa.float64(), "the cell's failed / attempted"),
-    ("cost_per_item_usd", pa.float64(), "measured cost per completed item; null when calls are not priced"),
+    ("cost_per_item_usd", pa.float64(), "measured cost per completed item; null unless every item's accounting is complete"),
     ("latency_p50_ms", pa.float64(), "median duration of completed items"),
     ("latency_p95_ms", pa.float64(), "95th percentile duration of completed items"),
     ("baseline_cell", pa.string(), "the cell the paired comparison is against"),

@@ -15,7 +15,7 @@ import pyarrow as pa
 from assay import _schema
 from assay.compare import CompareOptions, Side, scorer_rows
 from assay.errors import InputError
-from assay.outcomes import ItemOutcome, ScorerOutcome
+from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
 from assay.stats import mean_interval
 from assay.store import Store, write_atomic
 from assay.summary import item_error_rate
@@ -25,10 +25,11 @@ def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, 
     items = store.run_items(run_id)
     scores = store.run_scores(run_id).filter(pl.col("outcome") == ScorerOutcome.SCORED)
     completed = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
-    costs = completed["cost_usd"]
+    # A cost per item only when every item's accounting is complete: an unpriced $0 is not free.
+    priced = not completed.is_empty() and (completed["cost_completeness"] == Completeness.COMPLETE).all()
     run = {
         "item_error_rate": item_error_rate(dict(items.group_by("outcome").len().iter_rows())),
-        "cost_per_item_usd": None if costs.null_count() or completed.is_empty() else float(costs.mean()),
+        "cost_per_item_usd": float(completed["cost_usd"].mean()) if priced else None,
         "latency_p50_ms": completed["duration_ms"].quantile(0.5, "linear"),
         "latency_p95_ms": completed["duration_ms"].quantile(0.95, "linear"),
     }
