@@ -30,6 +30,7 @@ class _ProgressBar:
             MofNCompleteColumn(),
             TextColumn("[red]{task.fields[failed]} failed"),
             TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[spend]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -38,17 +39,22 @@ class _ProgressBar:
         )
         self._task: Any = None
         self._failed = 0
+        self._spent = 0.0
 
     def started(self, total: int, already_done: int) -> None:
         self._progress.start()
-        self._task = self._progress.add_task("items", total=total, completed=already_done, failed=0, rate="")
+        self._task = self._progress.add_task(
+            "items", total=total, completed=already_done, failed=0, rate="", spend=""
+        )
 
-    def item_done(self, outcome: str) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
         if outcome == ItemOutcome.FAILED:
             self._failed += 1
+        self._spent += cost_usd or 0.0
         task = self._progress.tasks[0]
         rate = f"{task.speed:,.0f} items/s" if task.speed else ""
-        self._progress.update(self._task, advance=1, failed=self._failed, rate=rate)
+        spend = f"${self._spent:,.4f} spent" if self._spent else ""
+        self._progress.update(self._task, advance=1, failed=self._failed, rate=rate, spend=spend)
         if task.completed >= (task.total or 0):
             self._progress.stop()
 

@@ -81,7 +81,7 @@ class ShardExecutor:
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
                 batch.add(finished)
-                progress.current().item_done(outcome)
+                progress.current().item_done(outcome, finished.item.get("cost_usd"))
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in `_run_item` still bounds the target calls in flight.

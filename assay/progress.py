@@ -13,14 +13,14 @@ from typing import Protocol
 class Reporter(Protocol):
     def started(self, total: int, already_done: int) -> None: ...
 
-    def item_done(self, outcome: str) -> None: ...
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None: ...
 
 
 class _Silent:
     def started(self, total: int, already_done: int) -> None:
         pass
 
-    def item_done(self, outcome: str) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
         pass
 
 
