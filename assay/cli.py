@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
+    ui = commands.add_parser("ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)")
+    ui.add_argument("--port", type=int, default=4200, help="the server's port on 127.0.0.1 (default 4200)")
+    ui.add_argument("--home", help="PREFECT_HOME for the server and worker (default: Prefect's own)")
+    ui.add_argument("--logs", default=".assay-ui", help="where the server's and worker's logs go (default .assay-ui)")
+    ui.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
     ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
     return parser
@@ -346,6 +351,12 @@ def _requests(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _ui(args: argparse.Namespace) -> int:
+    from assay._ui import serve
+
+    return serve(port=args.port, home=Path(args.home) if args.home else None, log_dir=Path(args.logs))
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -401,6 +412,7 @@ _COMMANDS = {
     "nightly": _nightly,
     "leaderboard": _leaderboard,
     "requests": _requests,
+    "ui": _ui,
     "show": _show,
     "ls": _ls,
 }

@@ -1,0 +1,123 @@
+"""`assay ui`: a local Prefect server on 127.0.0.1, the `assay` process work pool, every deployment
+of `prefect.yaml`, and a worker — one command, in the foreground until Ctrl-C.
+
+Runs from the repository checkout (where `prefect.yaml` is): the deployments run the flows from
+that folder. Offline throughout: the server serves its UI from bundled files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from assay.errors import InputError
+
+POOL = "assay"
+BOOT_TIMEOUT_S = 120.0
+
+
+def _prefect() -> str:
+    return str(Path(sys.executable).with_name("prefect"))
+
+
+def _wait_healthy(server: subprocess.Popen[bytes], api_url: str, log: Path) -> None:
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"prefect server exited ({server.returncode}); see {log}")
+        try:
+            if httpx.get(f"{api_url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"prefect server did not answer within {BOOT_TIMEOUT_S:g} s; see {log}")
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
+    """Start the server and a worker, deploy everything, and wait until interrupted.
+
+    Args:
+        port: the server's port on 127.0.0.1.
+        home: PREFECT_HOME for the server and worker (default: Prefect's own).
+        log_dir: where the server's and worker's output go.
+    """
+    if not Path("prefect.yaml").is_file():
+        raise InputError("run `assay ui` from the Assay checkout: no prefect.yaml in the current folder")
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_API_URL": api_url, "DO_NOT_TRACK": "1"}
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if home is not None:
+        env["PREFECT_HOME"] = str(home)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops the server and worker too, not only Ctrl-C
+    server_log, worker_log = log_dir / "prefect-server.log", log_dir / "prefect-worker.log"
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with server_log.open("ab") as out:
+            processes.append(
+                subprocess.Popen(
+                    [_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        _wait_healthy(processes[0], api_url, server_log)
+        # An existing pool is fine: `create` then fails harmlessly and deploy reuses it.
+        subprocess.run(
+            [_prefect(), "work-pool", "create", POOL, "--type", "process"],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        deployed = subprocess.run(
+            [_prefect(), "--no-prompt", "deploy", "--all"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if deployed.returncode != 0:
+            raise RuntimeError(f"prefect deploy failed:\n{deployed.stdout[-2000:]}{deployed.stderr[-2000:]}")
+        with worker_log.open("ab") as out:
+            processes.append(
+                subprocess.Popen(
+                    [_prefect(), "worker", "start", "--pool", POOL],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        print(
+            f"ready: Prefect UI at http://127.0.0.1:{port} · API {api_url} · worker on pool {POOL!r}\n"
+            f"deployments: assay-run, assay-rescore, assay-compare, assay-nightly (02:00 UTC)\n"
+            f"logs: {server_log}, {worker_log} · Ctrl-C stops everything",
+            flush=True,
+        )
+        while all(p.poll() is None for p in processes):
+            time.sleep(0.5)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for process in reversed(processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,67 @@
+"""`assay ui` for real: a Prefect server on loopback, every deployment, a worker; a run triggered
+through the API completes and lands in the store; Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from assay.store import Store
+from tests.conftest import REPO
+from tests.prefect_server import _free_port, prefect_env
+
+ASSAY = str(Path(sys.executable).with_name("assay"))
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def test_assay_ui_serves_deploys_and_runs(tmp_path):
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = prefect_env(tmp_path / "home")
+    env.pop("PREFECT_SERVER_UI_ENABLED")  # the real command serves the UI
+    ui = subprocess.Popen(
+        [ASSAY, "ui", "--port", str(port), "--home", str(tmp_path / "home"), "--logs", str(tmp_path / "logs")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        line = ui.stdout.readline()
+        assert line.startswith("ready:"), (line, ui.stderr.read() if ui.poll() is not None else "")
+        deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
+        assert {d["name"] for d in deployments} == {"assay-run", "assay-rescore", "assay-compare", "assay-nightly"}
+        nightly = next(d for d in deployments if d["name"] == "assay-nightly")
+        assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
+
+        store = tmp_path / "store"
+        triggered = subprocess.run(
+            [PREFECT, "deployment", "run", "assay-run/assay-run", "--params",
+             json.dumps({"spec": str(REPO / "examples/quickstart/spec.yaml"), "store": str(store)})],
+            env={**env, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=60, check=True,
+        )
+        flow_run_id = next(
+            line.split()[-1] for line in triggered.stdout.splitlines() if "UUID" in line
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            state = httpx.get(f"{api}/flow_runs/{flow_run_id}", timeout=10).json()["state"]["type"]
+            if state in ("COMPLETED", "FAILED", "CRASHED") or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert state == "COMPLETED", (tmp_path / "logs" / "prefect-worker.log").read_text()[-3000:]
+        (run,) = Store(store).runs().collect().to_dicts()
+        assert run["prefect_flow_run_id"] == flow_run_id and run["n_completed"] == 40
+    finally:
+        children = psutil.Process(ui.pid).children(recursive=True) if ui.poll() is None else []
+        ui.send_signal(signal.SIGINT)
+        ui.wait(timeout=60)
+    assert ui.returncode == 0
+    time.sleep(1)
+    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "all stopped"
+    assert os.path.exists(tmp_path / "logs" / "prefect-server.log")
