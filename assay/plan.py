@@ -21,6 +21,7 @@ from assay.capture import Recorder, Redactor, secrets_of
 from assay.dataset import Item, canonical_json, load_items
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
 from assay.identity import Identity, identity_of, spec_hash
+from assay.lease import Lease
 from assay.outcomes import RunKind, RunStatus
 from assay.response_cache import ResponseCache
 from assay.spec import EvalSpec, OpenAITarget, load_spec
@@ -57,6 +58,7 @@ class RunPlan:
         record: the run's row as last written.
         done: (item_id, trial) already committed when execution started.
         work: (item position, trial) pairs to execute; default every item x every trial.
+        lease: this process's hold on the run.
 
     Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
     `capture` (the request sidecar's recorder).
@@ -74,6 +76,7 @@ class RunPlan:
         record: dict[str, Any],
         done: set[tuple[str, int]],
         work: list[tuple[int, int]] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         committed = store.run_items(run_id)["cost_usd"].sum() if done else 0.0
         self.run_id = run_id
@@ -84,6 +87,7 @@ class RunPlan:
         self.store = store
         self.record = record
         self.done = done
+        self.lease = lease
         self.prices = PriceTable.shipped(spec.prices)
         self.response_cache = ResponseCache(store.root / "cache" / "responses")
         stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
@@ -223,12 +227,15 @@ def start_or_resume(
     resume: bool,
     flow_run_id: str | None,
     restart_hint: str,
-) -> dict[str, Any]:
-    """Record the run as `running`: a new row, or the stored one after checking its identity.
+) -> tuple[dict[str, Any], Lease]:
+    """Take the run's lease and record the run as `running`: a new row, or the stored one after
+    checking its identity.
 
     A run id that already exists is resumed even without `resume` (a Prefect flow-run retry
     arrives that way); resuming clears what a killed process left half-written.
     """
+    lease = Lease(store.root, run_id, flow_run_id)
+    lease.acquire()
     if resume or _exists(store, run_id):
         stored = store.read_run(run_id)
         before = Identity(
@@ -251,7 +258,7 @@ def start_or_resume(
         record = fresh
     record["prefect_flow_run_id"] = flow_run_id
     store.write_run(run_id, record)
-    return record
+    return record, lease
 
 
 def open_runs(
@@ -290,7 +297,7 @@ def open_runs(
         identity = identity_of(cell_spec, items)
         fresh = new_record(cell_spec, spec_path, identity, len(items), len(items) * spec.trials)
         fresh.update(matrix_id=matrix_id, cell=name, tags=[*spec.tags, *(extra_tags or [])])
-        record = start_or_resume(
+        record, lease = start_or_resume(
             store,
             this_id,
             identity,
@@ -309,6 +316,7 @@ def open_runs(
                 store=store,
                 record=record,
                 done=store.done_keys(this_id),
+                lease=lease,
             )
         )
     return plans

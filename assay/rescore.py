@@ -154,7 +154,7 @@ def open_rescore(
         model=source["model"],
     )
     run_id = run_id or new_run_id()
-    record = start_or_resume(
+    record, lease = start_or_resume(
         store,
         run_id,
         identity,
@@ -173,6 +173,7 @@ def open_rescore(
         record=record,
         done=store.done_keys(run_id),
         work=work,
+        lease=lease,
     )
     _carry_requests(store, source_run_id, plan)
     return plan, source_rows

@@ -11,6 +11,7 @@ from prefect import flow
 from prefect.context import FlowRunContext
 
 from assay import progress
+from assay.lease import renewing
 from assay.plan import new_run_id
 from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
 from assay.store import Store
@@ -61,7 +62,8 @@ async def rescore_run(
 
     # Score every completed source item in shards; failed ones pass through unscored.
     executor = RescoreExecutor(plan, source_rows)
-    await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
+    async with renewing([plan.lease] if plan.lease is not None else []):
+        await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
     summary = close_run(

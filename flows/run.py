@@ -12,6 +12,7 @@ from prefect.context import FlowRunContext
 from assay import progress
 from assay.execute import Executor
 from assay.leaderboard import build_leaderboard
+from assay.lease import renewing
 from assay.plan import RunPlan, new_run_id, open_runs
 from assay.store import Store
 from assay.summary import close_run, matrix_summary
@@ -58,9 +59,11 @@ async def run_eval(
     name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
 
-    # Execute every run (every cell of a matrix at once), each against its own target and limiter.
+    # Execute every run (every cell of a matrix at once), each against its own target and limiter,
+    # holding each run's lease so no other process drives it meanwhile.
     try:
-        await asyncio.gather(*(_execute(plan) for plan in plans))
+        async with renewing([plan.lease for plan in plans if plan.lease is not None]):
+            await asyncio.gather(*(_execute(plan) for plan in plans))
     except BaseException as stop:
         if isinstance(stop, Exception):
             raise  # a crash: the run stays `running`, and resume finishes it
