@@ -143,6 +143,7 @@ RUNS = _schema(
     ("model", pa.string(), "the target's model, for model targets"),
     ("trials", pa.int32(), "repetitions per item"),
     ("seed", pa.int64(), "the run's seed"),
+    ("execution_order", pa.string(), "dataset order, or a seeded shuffle of item x trial (trials > 1)"),
     ("tags", pa.list_(pa.string()), "the spec's tags"),
     ("n_items", pa.int64(), "items in the dataset"),
     ("n_planned", pa.int64(), "items x trials planned"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import random
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,11 +100,7 @@ class RunPlan:
         )
         # A resumed run's budget counts what its earlier executions already spent.
         self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
-        self.work = (
-            work
-            if work is not None
-            else [(position, trial) for position in range(len(items)) for trial in range(spec.trials)]
-        )
+        self.work = work if work is not None else execution_order(len(items), spec.trials, spec.seed)
 
     @property
     def total(self) -> int:
@@ -117,6 +114,17 @@ class RunPlan:
             Shard(index=n, work=tuple(work[start : start + size]))
             for n, start in enumerate(range(0, len(work), size))
         ]
+
+
+def execution_order(n_items: int, trials: int, seed: int) -> list[tuple[int, int]]:
+    """(item position, trial) in the order they run: dataset order for one trial; with several, a
+    shuffle seeded by the run's seed, so one item's trials do not run back to back (a provider's
+    cache or a rate limit would otherwise touch them alike). The seed is part of the run's
+    identity, so a resume runs the same order."""
+    work = [(position, trial) for position in range(n_items) for trial in range(trials)]
+    if trials > 1:
+        random.Random(seed).shuffle(work)
+    return work
 
 
 def new_run_id(now: datetime | None = None, suffix: str | None = None) -> str:
@@ -210,6 +218,7 @@ def new_record(
         "model": getattr(target, "model", None),
         "trials": spec.trials,
         "seed": spec.seed,
+        "execution_order": f"seeded shuffle (seed {spec.seed})" if spec.trials > 1 else "dataset order",
         "tags": list(spec.tags),
         "n_items": n_items,
         "n_planned": n_planned,

@@ -7,6 +7,7 @@ summary covers the items of every execution, exactly once each.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,6 +65,10 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
     ).item()
     accounting = run_accounting(items, scores)
     timing = model_timing(items, store.run_requests(run_id))
+    if record["trials"] > 1:
+        trials_stats = over_trials(scores, record["trials"])
+        for row in scorer_stats:
+            row.update(trials_stats.get(row["scorer"], {}))
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
     return {
@@ -111,6 +116,40 @@ _SUMMED = (
     "operations_denied",
     "operations_cached",
 )
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k of Chen et al. (2021): the chance that at least one of k trials drawn
+    from n, c of which passed, passes."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
+    """Per scorer: the mean over items of each item's mean over its trials, and pass@k for
+    k = 1..trials (a trial passes when it scores 1), over items scored at least k times."""
+    per_item = (
+        scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)
+        .group_by("scorer", "item_id")
+        .agg(
+            pl.col("score").mean().alias("mean"),
+            pl.len().alias("n"),
+            (pl.col("score") >= 1.0).sum().alias("c"),
+        )
+    )
+    out = {}
+    for scorer, group in per_item.group_by("scorer"):
+        rows = group.select("n", "c").rows()
+        out[scorer[0]] = {
+            "mean_over_trials": group["mean"].mean(),
+            "pass_at_k": {
+                str(k): sum(pass_at_k(n, c, k) for n, c in rows if n >= k) / sum(1 for n, _ in rows if n >= k)
+                for k in range(1, trials + 1)
+                if any(n >= k for n, _ in rows)
+            },
+        }
+    return out
 
 
 def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
