@@ -122,7 +122,8 @@ SCORES = _schema(
 RUNS = _schema(
     ("kind", pa.string(), "run | rescore"),
     ("name", pa.string(), "the spec's name"),
-    ("status", pa.string(), "running | completed | failed_gate | cancelled"),
+    ("status", pa.string(), "running | completed | failed_gate | cancelled | unavailable"),
+    ("unavailable_reason", pa.string(), "why a scorer's gold check made the eval unavailable"),
     ("created_at", _TS, "when the run was first started (UTC)"),
     ("finished_at", _TS, "when it last finished (UTC); null while running"),
     ("spec_path", pa.string(), "the spec file the run was started from"),

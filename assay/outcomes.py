@@ -36,12 +36,14 @@ class RunKind(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """`running` until the flow finishes; `failed_gate` when the item-error-rate gate trips."""
+    """`running` until the flow finishes; `failed_gate` when the item-error-rate gate trips;
+    `unavailable` when a scorer's gold check failed before anything ran."""
 
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED_GATE = "failed_gate"
     CANCELLED = "cancelled"
+    UNAVAILABLE = "unavailable"
 
 
 class FailureKind(StrEnum):

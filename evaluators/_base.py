@@ -49,6 +49,8 @@ class Scorer(BaseModel):
         name: the column name of its scores; defaults to `kind`.
         applies: optional `module:function` called as `applies(output, input, annotations)`;
             a falsy answer makes the scorer's outcome `skipped` for that item.
+        gold_check: before anything runs, the scorer must score the dataset's first expected
+            answer (as the output) as passing; if it does not, the eval is unavailable.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -58,11 +60,12 @@ class Scorer(BaseModel):
     deterministic: ClassVar[bool] = True
     # Parameters that change how a scorer runs, not what it decides (endpoints, timeouts): left
     # out of a run's identity, so a resume may change them.
-    operational: ClassVar[frozenset[str]] = frozenset()
+    operational: ClassVar[frozenset[str]] = frozenset({"gold_check"})
 
     kind: str
     name: str = ""
     applies: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    gold_check: bool = False
 
     def model_post_init(self, context: Any, /) -> None:
         if not self.name:

@@ -239,7 +239,7 @@ class LlmJudge(Scorer):
     version: ClassVar[str] = "1"
     deterministic: ClassVar[bool] = False
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache"}
+        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache", "gold_check"}
     )
 
     kind: Literal["llm_judge"] = "llm_judge"

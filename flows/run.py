@@ -11,11 +11,12 @@ from prefect.context import FlowRunContext
 
 from assay import progress
 from assay.execute import Executor
+from assay.gold import gold_check_failures
 from assay.leaderboard import build_leaderboard
 from assay.lease import renewing
 from assay.plan import RunPlan, new_run_id, open_runs
 from assay.store import Store
-from assay.summary import close_run, matrix_summary
+from assay.summary import close_run, mark_unavailable, matrix_summary
 from assay.targets import open_target
 from tasks import orchestrated, run_shard
 from tasks.publish import name_flow_run, publish_run_summary
@@ -58,6 +59,15 @@ async def run_eval(
     )
     name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
     progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
+
+    # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.
+    failures = [failure for plan in plans for failure in await gold_check_failures(plan)]
+    if failures:
+        for plan in plans:
+            if plan.lease is not None:
+                plan.lease.release()
+        summaries = [mark_unavailable(plan.store, plan.run_id, failures) for plan in plans]
+        return summaries[0] if len(summaries) == 1 else {**summaries[0], "cells": summaries}
 
     # Execute every run (every cell of a matrix at once), each against its own target and limiter,
     # holding each run's lease so no other process drives it meanwhile.

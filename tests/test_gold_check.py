@@ -1,0 +1,46 @@
+"""The judge self-check: a scorer declaring `gold_check` must pass the gold answer before anything runs."""
+
+from __future__ import annotations
+
+import json
+
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import write_jsonl, write_spec
+
+
+def spec_with_judge(tmp_path, base_url):
+    (tmp_path / "gold_solver.py").write_text("def solve(x):\n    return x.upper()\n")
+    write_jsonl(tmp_path / "d.jsonl", [{"input": f"say {i}", "expected": f"SAY {i}"} for i in range(5)])
+    return write_spec(
+        tmp_path,
+        name="gold",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "gold_solver:solve"},
+        scorers=[
+            {"kind": "exact_match"},
+            {"kind": "llm_judge", "name": "judge", "base_url": base_url, "model": "mock-judge", "gold_check": True},
+        ],
+    )
+
+
+def test_a_judge_that_fails_the_gold_answer_makes_the_eval_unavailable(tmp_path, mock, capsys):
+    mock.configure(answers={"*": '{"score": 0, "explanation": "wrong"}'})
+    spec = spec_with_judge(tmp_path, mock.base_url)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "unavailable, nothing ran" in captured.err and "gold check" in captured.err
+    summary = json.loads(captured.out)
+    record = Store(tmp_path / "s").read_run(summary["run_id"])
+    assert record["status"] == "unavailable" and "'judge' failed its gold check" in record["unavailable_reason"]
+    assert Store(tmp_path / "s").run_items(summary["run_id"]).height == 0, "nothing ran"
+    assert mock.stats()["requests"] == 1, "only the self-check's judge call"
+
+
+def test_a_judge_that_passes_the_gold_answer_lets_the_run_go(tmp_path, mock, capsys):
+    mock.configure(answers={"*": '{"score": 1, "explanation": "right"}'})
+    spec = spec_with_judge(tmp_path, mock.base_url)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "completed" and summary["items"]["completed"] == 5
+    assert mock.stats()["requests"] == 1 + 5
