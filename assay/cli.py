@@ -108,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("run_id")
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
+    report = commands.add_parser(
+        "report", parents=[common], help="a self-contained HTML report of a run (works offline)"
+    )
+    report.add_argument("run_id")
+    report.add_argument("--baseline", help="a run of the same dataset to compare with")
+    report.add_argument("--out", help="the HTML file (default: <store>/reports/<run_id>.html)")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ui = commands.add_parser("ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)")
@@ -157,6 +163,11 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
+    if summary["status"] == "unavailable":
+        print(f"error: the eval is unavailable, nothing ran: {'; '.join(summary['reasons'])}", file=sys.stderr)
+        if args.json:
+            print(json.dumps(summary, default=str, indent=2))
+        return EXIT_INPUT
     _print_summary(args, summary)
     return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
 
@@ -357,6 +368,15 @@ def _ui(args: argparse.Namespace) -> int:
     return serve(port=args.port, home=Path(args.home) if args.home else None, log_dir=Path(args.logs))
 
 
+def _report(args: argparse.Namespace) -> int:
+    from assay.report import write_report
+    from assay.store import Store
+
+    path = write_report(Store(args.store), args.run_id, baseline=args.baseline, out=args.out)
+    print(json.dumps({"path": str(path)}) if args.json else path)
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -413,6 +433,7 @@ _COMMANDS = {
     "leaderboard": _leaderboard,
     "requests": _requests,
     "ui": _ui,
+    "report": _report,
     "show": _show,
     "ls": _ls,
 }
