@@ -84,7 +84,7 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
                     "kind": "generation",
                     "model": None,
                     "calls": len(items) * spec.trials,
-                    "note": "python target: its spend is not measured (uninstrumented)",
+                    "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
                 }
             )
             continue

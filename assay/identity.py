@@ -16,7 +16,15 @@ from assay.dataset import Item, canonical_json, dataset_hash
 from assay.spec import EvalSpec
 from evaluators import Scorer
 
-_OPERATIONAL_TARGET_FIELDS = {"base_url", "api_key_env", "timeout", "max_retries", "cache"}
+_OPERATIONAL_TARGET_FIELDS = {
+    "base_url",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "cache",
+    "poll_interval",
+    "request_timeout",
+}
 
 
 def _hash(value: Any) -> str:

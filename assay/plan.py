@@ -7,10 +7,12 @@ the dataset and every rendered prompt passed validation: bad input leaves the st
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import random
 import secrets
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +27,9 @@ from assay.identity import Identity, identity_of, spec_hash
 from assay.lease import Lease
 from assay.outcomes import RunKind, RunStatus
 from assay.response_cache import ResponseCache
-from assay.spec import EvalSpec, OpenAITarget, load_spec
+from assay.spec import EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
 from assay.store import Store
-from assay.targets import render
+from assay.targets import prepare_http_agent, render
 
 _MAX_SHARDS = 32
 _MIN_SHARD_SIZE = 25
@@ -304,8 +306,22 @@ def open_runs(
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items)
-        fresh = new_record(cell_spec, spec_path, identity, len(items), len(items) * spec.trials)
-        fresh.update(matrix_id=matrix_id, cell=name, tags=[*spec.tags, *(extra_tags or [])])
+        # An HTTP agent's capabilities are asked once and snapshotted on the run (a resume reuses
+        # the snapshot); items it cannot take (fixture files) leave the plan, listed.
+        snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume)
+        skipped = {d["item_id"] for d in (snapshot or {}).get("dropped_items", [])}
+        work = [
+            (p, t)
+            for p, t in execution_order(len(items), spec.trials, spec.seed)
+            if items[p].item_id not in skipped
+        ]
+        fresh = new_record(cell_spec, spec_path, identity, len(items), len(work))
+        fresh.update(
+            matrix_id=matrix_id,
+            cell=name,
+            tags=[*spec.tags, *(extra_tags or [])],
+            target_snapshot=json.dumps(snapshot) if snapshot else None,
+        )
         record, lease = start_or_resume(
             store,
             this_id,
@@ -325,10 +341,29 @@ def open_runs(
                 store=store,
                 record=record,
                 done=store.done_keys(this_id),
+                work=work,
                 lease=lease,
             )
         )
     return plans
+
+
+def _agent_snapshot(
+    spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool
+) -> dict[str, Any] | None:
+    if not isinstance(spec.target, HttpAgentTarget):
+        return None
+    stored = store.read_run(run_id).get("target_snapshot") if (resume or _exists(store, run_id)) else None
+    snapshot = prepare_http_agent(spec.target, items, stored=json.loads(stored) if stored else None)
+    for warning in snapshot.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    if snapshot.get("dropped_items"):
+        ids = ", ".join(d["item_id"] for d in snapshot["dropped_items"][:20])
+        print(
+            f"warning: skipped {len(snapshot['dropped_items'])} items the agent cannot take: {ids}",
+            file=sys.stderr,
+        )
+    return snapshot
 
 
 def _exists(store: Store, run_id: str) -> bool:

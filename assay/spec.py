@@ -118,7 +118,36 @@ class PythonTarget(_Strict):
     function: str = Field(pattern=r"^[\w.]+:[\w.]+$")
 
 
-TargetSpec = Annotated[OpenAITarget | PythonTarget, Field(discriminator="kind")]
+class HttpAgentTarget(_Strict):
+    """An agent behind an HTTP harness speaking Assay's harness protocol (docs/harness-protocol.md):
+    `POST /runs` per item x trial, then `GET /runs/{id}` until it ends. Its spend is not measured
+    by Assay: the cost it reports in its trajectory is kept as caller-reported cost.
+
+    Args:
+        base_url: the harness's root, e.g. `http://127.0.0.1:8080`; `/capabilities` and `/runs`
+            are appended.
+        model: ask the harness to run this model; sent only when its capabilities accept a
+            model override (otherwise the run warns and the harness uses its default).
+        api_key_env: the environment variable holding the harness's API key, sent as a bearer
+            token; the key itself is never stored.
+        poll_interval: seconds between two `GET /runs/{id}` of one run.
+        timeout: seconds one harness run may take, from `POST /runs` to a final status; past it
+            the item fails with `timeout` (and the run is cancelled if the harness accepts that).
+        request_timeout: seconds for one HTTP request to the harness.
+        max_retries: retries of one request after a 429, a 5xx or (for reads) a connection error.
+    """
+
+    kind: Literal["http_agent"]
+    base_url: str = Field(pattern=r"^https?://")
+    model: str | None = Field(default=None, min_length=1)
+    api_key_env: str | None = None
+    poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)
+    timeout: float = Field(default=600.0, gt=0, strict=True)
+    request_timeout: float = Field(default=30.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+
+
+TargetSpec = Annotated[OpenAITarget | PythonTarget | HttpAgentTarget, Field(discriminator="kind")]
 
 
 class EvalSpec(_Strict):
@@ -127,7 +156,7 @@ class EvalSpec(_Strict):
     Args:
         name: the eval's name (runs are listed under it).
         dataset: see `DatasetSpec`.
-        target: `openai` or `python`.
+        target: `openai`, `python` or `http_agent`.
         targets: instead of `target`, a matrix: named cells, each a target; every cell runs over
             the same items as its own run, under one matrix id.
         scorers: one or more scorers; names must be unique.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -113,6 +114,10 @@ async def _execute(plan: RunPlan) -> None:
         concurrency=plan.spec.concurrency,
         seed=plan.spec.seed,
         search_path=str(plan.spec_dir),
+        run_id=plan.run_id,
+        capabilities=json.loads(plan.record["target_snapshot"])
+        if plan.record.get("target_snapshot")
+        else None,
     )
     try:
         executor = Executor(plan, target)
