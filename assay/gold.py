@@ -20,7 +20,11 @@ async def gold_check_failures(plan: RunPlan) -> list[str]:
     if gold is None:
         raise InputError("gold_check: the dataset has no expected answer to check the scorers with")
     sample = Sample(
-        output=gold.expected, input=gold.input, expected=gold.expected, annotations=gold.annotations, fields=gold.fields
+        output=gold.expected,
+        input=gold.input,
+        expected=gold.expected,
+        annotations=gold.annotations,
+        fields=gold.fields,
     )
     failures = []
     for scorer in checked:

@@ -73,7 +73,9 @@ class Lease:
             return True
         if held.get("host") == self.mine["host"] and not _alive(int(held.get("pid", 0))):
             return True
-        same_flow_run = held.get("flow_run_id") is not None and held.get("flow_run_id") == self.mine["flow_run_id"]
+        same_flow_run = (
+            held.get("flow_run_id") is not None and held.get("flow_run_id") == self.mine["flow_run_id"]
+        )
         return same_flow_run or held.get("token") == self.mine["token"]
 
     def _write(self) -> None:

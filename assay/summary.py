@@ -269,6 +269,15 @@ def mark_unavailable(store: Store, run_id: str, reasons: list[str]) -> dict[str,
     """Record that the run could not start (a failed gold check) and why; nothing ran."""
     record = store.read_run(run_id)
     del record["run_id"]
-    record.update(status=RunStatus.UNAVAILABLE.value, unavailable_reason="; ".join(reasons), finished_at=datetime.now(UTC))
+    record.update(
+        status=RunStatus.UNAVAILABLE.value,
+        unavailable_reason="; ".join(reasons),
+        finished_at=datetime.now(UTC),
+    )
     store.write_run(run_id, record)
-    return {"run_id": run_id, "name": record["name"], "status": RunStatus.UNAVAILABLE.value, "reasons": reasons}
+    return {
+        "run_id": run_id,
+        "name": record["name"],
+        "status": RunStatus.UNAVAILABLE.value,
+        "reasons": reasons,
+    }
