@@ -91,10 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     power.add_argument("run_id")
     power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
-    nightly = commands.add_parser("nightly", parents=[common], help="the nightly benchmark: run, compare, prune")
+    nightly = commands.add_parser(
+        "nightly", parents=[common], help="the nightly benchmark: run, compare, prune"
+    )
     nightly.add_argument("specs", nargs="+", help="eval specs")
     nightly.add_argument("--retention", type=int, default=30, help="nightly runs kept per spec (default 30)")
-    nightly.add_argument("--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL")
+    nightly.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
     leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
@@ -116,10 +120,14 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="the HTML file (default: <store>/reports/<run_id>.html)")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
-    ui = commands.add_parser("ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)")
+    ui = commands.add_parser(
+        "ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)"
+    )
     ui.add_argument("--port", type=int, default=4200, help="the server's port on 127.0.0.1 (default 4200)")
     ui.add_argument("--home", help="PREFECT_HOME for the server and worker (default: Prefect's own)")
-    ui.add_argument("--logs", default=".assay-ui", help="where the server's and worker's logs go (default .assay-ui)")
+    ui.add_argument(
+        "--logs", default=".assay-ui", help="where the server's and worker's logs go (default .assay-ui)"
+    )
     ui.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
     ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
@@ -164,7 +172,9 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
     if summary["status"] == "unavailable":
-        print(f"error: the eval is unavailable, nothing ran: {'; '.join(summary['reasons'])}", file=sys.stderr)
+        print(
+            f"error: the eval is unavailable, nothing ran: {'; '.join(summary['reasons'])}", file=sys.stderr
+        )
         if args.json:
             print(json.dumps(summary, default=str, indent=2))
         return EXIT_INPUT
