@@ -598,7 +598,8 @@ def _workers(chunks: int, draws: int) -> int:
 def mean_interval(
     values: NDArray[Any] | Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
 ) -> tuple[float, float]:
-    """Student-t confidence interval of a mean: ``mean ± t_{n-1} * sd / sqrt(n)`` (NaN below 2 values).
+    """Student-t confidence interval of a mean of scores: ``mean ± t_{n-1} * sd / sqrt(n)``, clipped
+    to [0, 1] where scores live (NaN below 2 values).
 
     Args:
         values: the scores; non-finite values are dropped.
@@ -614,4 +615,4 @@ def mean_interval(
     half = (
         float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
     )
-    return (mean - half, mean + half)
+    return (max(0.0, mean - half), min(1.0, mean + half))
