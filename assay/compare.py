@@ -317,7 +317,8 @@ def human_line(
         parts.append(f"{abs(change):.0f}% {'slower' if change > 0 else 'faster'}")
     if cost and cost["change_pct"] is not None:
         change = cost["change_pct"]
-        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}")
+        certified = "" if cost["certified"] else " (uncertified)"
+        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}{certified}")
     return " · ".join(parts)
 
 
