@@ -79,17 +79,16 @@ import collections
 import json
 import signal
 import socket
-import threading
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Any
 
 from aiohttp import web
 
+from assay._background import BackgroundServer
+
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
-_CONTROL_TIMEOUT_S = 10.0
 _CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults"})
 _FAULT_KEYS = frozenset({"status", "times", "retry_after", "match", "delay_ms", "message", "type", "code"})
 # (type, code) as OpenAI sends them, so that clients classifying errors see realistic bodies.
@@ -102,8 +101,6 @@ _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
     500: ("server_error", None),
     503: ("server_error", None),
 }
-
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -459,7 +456,7 @@ class MockOpenAI:
         return _json_response(self.stats())
 
 
-class MockOpenAIServer:
+class MockOpenAIServer(BackgroundServer[MockOpenAI]):
     """`MockOpenAI` run in a background thread with its own event loop; a context manager.
 
     Args:
@@ -478,11 +475,8 @@ class MockOpenAIServer:
         echo: bool = True,
         port: int = 0,
     ) -> None:
-        self._mock = MockOpenAI(latency_ms=latency_ms, answers=answers, faults=faults, echo=echo)
-        self._requested_port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self.port: int | None = None
+        mock = MockOpenAI(latency_ms=latency_ms, answers=answers, faults=faults, echo=echo)
+        super().__init__(mock, port=port, name="mock-openai")
 
     @property
     def base_url(self) -> str:
@@ -491,67 +485,17 @@ class MockOpenAIServer:
             raise RuntimeError("the mock server is not running")
         return f"http://{HOST}:{self.port}/v1"
 
-    def start(self) -> Self:
-        """Start the loop thread and listen; returns self."""
-        if self._thread is not None:
-            raise RuntimeError("the mock server is already running")
-        self._loop = asyncio.new_event_loop()
-        # Daemon, so a test that forgets to stop the server cannot keep the interpreter alive.
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mock-openai", daemon=True)
-        self._thread.start()
-        try:
-            self.port = self._run(self._mock.start(self._requested_port))
-        except BaseException:
-            self._halt_loop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        """Stop listening and end the loop thread. Does nothing if not running."""
-        if self._thread is None:
-            return
-        try:
-            self._run(self._mock.stop())
-        finally:
-            self._halt_loop()
-            self.port = None
-
     def configure(self, **settings: Any) -> dict[str, Any]:
         """Replace the settings given; see `MockOpenAI.configure`."""
-        return self._run(self._on_loop(self._mock.configure, **settings))
+        return self.call(self.app.configure, **settings)
 
     def stats(self) -> dict[str, Any]:
         """Counters since start or the last reset; see `MockOpenAI.stats`."""
-        return self._run(self._on_loop(self._mock.stats))
+        return self.call(self.app.stats)
 
     def reset(self) -> None:
         """Zero the counters, clear faults, restore the initial settings; see `MockOpenAI.reset`."""
-        self._run(self._on_loop(self._mock.reset))
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @staticmethod
-    async def _on_loop(fn: Callable[..., T], **kwargs: Any) -> T:
-        # The mock's state belongs to its loop; running the call there means it never races a request.
-        return fn(**kwargs)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("the mock server is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=_CONTROL_TIMEOUT_S)
-
-    def _halt_loop(self) -> None:
-        assert self._loop is not None and self._thread is not None
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-        self._loop = None
-        self._thread = None
+        self.call(self.app.reset)
 
 
 async def _serve(port: int, latency_ms: float) -> None:

@@ -42,22 +42,20 @@ not yet seen ending by a poll at once) and `runs` (run id -> item id).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import copy
 import json
 import socket
-import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self, TypeVar
+from typing import Any
 
 from aiohttp import web
 
+from assay._background import BackgroundServer
+
 HOST = "127.0.0.1"
-T = TypeVar("T")
-_CONTROL_TIMEOUT_S = 10.0
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
     "accepts": {"file_input": True, "file_urls": True, "model_override": True, "cancel": True},
@@ -352,15 +350,11 @@ async def _body(request: web.Request) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-class HarnessServer:
+class HarnessServer(BackgroundServer[ReferenceHarness]):
     """`ReferenceHarness` in a background thread with its own event loop; a context manager."""
 
     def __init__(self, port: int = 0) -> None:
-        self._harness = ReferenceHarness()
-        self._requested_port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self.port: int | None = None
+        super().__init__(ReferenceHarness(), port=port, name="reference-harness")
 
     @property
     def base_url(self) -> str:
@@ -368,57 +362,11 @@ class HarnessServer:
             raise RuntimeError("the harness is not running")
         return f"http://{HOST}:{self.port}"
 
-    def start(self) -> Self:
-        if self._thread is not None:
-            raise RuntimeError("the harness is already running")
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="reference-harness", daemon=True)
-        self._thread.start()
-        try:
-            self.port = self._run(self._harness.start(self._requested_port))
-        except BaseException:
-            self._halt_loop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        try:
-            self._run(self._harness.stop())
-        finally:
-            self._halt_loop()
-            self.port = None
-
     def configure(self, **settings: Any) -> None:
-        self._run(self._on_loop(self._harness.configure, **settings))
+        self.call(self.app.configure, **settings)
 
     def stats(self) -> dict[str, Any]:
-        return self._run(self._on_loop(self._harness.stats))
+        return self.call(self.app.stats)
 
     def reset(self) -> None:
-        self._run(self._on_loop(self._harness.reset))
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @staticmethod
-    async def _on_loop(fn: Callable[..., T], **kwargs: Any) -> T:
-        return fn(**kwargs)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("the harness is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=_CONTROL_TIMEOUT_S)
-
-    def _halt_loop(self) -> None:
-        assert self._loop is not None and self._thread is not None
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-        self._loop = None
-        self._thread = None
+        self.call(self.app.reset)

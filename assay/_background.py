@@ -1,0 +1,96 @@
+"""An asyncio server app run in a background thread with its own event loop.
+
+The test servers (the mock OpenAI server, the reference harness) are aiohttp apps with
+`async start(port) -> port` and `async stop()`. `BackgroundServer` runs one beside synchronous
+test code; control calls (`call`) run on the app's own loop, so they never race a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, Protocol, Self, TypeVar
+
+T = TypeVar("T")
+_CONTROL_TIMEOUT_S = 10.0
+
+
+class ServerApp(Protocol):
+    async def start(self, port: int = 0) -> int: ...
+
+    async def stop(self) -> None: ...
+
+
+App = TypeVar("App", bound=ServerApp)
+
+
+class BackgroundServer(Generic[App]):
+    """`app` served from a daemon thread; a context manager.
+
+    Args:
+        app: the server app.
+        port: the port to bind on 127.0.0.1; 0 picks a free one.
+        name: the thread's name.
+    """
+
+    def __init__(self, app: App, *, port: int = 0, name: str = "background-server") -> None:
+        self.app = app
+        self._requested_port = port
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+
+    def start(self) -> Self:
+        """Start the loop thread and listen; returns self."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self._name} is already running")
+        self._loop = asyncio.new_event_loop()
+        # Daemon, so a test that forgets to stop the server cannot keep the interpreter alive.
+        self._thread = threading.Thread(target=self._loop.run_forever, name=self._name, daemon=True)
+        self._thread.start()
+        try:
+            self.port = self._run(self.app.start(self._requested_port))
+        except BaseException:
+            self._halt_loop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and end the loop thread. Does nothing if not running."""
+        if self._thread is None:
+            return
+        try:
+            self._run(self.app.stop())
+        finally:
+            self._halt_loop()
+            self.port = None
+
+    def call(self, fn: Callable[..., T], **kwargs: Any) -> T:
+        """Run `fn(**kwargs)` on the app's loop and return its result."""
+
+        async def on_loop() -> T:
+            return fn(**kwargs)
+
+        return self._run(on_loop())
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError(f"{self._name} is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=_CONTROL_TIMEOUT_S)
+
+    def _halt_loop(self) -> None:
+        assert self._loop is not None and self._thread is not None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._loop = None
+        self._thread = None
