@@ -31,7 +31,7 @@ from assay.spec import EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
 from assay.store import Store
 from assay.targets import prepare_http_agent, render
 
-_MAX_SHARDS = 32
+MAX_SHARDS = 32
 _MIN_SHARD_SIZE = 25
 
 
@@ -108,10 +108,10 @@ class RunPlan:
     def total(self) -> int:
         return len(self.work)
 
-    def shards(self) -> list[Shard]:
-        """Cut the work into at most 32 shards, in order."""
+    def shards(self, max_shards: int = MAX_SHARDS) -> list[Shard]:
+        """Cut the work into at most `max_shards` shards (of at least 25 items), in order."""
         work = self.work
-        size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / _MAX_SHARDS))
+        size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / max_shards))
         return [
             Shard(index=n, work=tuple(work[start : start + size]))
             for n, start in enumerate(range(0, len(work), size))

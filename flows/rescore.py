@@ -16,7 +16,7 @@ from assay.plan import new_run_id
 from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
 from assay.store import Store
 from assay.summary import close_run
-from tasks import orchestrated, run_shard
+from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 
 
@@ -63,7 +63,9 @@ async def rescore_run(
     # Score every completed source item in shards; failed ones pass through unscored.
     executor = RescoreExecutor(plan, source_rows)
     async with renewing([plan.lease] if plan.lease is not None else []):
-        await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
+        await asyncio.gather(
+            *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
+        )
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
     summary = close_run(

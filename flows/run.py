@@ -19,7 +19,7 @@ from assay.plan import RunPlan, new_run_id, open_runs
 from assay.store import Store
 from assay.summary import close_run, mark_unavailable, matrix_summary
 from assay.targets import open_target
-from tasks import orchestrated, run_shard
+from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 
 
@@ -121,6 +121,8 @@ async def _execute(plan: RunPlan) -> None:
     )
     try:
         executor = Executor(plan, target)
-        await asyncio.gather(*(orchestrated(run_shard)(executor, shard) for shard in plan.shards()))
+        await asyncio.gather(
+            *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
+        )
     finally:
         await target.aclose()
