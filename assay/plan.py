@@ -31,7 +31,7 @@ from assay.spec import EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
 from assay.store import Store
 from assay.targets import prepare_http_agent, render
 
-MAX_SHARDS = 32
+MAX_SHARDS = 8
 _MIN_SHARD_SIZE = 25
 
 

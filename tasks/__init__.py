@@ -24,7 +24,7 @@ def orchestrated(task: Any) -> Callable[..., Any]:
 
 
 def shard_limit() -> int:
-    """How many shards to cut a run into: up to 32 tasks inside a Prefect flow run (each cached and
+    """How many shards to cut a run into: up to 8 tasks inside a Prefect flow run (each cached and
     retried on its own, visible in the UI); one outside, where a shard is no task — and fewer,
     larger Parquet parts make the embedded path ~20 % faster (docs/performance.md)."""
     return MAX_SHARDS if FlowRunContext.get() is not None else 1

@@ -11,6 +11,7 @@ committed.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import httpx
 import psutil
 import pyarrow.parquet as pq
 
+from assay.plan import MAX_SHARDS
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 from tests.prefect_server import prefect_env, prefect_server
@@ -139,14 +141,15 @@ def _committed_per_shard(store: Path) -> dict[str, int]:
     return counts
 
 
-def _partial_shards(counts: dict[str, int]) -> set[str]:
-    """Shards with fewer items committed than a finished one: begun, not finished.
+def _shard_size(shard: str) -> int:
+    """How many items shard `shard` holds: the plan's slices (at least 25, at most MAX_SHARDS)."""
+    size = max(25, math.ceil(N_ITEMS / MAX_SHARDS))
+    return min(size, N_ITEMS - int(shard) * size)
 
-    Shards are equal slices of the dataset taken up in order; each commits at its end and, once
-    a run is older than the batch age, also as it goes. So early on every shard with parts is a
-    finished one, and later a shard with fewer items than the most is one still running."""
-    most = max(counts.values(), default=0)
-    return {shard for shard, n in counts.items() if n < most}
+
+def _partial_shards(counts: dict[str, int]) -> set[str]:
+    """Shards with some but not all of their items committed: begun, not finished."""
+    return {shard for shard, n in counts.items() if 0 < n < _shard_size(shard)}
 
 
 def _wait_mid_shard(store: Path, worker: subprocess.Popen[bytes], log: Path) -> None:
@@ -253,4 +256,4 @@ def test_sigkilled_flow_run_resumes_on_prefect_retry(tmp_path: Path, mock: Any) 
     assert scores.group_by("item_id", "scorer").len()["len"].max() == 1
     # The shards the kill interrupted were finished by the retry, not redone.
     after = _committed_per_shard(store_path)
-    assert all(after[shard] == max(after.values()) > before[shard] for shard in partial), (before, after)
+    assert all(after[shard] == _shard_size(shard) > before[shard] for shard in partial), (before, after)
