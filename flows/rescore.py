@@ -62,10 +62,20 @@ async def rescore_run(
 
     # Score every completed source item in shards; failed ones pass through unscored.
     executor = RescoreExecutor(plan, source_rows)
-    async with renewing([plan.lease] if plan.lease is not None else []):
-        await asyncio.gather(
-            *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
+    try:
+        async with renewing([plan.lease] if plan.lease is not None else []):
+            await asyncio.gather(
+                *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
+            )
+    except BaseException as stop:
+        if isinstance(stop, Exception):
+            raise  # a crash: the rescore stays `running`, and resume finishes it
+        # Ctrl-C, SIGTERM or a Prefect cancel: what finished is kept, the rest recorded as cancelled.
+        wall_ms = (time.perf_counter() - started) * 1000
+        close_run(
+            plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, capture=plan.capture, cancelled=True
         )
+        raise
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
     summary = close_run(
