@@ -56,14 +56,29 @@ class CompareOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    thresholds: dict[str, float] = Field(default_factory=dict)
-    max_item_error_rate: float = Field(default=0.05, ge=0, le=1)
-    max_scorer_error_rate: float = Field(default=0.05, ge=0, le=1)
-    fail_on: list[Verdict] = Field(default_factory=lambda: [Verdict.REGRESSED])
-    cluster: str | None = None
-    resamples: int = Field(default=10_000, ge=100, le=1_000_000)
-    confidence: float = Field(default=0.95, gt=0, lt=1)
-    seed: int = 0
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-scorer practical-significance thresholds (default 0.05 model-graded, 0 deterministic).",
+    )
+    max_item_error_rate: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="A side whose failed / attempted exceeds this fails (1 disables).",
+    )
+    max_scorer_error_rate: float = Field(
+        default=0.05, ge=0, le=1, description="A scorer whose failed / (scored + failed) exceeds this fails."
+    )
+    fail_on: list[Verdict] = Field(
+        default_factory=lambda: [Verdict.REGRESSED], description="Verdicts that fail the comparison."
+    )
+    cluster: str | None = Field(
+        default=None,
+        description="The annotation naming each item's cluster (default: `cluster` when present).",
+    )
+    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="Bootstrap resamples.")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    seed: int = Field(default=0, description="Bootstrap seed.")
 
 
 class Side:
