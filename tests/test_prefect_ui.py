@@ -84,6 +84,12 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         }
         nightly = next(d for d in deployments if d["name"] == "assay-nightly")
         assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
+        # The UI renders parameters as forms: every one carries a description.
+        for deployment in deployments:
+            schema = deployment["parameter_openapi_schema"]
+            assert all(p.get("description") for p in schema["properties"].values()), deployment["name"]
+        options = nightly["parameter_openapi_schema"]["definitions"]["CompareOptions"]["properties"]
+        assert all(field.get("description") for field in options.values())
 
         store = tmp_path / "store"
         trigger = _trigger(api, env, tmp_path)
