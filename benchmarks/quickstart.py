@@ -23,7 +23,16 @@ REPO = Path(__file__).resolve().parents[1]
 def timed_run(env: dict[str, str], store: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "assay.cli", "run", "examples/quickstart/spec.yaml", "--store", str(store), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "assay.cli",
+            "run",
+            "examples/quickstart/spec.yaml",
+            "--store",
+            str(store),
+            "--quiet",
+        ],
         cwd=REPO,
         env=env,
         check=True,

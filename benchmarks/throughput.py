@@ -30,7 +30,9 @@ from _common import REPO_ROOT, bare_aiohttp_loop, start_mock_subprocess, stop_mo
 def write_eval(folder: Path, base_url: str, items: int, concurrency: int) -> Path:
     with (folder / "data.jsonl").open("w") as handle:
         for i in range(items):
-            handle.write(json.dumps({"id": f"i{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n")
+            handle.write(
+                json.dumps({"id": f"i{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
+            )
     spec = folder / "spec.yaml"
     spec.write_text(
         f"""name: throughput
@@ -89,7 +91,9 @@ def main() -> None:
     ideal = args.items * args.latency_ms / 1000 / args.concurrency
     mode = "prefect flow run" if os.environ.get("PREFECT_API_URL") else "embedded (no Prefect API)"
     completed = summary["items"]["completed"]
-    print(f"items: {args.items} at concurrency {args.concurrency}, mock latency {args.latency_ms:g} ms ({mode})")
+    print(
+        f"items: {args.items} at concurrency {args.concurrency}, mock latency {args.latency_ms:g} ms ({mode})"
+    )
     print(f"completed: {completed}, failed: {summary['items']['failed']}")
     print(f"ideal (items x latency / concurrency): {ideal:.2f} s")
     print(f"bare aiohttp loop: {bare:.2f} s ({args.items / bare:,.0f} req/s)")

@@ -65,14 +65,19 @@ def openai_spec(folder: Path, base_url: str, n: int = 10, **overrides: Any) -> P
         "name": "arith",
         "dataset": {"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
         "target": {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}"},
-        "scorers": [{"kind": "exact_match", "name": "exact"}, {"kind": "regex", "name": "digits", "pattern": "\\d+"}],
+        "scorers": [
+            {"kind": "exact_match", "name": "exact"},
+            {"kind": "regex", "name": "digits", "pattern": "\\d+"},
+        ],
         "concurrency": 4,
     }
     spec.update(overrides)
     return write_spec(folder, **spec)
 
 
-def run_assay(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_assay(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """The `assay` command in a subprocess, as a user would run it."""
     return subprocess.run(
         [sys.executable, "-m", "assay.cli", *args],
@@ -97,7 +102,9 @@ def start_run_until_committed(spec: Path, store: Path, timeout: float = 60) -> s
     )
     deadline = time.monotonic() + timeout
     while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None, f"the run ended before it committed anything: {process.stderr.read()!r}"
+        assert process.poll() is None, (
+            f"the run ended before it committed anything: {process.stderr.read()!r}"
+        )
         assert time.monotonic() < deadline, f"no part was committed within {timeout} s"
         time.sleep(0.05)
     return process

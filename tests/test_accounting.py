@@ -27,7 +27,10 @@ def test_exact_cost_from_the_price_table(tmp_path, mock, capsys):
     code, summary = run(capsys, spec, tmp_path / "s")
     assert code == 0
     items = Store(tmp_path / "s").run_items(summary["run_id"])
-    expected = [(i * 10.0 + o * 30.0) / 1e6 for i, o in zip(items["tokens_input"], items["tokens_output"], strict=True)]
+    expected = [
+        (i * 10.0 + o * 30.0) / 1e6
+        for i, o in zip(items["tokens_input"], items["tokens_output"], strict=True)
+    ]
     assert items["cost_usd"].to_list() == pytest.approx(expected, rel=1e-12)
     assert items["cost_generation_usd"].to_list() == pytest.approx(expected, rel=1e-12)
     assert set(items["cost_completeness"]) == {"complete"} and items["cost_reasons"].null_count() == 5
@@ -51,15 +54,26 @@ def test_an_unpriced_model_is_incomplete_never_free(tmp_path, mock, capsys):
 def test_a_lost_call_is_an_unknown_operation(tmp_path, mock, capsys):
     mock.configure(faults=[{"delay_ms": 2000, "times": 1, "match": "What is 0 + 0?"}])
     spec = openai_spec(
-        tmp_path, mock.base_url, n=2, prices=PRICES, target={
-            "kind": "openai", "base_url": mock.base_url, "model": "mock-1", "prompt": "{question}",
-            "timeout": 0.3, "max_retries": 0,
-        }, fail_on_item_error_rate=1,
+        tmp_path,
+        mock.base_url,
+        n=2,
+        prices=PRICES,
+        target={
+            "kind": "openai",
+            "base_url": mock.base_url,
+            "model": "mock-1",
+            "prompt": "{question}",
+            "timeout": 0.3,
+            "max_retries": 0,
+        },
+        fail_on_item_error_rate=1,
     )
     _, summary = run(capsys, spec, tmp_path / "s")
     lost = Store(tmp_path / "s").run_items(summary["run_id"]).filter(pl.col("item_id") == "q0").to_dicts()[0]
     assert lost["outcome"] == "failed" and lost["operations_unknown"] == 1
-    assert lost["cost_completeness"] == "incomplete" and json.loads(lost["cost_reasons"]) == {"unknown_outcome": 1}
+    assert lost["cost_completeness"] == "incomplete" and json.loads(lost["cost_reasons"]) == {
+        "unknown_outcome": 1
+    }
 
 
 def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys):
@@ -111,14 +125,20 @@ def test_parse_budget_refuses(text):
 
 def test_cached_tokens_are_priced_at_the_cached_rate():
     table = PriceTable.shipped()
-    cost = table.cost("gpt-4o-mini-2024-07-18", Usage(input_tokens=1_000_000, output_tokens=0, cached_tokens=400_000))
+    cost = table.cost(
+        "gpt-4o-mini-2024-07-18", Usage(input_tokens=1_000_000, output_tokens=0, cached_tokens=400_000)
+    )
     assert cost == pytest.approx(0.6 * 0.15 + 0.4 * 0.075)
     assert table.cost("no-such-model", Usage(input_tokens=1, output_tokens=1)) is None
 
 
 def test_totals_take_the_worst_completeness():
-    priced = Accounting.of_call(SpendKind.GENERATION, "gpt-4o-mini-2024-07-18", Usage(100, 10), PriceTable.shipped())
-    total = Accounting.total([priced, Accounting.uninstrumented(), Accounting.of_lost_call(SpendKind.JUDGING)])
+    priced = Accounting.of_call(
+        SpendKind.GENERATION, "gpt-4o-mini-2024-07-18", Usage(100, 10), PriceTable.shipped()
+    )
+    total = Accounting.total(
+        [priced, Accounting.uninstrumented(), Accounting.of_lost_call(SpendKind.JUDGING)]
+    )
     assert total.completeness == "incomplete"
     assert total.reasons == {"uninstrumented": 1, "unknown_outcome": 1}
     assert total.known_cost == priced.known_cost and total.operations == 2 and total.unknown == 1

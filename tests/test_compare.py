@@ -12,7 +12,7 @@ from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
 
 N = 200
-SOLVERS = '''
+SOLVERS = """
 import hashlib
 
 def _bucket(x):
@@ -28,7 +28,7 @@ def flaky(x):
     if _bucket(x) < 30:
         raise RuntimeError("provider down")
     return str(int(x) * 2)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,14 @@ def evals(tmp_path_factory):
     (folder / "solvers.py").write_text(SOLVERS)
     write_jsonl(
         folder / "data.jsonl",
-        [{"id": f"i{i}", "input": str(i), "expected": str(2 * i), "cluster": f"c{i // 10}"} for i in range(N)],
+        [
+            {"id": f"i{i}", "input": str(i), "expected": str(2 * i), "cluster": f"c{i // 10}"}
+            for i in range(N)
+        ],
     )
-    write_jsonl(folder / "other.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(5)])
+    write_jsonl(
+        folder / "other.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(5)]
+    )
     store = str(folder / "store")
     run_ids = {}
     for name, function, data in (
@@ -87,7 +92,9 @@ def test_a_regression_is_found_gated_and_stored(evals, capsys):
     assert doc["cost"]["reason"] == "accounting incomplete on the baseline side (uninstrumented 200)"
 
     stored = pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
-    assert stored.filter(pl.col("comparison_id") == doc["comparison_id"])["verdict"].to_list() == ["regressed"]
+    assert stored.filter(pl.col("comparison_id") == doc["comparison_id"])["verdict"].to_list() == [
+        "regressed"
+    ]
 
 
 def test_identical_runs_are_unchanged_and_repeats_average(evals, capsys):
@@ -109,7 +116,9 @@ def test_item_error_rate_gate_names_side_run_and_figures(evals, capsys):
     (row,) = doc["scorers"]
     assert row["unscored_candidate"] == N - row["n_pairs"] > 0, "failed items are unscored, not zeros"
     assert row["verdict"] == "unchanged", "what the flaky run did answer, it answered right"
-    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"], "--max-item-error-rate", "1")
+    code, doc, _ = compare_json(
+        capsys, store, runs["right"], "--candidate", runs["flaky"], "--max-item-error-rate", "1"
+    )
     assert code == 0
 
 
@@ -129,7 +138,9 @@ def test_bad_input_exits_2(evals, capsys):
     assert code == 2 and "different datasets" in err and runs["other"] in err
     code, _, err = compare_json(capsys, store, "nope", "--candidate", runs["right"])
     assert code == 2 and "no run 'nope'" in err
-    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact")
+    code, _, err = compare_json(
+        capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact"
+    )
     assert code == 2 and "NAME=NUMBER" in err
 
 
@@ -150,7 +161,10 @@ def test_power_from_one_run(evals, capsys):
 
 def test_nothing_paired_is_bad_input(evals, capsys):
     store, runs = evals
-    assert main(["rescore", runs["right"], "--scorer", "{kind: token_f1, name: f1}", "--store", store, "--json"]) == 0
+    assert (
+        main(["rescore", runs["right"], "--scorer", "{kind: token_f1, name: f1}", "--store", store, "--json"])
+        == 0
+    )
     rescore_id = json.loads(capsys.readouterr().out)["run_id"]
     code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
     assert code == 2 and "nothing paired" in err

@@ -19,9 +19,19 @@ def estimate(capsys, spec, store) -> dict:
 
 
 def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
-    spec = openai_spec(tmp_path, mock.base_url, n=20, prices=PRICES, target={
-        "kind": "openai", "base_url": mock.base_url, "model": "mock-1", "prompt": "{question}", "max_tokens": 50,
-    })
+    spec = openai_spec(
+        tmp_path,
+        mock.base_url,
+        n=20,
+        prices=PRICES,
+        target={
+            "kind": "openai",
+            "base_url": mock.base_url,
+            "model": "mock-1",
+            "prompt": "{question}",
+            "max_tokens": 50,
+        },
+    )
     before = estimate(capsys, spec, tmp_path / "s")
     (line,) = before["lines"]
     assert line["calls"] == 20 and line["priced"] and line["model"] == "mock-1"

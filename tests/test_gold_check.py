@@ -19,7 +19,13 @@ def spec_with_judge(tmp_path, base_url):
         target={"kind": "python", "function": "gold_solver:solve"},
         scorers=[
             {"kind": "exact_match"},
-            {"kind": "llm_judge", "name": "judge", "base_url": base_url, "model": "mock-judge", "gold_check": True},
+            {
+                "kind": "llm_judge",
+                "name": "judge",
+                "base_url": base_url,
+                "model": "mock-judge",
+                "gold_check": True,
+            },
         ],
     )
 
@@ -32,7 +38,9 @@ def test_a_judge_that_fails_the_gold_answer_makes_the_eval_unavailable(tmp_path,
     assert "unavailable, nothing ran" in captured.err and "gold check" in captured.err
     summary = json.loads(captured.out)
     record = Store(tmp_path / "s").read_run(summary["run_id"])
-    assert record["status"] == "unavailable" and "'judge' failed its gold check" in record["unavailable_reason"]
+    assert (
+        record["status"] == "unavailable" and "'judge' failed its gold check" in record["unavailable_reason"]
+    )
     assert Store(tmp_path / "s").run_items(summary["run_id"]).height == 0, "nothing ran"
     assert mock.stats()["requests"] == 1, "only the self-check's judge call"
 

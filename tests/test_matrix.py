@@ -11,7 +11,7 @@ from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
 
-SOLVERS = '''
+SOLVERS = """
 def perfect(x):
     return str(int(x) * 2)
 
@@ -20,14 +20,16 @@ def sloppy(x):
 
 def awful(x):
     return str(int(x) * 2) if int(x) % 2 else "?"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
     folder = tmp_path_factory.mktemp("matrix")
     (folder / "cells.py").write_text(SOLVERS)
-    write_jsonl(folder / "data.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(120)])
+    write_jsonl(
+        folder / "data.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(120)]
+    )
     spec = write_spec(
         folder,
         name="matrix",
@@ -58,7 +60,9 @@ def test_every_cell_is_its_own_run_under_one_matrix(matrix, capsys):
     board = summary["leaderboard"]
     assert board["baseline_cell"] == "sloppy", "the spec's first cell"
     by_cell = {row["cell"]: row for row in board["rows"]}
-    assert by_cell["perfect"]["rank"] == 1 and by_cell["sloppy"]["rank"] == 2 and by_cell["awful"]["rank"] == 3
+    assert (
+        by_cell["perfect"]["rank"] == 1 and by_cell["sloppy"]["rank"] == 2 and by_cell["awful"]["rank"] == 3
+    )
     assert by_cell["perfect"]["mean"] == 1.0 and by_cell["sloppy"]["mean"] == 0.75
     assert by_cell["perfect"]["verdict_vs_baseline"] == "improved"
     assert by_cell["awful"]["verdict_vs_baseline"] == "regressed"

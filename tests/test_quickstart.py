@@ -10,13 +10,24 @@ from tests.conftest import REPO, run_assay
 
 def test_quickstart_runs_offline_on_a_fresh_prefect_home(tmp_path):
     env = {"PREFECT_HOME": str(tmp_path / "fresh-prefect-home"), "HOME": str(tmp_path)}
-    shown = run_assay("run", str(REPO / "examples/quickstart/spec.yaml"), "--store", str(tmp_path / "s"), env=env)
+    shown = run_assay(
+        "run", str(REPO / "examples/quickstart/spec.yaml"), "--store", str(tmp_path / "s"), env=env
+    )
     assert shown.returncode == 0, shown.stderr
-    for text in ("quickstart-arithmetic", "40 completed", "exact", "numeric", "mentions_answer", "bare_number"):
+    for text in (
+        "quickstart-arithmetic",
+        "40 completed",
+        "exact",
+        "numeric",
+        "mentions_answer",
+        "bare_number",
+    ):
         assert text in shown.stdout, text
     assert shown.stderr == "", "no Prefect log noise by default"
 
-    as_json = run_assay("run", "examples/quickstart/spec.yaml", "--store", str(tmp_path / "s"), "--json", env=env)
+    as_json = run_assay(
+        "run", "examples/quickstart/spec.yaml", "--store", str(tmp_path / "s"), "--json", env=env
+    )
     summary = json.loads(as_json.stdout)
     record = Store(tmp_path / "s").read_run(summary["run_id"])
     # The embedded path: no Prefect flow run, hence no temporary server was booted for it.

@@ -35,8 +35,15 @@ def source(tmp_path, mock, capsys):
 def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, capsys):
     store, source_id = source
     code, summary = run_json(
-        capsys, "rescore", source_id, "--store", store,
-        "--scorer", "{kind: numeric, name: num}", "--scorer", "{kind: includes, name: has}",
+        capsys,
+        "rescore",
+        source_id,
+        "--store",
+        store,
+        "--scorer",
+        "{kind: numeric, name: num}",
+        "--scorer",
+        "{kind: includes, name: has}",
     )
     assert code == 0
     assert mock.stats()["requests"] == 0, "a rescore never calls the target"
@@ -66,7 +73,9 @@ def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, 
 def test_rescore_from_a_spec_file_and_resume(source, tmp_path, capsys):
     store, source_id = source
     (tmp_path / "rescore.yaml").write_text("scorers:\n  - {kind: token_f1, name: f1}\n")
-    code, summary = run_json(capsys, "rescore", source_id, "--store", store, "--spec", str(tmp_path / "rescore.yaml"))
+    code, summary = run_json(
+        capsys, "rescore", source_id, "--store", store, "--spec", str(tmp_path / "rescore.yaml")
+    )
     assert code == 0
     first = Store(store).run_scores(summary["run_id"])
     assert first["scorer"].unique().to_list() == ["f1"] and first.height == 5

@@ -60,8 +60,12 @@ def test_resume_refuses_a_changed_identity(tmp_path, mock):
     first = run_assay("run", str(spec), "--store", str(store), "--json")
     run_id = json.loads(first.stdout)["run_id"]
 
-    spec.write_text(spec.read_text().replace("name: exact", "name: exact2").replace("concurrency: 4", "trials: 2"))
-    (tmp_path / "data.jsonl").write_text((tmp_path / "data.jsonl").read_text().replace("What is 2", "What is 9"))
+    spec.write_text(
+        spec.read_text().replace("name: exact", "name: exact2").replace("concurrency: 4", "trials: 2")
+    )
+    (tmp_path / "data.jsonl").write_text(
+        (tmp_path / "data.jsonl").read_text().replace("What is 2", "What is 9")
+    )
     refused = run_assay("resume", run_id, "--store", str(store))
     assert refused.returncode == 2
     for change in ("the dataset's content", "the scorers", "trials (1 -> 2)"):

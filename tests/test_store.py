@@ -102,7 +102,9 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
     assert documented == {field.name: str(field.type) for field in schema}
 
 
-@pytest.mark.parametrize("enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind])
+@pytest.mark.parametrize(
+    "enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind]
+)
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]
     rows = [line for line in DOC.splitlines() if line.startswith("| ")]
