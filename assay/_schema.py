@@ -115,6 +115,7 @@ SCORES = _schema(
     ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text)"),
     ("operations", pa.int64(), "model calls this scorer made on this item"),
     ("explanation", pa.string(), "the scorer's explanation, if it gave one"),
+    ("label", pa.string(), "a remote evaluator's label for the score; `error` when that evaluator failed"),
     ("metadata", pa.string(), "the scorer's metadata (JSON text), if it gave any"),
     ("operation_ids", pa.list_(pa.string()), "captured model calls of this scorer on this item"),
 )

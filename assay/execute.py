@@ -124,7 +124,13 @@ class ShardExecutor:
                     return await self._measured(scorer, sample, item, trial)
 
             results += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
-        rows = [_score_row(item, trial, record, spend, scope) for record, spend, scope in results]
+        # A scorer that answered several named scores (a remote evaluator) is stored as one row each;
+        # its spend and calls go with the first.
+        rows = [
+            _score_row(item, trial, part, spend if n == 0 else _NO_SPEND, scope if n == 0 else None)
+            for record, spend, scope in results
+            for n, part in enumerate(record.parts or (record,))
+        ]
         return (
             rows,
             [spend for _, spend, _ in results],
@@ -391,5 +397,6 @@ def _score_row(
         "error": record.error,
         "duration_ms": record.duration_ms,
         "explanation": record.explanation,
+        "label": record.label,
         "metadata": _json(record.metadata),
     }

@@ -11,6 +11,7 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     numeric       the number in the output is close to expected           Numeric
     token_f1      SQuAD-style token F1 against expected                   TokenF1
     user_code     a Python function named `module:function`               UserCode
+    remote        an HTTP evaluator returning several named scores        Remote
     llm_judge     a model grades the output against a rubric              LlmJudge
 """
 
@@ -32,10 +33,11 @@ from evaluators.deterministic import (
     TokenF1,
 )
 from evaluators.llm_judge import LlmJudge
+from evaluators.remote import Remote
 from evaluators.user import UserCode
 
 ScorerSpec = Annotated[
-    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode | LlmJudge,
+    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode | LlmJudge | Remote,
     Field(discriminator="kind"),
 ]
 
@@ -54,6 +56,7 @@ __all__ = [
     "LlmJudge",
     "Numeric",
     "Regex",
+    "Remote",
     "Sample",
     "Score",
     "ScoreRecord",

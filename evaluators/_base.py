@@ -34,11 +34,22 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Score:
-    """A scorer's full answer: a value in [0, 1], and optionally why."""
+    """A scorer's full answer: a value in [0, 1], and optionally why.
+
+    Args:
+        value: the score.
+        explanation: why.
+        metadata: anything else worth keeping.
+        name: set when a scorer returns several named scores (a remote evaluator): each is stored
+            as its own row, `<scorer>.<name>`.
+        label: a remote evaluator's label for the score (`error` marks an evaluator that failed).
+    """
 
     value: float
     explanation: str | None = None
     metadata: dict[str, Any] | None = None
+    name: str | None = None
+    label: str | None = None
 
 
 class Scorer(BaseModel):

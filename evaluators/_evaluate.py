@@ -30,6 +30,9 @@ class ScoreRecord:
         duration_ms: wall time of `applies` and `score` together.
         explanation: the scorer's explanation, if it gave one.
         metadata: the scorer's metadata, if it gave any.
+        label: a remote evaluator's label.
+        parts: for a scorer that returned several named scores: one record each (stored instead
+            of this one).
     """
 
     scorer: str
@@ -41,6 +44,8 @@ class ScoreRecord:
     duration_ms: float
     explanation: str | None = None
     metadata: dict[str, Any] | None = None
+    label: str | None = None
+    parts: tuple[ScoreRecord, ...] = ()
 
 
 def _cut(value: Any) -> str:
@@ -72,9 +77,11 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
         error: str | None = None,
         explanation: str | None = None,
         metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        label: str | None = None,
     ) -> ScoreRecord:
         return ScoreRecord(
-            scorer=scorer.name,
+            scorer=scorer.name if name is None else f"{scorer.name}.{name}",
             scorer_kind=scorer.kind,
             scorer_version=type(scorer).version,
             score=score,
@@ -83,6 +90,7 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             duration_ms=(time.perf_counter() - start) * 1000,
             explanation=explanation,
             metadata=metadata,
+            label=label,
         )
 
     # `except Exception` on purpose: CancelledError is a BaseException and must reach the caller.
@@ -104,9 +112,29 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             metadata=metadata if isinstance(metadata, dict) else None,
         )
 
-    explanation = metadata = None
+    if isinstance(result, list) and result and all(isinstance(part, Score) and part.name for part in result):
+        parts = tuple(_checked(record, scorer, sample, part) for part in result)
+        return ScoreRecord(**{**_fields(record(ScorerOutcome.SCORED)), "parts": parts})
+    return _checked(record, scorer, sample, result)
+
+
+def _fields(record: ScoreRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in ScoreRecord.__slots__}
+
+
+def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreRecord:
+    """The record of one answer: scored when it is a finite number in [0, 1], failed otherwise."""
+    explanation = metadata = name = label = None
     if isinstance(result, Score):
-        result, explanation, metadata = result.value, result.explanation, result.metadata
+        name, label, explanation, metadata = result.name, result.label, result.explanation, result.metadata
+        result = result.value
+    if label == "error":
+        return record(
+            ScorerOutcome.FAILED,
+            error=explanation or "the evaluator reported an error",
+            name=name,
+            label=label,
+        )
     # bool is a numbers.Real; the chained comparison is False for NaN and the infinities.
     if not (isinstance(result, numbers.Real) and 0 <= result <= 1):
         return record(
@@ -115,5 +143,14 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
                 f"scorer {scorer.name!r} returned {_cut(result)} for input {_cut(sample.input)}: "
                 "scores must be finite numbers in [0, 1]"
             ),
+            name=name,
+            label=label,
         )
-    return record(ScorerOutcome.SCORED, score=float(result), explanation=explanation, metadata=metadata)
+    return record(
+        ScorerOutcome.SCORED,
+        score=float(result),
+        explanation=explanation,
+        metadata=metadata,
+        name=name,
+        label=label,
+    )

@@ -96,6 +96,7 @@ def test_scorer_kinds_lists_every_kind_sorted() -> None:
         "llm_judge",
         "numeric",
         "regex",
+        "remote",
         "token_f1",
         "user_code",
     ]

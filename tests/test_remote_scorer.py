@@ -1,0 +1,101 @@
+"""The `remote` scorer against a real evaluator on 127.0.0.1: several named scores per item."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+import pytest
+from aiohttp import web
+
+from assay._background import BackgroundServer
+from assay.cli import main
+from assay.store import Store
+from tests.conftest import write_jsonl, write_spec
+
+
+class Evaluator:
+    """Answers every POST with `reply(body)`; remembers the bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.reply: Any = None
+        self.status = 200
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append(body)
+        if self.status != 200:
+            return web.Response(status=self.status, text="down")
+        return web.json_response(self.reply(body) if callable(self.reply) else self.reply)
+
+    async def start(self, port: int = 0) -> int:
+        app = web.Application()
+        app.router.add_post("/evaluate", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        return self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+def evaluator() -> Iterator[BackgroundServer[Evaluator]]:
+    with BackgroundServer(Evaluator(), name="evaluator") as server:
+        yield server
+
+
+def spec(tmp_path, port):
+    (tmp_path / "remote_solver.py").write_text("def solve(x):\n    return x.upper()\n")
+    write_jsonl(
+        tmp_path / "d.jsonl", [{"id": f"q{i}", "input": f"say {i}", "expected": f"SAY {i}"} for i in range(3)]
+    )
+    return write_spec(
+        tmp_path,
+        name="remote",
+        dataset={"path": "d.jsonl", "id": "id"},
+        target={"kind": "python", "function": "remote_solver:solve"},
+        scorers=[{"kind": "remote", "name": "eval", "url": f"http://127.0.0.1:{port}/evaluate"}],
+        fail_on_item_error_rate=1,
+    )
+
+
+def test_each_named_score_is_its_own_row_and_errors_are_failed_rows(tmp_path, evaluator, capsys):
+    evaluator.app.reply = lambda body: [
+        {
+            "name": "correct",
+            "score": 1.0 if body["answer"] == body["case"]["expected"] else 0.0,
+            "label": "pass",
+        },
+        {"name": "polite", "score": 0.5, "label": "meh", "explanation": "terse"},
+        {"name": "safety", "score": None, "label": "error", "explanation": "classifier timed out"},
+    ]
+    assert main(["run", str(spec(tmp_path, evaluator.port)), "--store", str(tmp_path / "s"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scores = Store(tmp_path / "s").run_scores(summary["run_id"])
+    assert set(scores["scorer"]) == {"eval.correct", "eval.polite", "eval.safety"}
+    correct = scores.filter(pl.col("scorer") == "eval.correct")
+    assert correct["score"].to_list() == [1.0] * 3 and correct["label"].to_list() == ["pass"] * 3
+    safety = scores.filter(pl.col("scorer") == "eval.safety")
+    assert safety["outcome"].to_list() == ["failed"] * 3 and safety["error"][0] == "classifier timed out"
+    assert safety["label"].to_list() == ["error"] * 3
+    assert scores.filter(pl.col("scorer") == "eval.polite")["explanation"][0] == "terse"
+    body = evaluator.app.bodies[0]
+    assert body["case"]["input"].startswith("say ") and body["answer"] == body["output"]
+
+
+def test_an_unreachable_or_wrong_evaluator_fails_the_scorer(tmp_path, evaluator, capsys):
+    evaluator.app.status = 503
+    assert main(["run", str(spec(tmp_path, evaluator.port)), "--store", str(tmp_path / "s"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scores = Store(tmp_path / "s").run_scores(summary["run_id"])
+    assert scores["scorer"].to_list() == ["eval"] * 3 and scores["outcome"].to_list() == ["failed"] * 3
+    assert "HTTP 503" in scores["error"][0]
+    assert summary["items"]["completed"] == 3, "a failing evaluator never fails the item"
