@@ -277,6 +277,8 @@ def _compare(args: argparse.Namespace) -> int:
         _prefect_env.check_api()
         # A failed gate fails the flow run (its state carries the comparison): read it back.
         comparison = compare_runs(**params, return_state=True).result(raise_on_failure=False)
+        if isinstance(comparison, BaseException):  # the flow run crashed: its exception, not a comparison
+            raise comparison
     else:
         comparison = compare_runs.fn(**params)
     if args.json:
@@ -325,6 +327,8 @@ def _nightly(args: argparse.Namespace) -> int:
         _prefect_env.check_api()
         # A failed gate fails the flow run; its state still carries the report.
         report = asyncio.run(nightly(**params, return_state=True)).result(raise_on_failure=False)
+        if isinstance(report, BaseException):  # the flow run crashed: its exception, not a report
+            raise report
     else:
         report = asyncio.run(nightly.fn(**params))
     if args.json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from prefect import flow
@@ -52,7 +53,7 @@ async def nightly(
                 baseline=None, note="first night: no earlier successful nightly run to compare with"
             )
         else:
-            comparison = _compare(baseline, summary["run_id"], store, options)
+            comparison = await _compare(baseline, summary["run_id"], store, options)
             report.update(baseline=baseline, comparison=comparison)
 
         # A night that passed becomes a baseline; then retention keeps the last `retention` nights.
@@ -68,14 +69,16 @@ async def nightly(
     return document
 
 
-def _compare(
+async def _compare(
     baseline: str, candidate: str, store: str | None, options: CompareOptions | None
 ) -> dict[str, Any]:
     params = {"baseline": [baseline], "candidate": [candidate], "store": store, "options": options}
     if FlowRunContext.get() is None:
         return compare_runs.fn(**params)
-    # A failed gate fails the compare subflow; its state still carries the comparison.
-    return compare_runs(**params, return_state=True).result(raise_on_failure=False)
+    # A failed gate fails the compare subflow; its state still carries the comparison. (In an
+    # async flow Prefect hands the result back as an awaitable.)
+    result = compare_runs(**params, return_state=True).result(raise_on_failure=False)
+    return await result if inspect.isawaitable(result) else result
 
 
 def _failures(report: dict[str, Any]) -> list[str]:

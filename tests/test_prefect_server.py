@@ -234,3 +234,30 @@ def test_a_failed_compare_gate_fails_the_flow_run(
     ).json()
     latest = next(run for run in runs if run["name"] == f"compare {run_id} → {worse_id}")
     assert latest["state"]["type"] == "FAILED" and "regressed" in latest["state"]["message"]
+
+
+def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
+    prefect_api: PrefectAPI, tmp_path: Path
+) -> None:
+    store = tmp_path / "nightly-store"
+    first = _assay(prefect_api, "nightly", SPEC, "--store", str(store))
+    assert first.returncode == 0, first.stderr
+    assert "first night" in json.loads(first.stdout)["specs"][0]["note"]
+    second = _assay(prefect_api, "nightly", SPEC, "--store", str(store))
+    assert second.returncode == 0, second.stderr
+    night = json.loads(second.stdout)["specs"][0]
+    assert {row["verdict"] for row in night["comparison"]["scorers"]} == {"unchanged"}
+
+    nightly_runs = httpx.post(
+        f"{prefect_api.url}/flow_runs/filter",
+        json={"flows": {"name": {"any_": ["assay-nightly"]}}},
+        timeout=10,
+    ).json()
+    assert len(nightly_runs) == 2 and {run["state"]["type"] for run in nightly_runs} == {"COMPLETED"}
+    latest = max(nightly_runs, key=lambda run: run["start_time"])
+    children = httpx.post(
+        f"{prefect_api.url}/flow_runs/filter",
+        json={"flow_runs": {"parent_flow_run_id": {"any_": [latest["id"]]}}},
+        timeout=10,
+    ).json()
+    assert {run["name"].split(" ")[0] for run in children} >= {"quickstart-arithmetic", "compare"}
