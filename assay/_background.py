@@ -8,9 +8,12 @@ test code; control calls (`call`) run on the app's own loop, so they never race 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, Self, TypeVar
+
+from aiohttp import web
 
 T = TypeVar("T")
 _CONTROL_TIMEOUT_S = 10.0
@@ -94,3 +97,24 @@ class BackgroundServer(Generic[App]):
         self._loop.close()
         self._loop = None
         self._thread = None
+
+
+async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app` on (host, port); returns the runner (to clean up) and the port bound.
+
+    Handlers whose client went away are cancelled, so an abandoned slow reply does not hold up
+    shutdown; no access log, because logging each request halves a test server's throughput.
+    Binding the socket ourselves is the public way to learn which port 0 resolved to.
+    """
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        await web.SockSite(runner, sock, backlog=1024).start()
+    except BaseException:
+        sock.close()
+        await runner.cleanup()
+        raise
+    return runner, sock.getsockname()[1]

@@ -78,14 +78,13 @@ import asyncio
 import collections
 import json
 import signal
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from assay._background import BackgroundServer
+from assay._background import BackgroundServer, listen
 
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
@@ -345,23 +344,8 @@ class MockOpenAI:
         Returns:
             The port bound.
         """
-        # Cancel handlers whose client went away, so an abandoned slow reply does not hold up
-        # shutdown; access_log=None because logging each request would halve the throughput.
-        self._runner = web.AppRunner(
-            self.app(), access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        # Binding the socket ourselves is the public way to learn which port 0 resolved to.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((HOST, port))
-            await web.SockSite(self._runner, sock, backlog=1024).start()
-        except BaseException:
-            sock.close()
-            await self._runner.cleanup()
-            raise
-        return sock.getsockname()[1]
+        self._runner, bound = await listen(self.app(), HOST, port)
+        return bound
 
     async def stop(self) -> None:
         """Stop listening and close open connections."""

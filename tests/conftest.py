@@ -58,13 +58,18 @@ def arithmetic_rows(n: int) -> list[dict[str, Any]]:
     return [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(n)]
 
 
+def mock_target(base_url: str, **options: Any) -> dict[str, Any]:
+    """An openai target against the mock server (model `mock-1`, prompt `{question}`), plus `options`."""
+    return {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}", **options}
+
+
 def openai_spec(folder: Path, base_url: str, n: int = 10, **overrides: Any) -> Path:
     """A spec over `n` arithmetic rows against the mock server, with two scorers."""
     write_jsonl(folder / "data.jsonl", arithmetic_rows(n))
     spec: dict[str, Any] = {
         "name": "arith",
         "dataset": {"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
-        "target": {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}"},
+        "target": mock_target(base_url),
         "scorers": [
             {"kind": "exact_match", "name": "exact"},
             {"kind": "regex", "name": "digits", "pattern": "\\d+"},

@@ -45,7 +45,6 @@ from __future__ import annotations
 import collections
 import copy
 import json
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ from typing import Any
 
 from aiohttp import web
 
-from assay._background import BackgroundServer
+from assay._background import BackgroundServer, listen
 
 HOST = "127.0.0.1"
 
@@ -170,20 +169,8 @@ class ReferenceHarness:
         return app
 
     async def start(self, port: int = 0) -> int:
-        self._runner = web.AppRunner(
-            self.app(), access_log=None, handler_cancellation=True, shutdown_timeout=1.0
-        )
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((HOST, port))
-            await web.SockSite(self._runner, sock).start()
-        except BaseException:
-            sock.close()
-            await self._runner.cleanup()
-            raise
-        return sock.getsockname()[1]
+        self._runner, bound = await listen(self.app(), HOST, port)
+        return bound
 
     async def stop(self) -> None:
         if self._runner is not None:

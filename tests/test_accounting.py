@@ -12,7 +12,7 @@ from assay.cli import main
 from assay.errors import SpecError
 from assay.outcomes import SpendKind
 from assay.store import Store
-from tests.conftest import openai_spec
+from tests.conftest import mock_target, openai_spec
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
 
@@ -58,14 +58,7 @@ def test_a_lost_call_is_an_unknown_operation(tmp_path, mock, capsys):
         mock.base_url,
         n=2,
         prices=PRICES,
-        target={
-            "kind": "openai",
-            "base_url": mock.base_url,
-            "model": "mock-1",
-            "prompt": "{question}",
-            "timeout": 0.3,
-            "max_retries": 0,
-        },
+        target=mock_target(mock.base_url, timeout=0.3, max_retries=0),
         fail_on_item_error_rate=1,
     )
     _, summary = run(capsys, spec, tmp_path / "s")

@@ -8,7 +8,7 @@ import pytest
 
 from assay.cli import main
 from assay.estimate import count_tokens
-from tests.conftest import openai_spec
+from tests.conftest import mock_target, openai_spec
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
 
@@ -24,13 +24,7 @@ def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
         mock.base_url,
         n=20,
         prices=PRICES,
-        target={
-            "kind": "openai",
-            "base_url": mock.base_url,
-            "model": "mock-1",
-            "prompt": "{question}",
-            "max_tokens": 50,
-        },
+        target=mock_target(mock.base_url, max_tokens=50),
     )
     before = estimate(capsys, spec, tmp_path / "s")
     (line,) = before["lines"]

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from assay._background import BackgroundServer
+from assay._background import BackgroundServer, listen
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
@@ -35,11 +35,8 @@ class Evaluator:
     async def start(self, port: int = 0) -> int:
         app = web.Application()
         app.router.add_post("/evaluate", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        return self._runner.addresses[0][1]
+        self._runner, bound = await listen(app, "127.0.0.1", port)
+        return bound
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -22,7 +22,7 @@ import pytest
 from assay.cli import main
 from assay.report import money
 from assay.store import Store
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import mock_target, write_jsonl, write_spec
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -61,13 +61,7 @@ def _spec(folder: Path, base_url: str, name: str, gate: float) -> Path:
         folder,
         name=name,
         dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
-        target={
-            "kind": "openai",
-            "base_url": base_url,
-            "model": "mock-1",
-            "prompt": "{question}",
-            "max_retries": 0,
-        },
+        target=mock_target(base_url, max_retries=0),
         scorers=[
             {"kind": "exact_match", "name": "exact"},
             {"kind": "token_f1", "name": "f1"},

@@ -8,13 +8,9 @@ import polars as pl
 
 from assay.cli import main
 from assay.store import Store
-from tests.conftest import openai_spec
+from tests.conftest import mock_target, openai_spec
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
-
-
-def target(base_url: str, **extra) -> dict:
-    return {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}", **extra}
 
 
 def run(capsys, spec, store) -> dict:
@@ -24,7 +20,11 @@ def run(capsys, spec, store) -> dict:
 
 def test_a_second_run_is_served_from_the_cache_for_free(tmp_path, mock, capsys):
     spec = openai_spec(
-        tmp_path, mock.base_url, n=5, prices=PRICES, target=target(mock.base_url, cache=True, temperature=0)
+        tmp_path,
+        mock.base_url,
+        n=5,
+        prices=PRICES,
+        target=mock_target(mock.base_url, cache=True, temperature=0),
     )
     first = run(capsys, spec, tmp_path / "s")
     assert mock.stats()["requests"] == 5
@@ -51,12 +51,12 @@ def test_a_second_run_is_served_from_the_cache_for_free(tmp_path, mock, capsys):
 
 def test_cache_true_needs_temperature_zero(tmp_path, mock, capsys):
     spec = openai_spec(
-        tmp_path, mock.base_url, n=2, target=target(mock.base_url, cache=True, temperature=0.7)
+        tmp_path, mock.base_url, n=2, target=mock_target(mock.base_url, cache=True, temperature=0.7)
     )
     assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
     assert "cache: true needs temperature: 0" in capsys.readouterr().err
     spec = openai_spec(
-        tmp_path, mock.base_url, n=2, target=target(mock.base_url, cache="always", temperature=0.7)
+        tmp_path, mock.base_url, n=2, target=mock_target(mock.base_url, cache="always", temperature=0.7)
     )
     run(capsys, spec, tmp_path / "s")
     run(capsys, spec, tmp_path / "s")
