@@ -87,6 +87,18 @@ ITEMS = _schema(
         "what that code reported under reserved keys (model, tokens, usage, cost…): not measured",
     ),
     ("operation_ids", pa.list_(pa.string()), "captured model calls of the item, generation and judging"),
+    (
+        "artifacts",
+        pa.list_(pa.string()),
+        "files kept for the attempt (transcript, diff, workspace, agent artifacts), as paths "
+        "relative to `<store>/artifacts/run_id=<id>/`",
+    ),
+    (
+        "sandbox",
+        pa.string(),
+        "a container attempt's facts (JSON text): image id, exit code, stage timings, limits",
+    ),
+    ("teardown_error", pa.string(), "why tearing down the attempt's sandbox failed (never masks the result)"),
 )
 
 SCORES = _schema(

@@ -97,16 +97,18 @@ class ShardExecutor:
         return report
 
     async def _score(
-        self, item: Item, trial: int, output: Any
+        self, item: Item, trial: int, output: Any, **context: Any
     ) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
         """Score one output; returns the score rows, each scorer's judging spend, and the capture
-        scopes of the scorers that may have called a model."""
+        scopes of the scorers that may have called a model. `context`: more `Sample` fields (an
+        agent's trajectory, a sandbox's workspace)."""
         sample = Sample(
             output=output,
             input=item.input,
             expected=item.expected,
             annotations=item.annotations,
             fields=item.fields,
+            **context,
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
         # They cannot await a model call either, so they have nothing to measure.
@@ -222,7 +224,9 @@ class Executor(ShardExecutor):
         generation = ledger.total() if self.target.instrumented else Accounting.uninstrumented()
         row = _completed_row(item, trial, started_at, duration_ms, result)
         row["queued_ms"] = queued_ms
-        score_rows, judging, judge_scopes = await self._score(item, trial, result.output)
+        score_rows, judging, judge_scopes = await self._score(
+            item, trial, result.output, trajectory=result.trajectory
+        )
         operation_ids, requests = _captured([scope, *judge_scopes])
         row.update(Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids)
         return Finished(row, score_rows, requests)
@@ -324,6 +328,8 @@ def _completed_row(
         "caller_cost_usd": result.caller_cost,
         "caller_metadata": _json(result.caller_metadata),
         "caller_reserved": _json(result.caller_reserved),
+        "artifacts": result.artifacts,
+        "sandbox": _json(result.sandbox),
     }
 
 

@@ -3,6 +3,7 @@
     <root>/runs/run_id=<id>/run.parquet         one row per run, rewritten atomically
     <root>/items/run_id=<id>/<part>.parquet     one row per item x trial
     <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer
+    <root>/artifacts/run_id=<id>/<item>/<trial>/ files kept per attempt (transcripts, workspaces)
 
 A batch of results is committed as two parts of the same name: the scores part first, then the
 items part. The items part is the commit marker: a scores part without its items part is an
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from urllib.parse import quote
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +92,22 @@ class Store:
         A deletion cut short leaves only trash and row-less partitions, which `delete_run` of the
         same id finishes."""
         trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
-        for dataset in ("runs", "items", "scores", "requests"):
+        for dataset in ("runs", "items", "scores", "requests", "artifacts"):
             partition = self._partition(dataset, run_id)
             if partition.exists():
                 target = trash / dataset
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(partition, target)
         shutil.rmtree(self.root / ".trash", ignore_errors=True)
+
+    def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
+        """The folder of one attempt's kept files (not created). Item ids are quoted into one safe
+        path segment; paths in `items.artifacts` are relative to the run's artifacts partition."""
+        return self._partition("artifacts", run_id) / quote(item_id, safe="") / str(trial)
+
+    def artifacts_root(self, run_id: str) -> Path:
+        """The run's artifacts partition: `items.artifacts` paths are relative to it."""
+        return self._partition("artifacts", run_id)
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch)."""

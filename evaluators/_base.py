@@ -7,6 +7,7 @@ model *is* the scorer (`score()` does the work). `kind` discriminates the union 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,6 +24,9 @@ class Sample:
         expected: the item's expected field, or None.
         annotations: the item's annotations (a dict, possibly empty).
         fields: the whole dataset row.
+        trajectory: an agent's steps (role, content, tool calls…), when the target recorded them.
+        workspace: the exported workspace folder of a sandboxed attempt.
+        sandbox: the attempt's live sandbox (`exec(argv)`), while scorers run; None otherwise.
     """
 
     output: Any
@@ -30,6 +34,9 @@ class Sample:
     expected: Any = None
     annotations: dict[str, Any] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
+    trajectory: list[dict[str, Any]] | None = None
+    workspace: Path | None = None
+    sandbox: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,9 @@ class TargetResult:
         caller_metadata: metadata the target's own code reported.
         caller_reserved: what it reported under reserved keys (model, tokens, usage, cost, …),
             kept apart from both measured figures and plain metadata.
+        artifacts: files kept for the attempt, relative to the run's artifacts partition.
+        sandbox: a container attempt's facts (image id, exit code, stage timings).
+        trajectory: the agent's steps, as scorers see them (`Sample.trajectory`).
     """
 
     output: Any
@@ -35,6 +38,9 @@ class TargetResult:
     caller_cost: float | None = None
     caller_metadata: dict[str, Any] | None = None
     caller_reserved: dict[str, Any] | None = None
+    artifacts: list[str] | None = None
+    sandbox: dict[str, Any] | None = None
+    trajectory: list[dict[str, Any]] | None = None
 
 
 class Target(Protocol):
