@@ -90,8 +90,7 @@ ITEMS = _schema(
     (
         "artifacts",
         pa.list_(pa.string()),
-        "files kept for the attempt (transcript, diff, workspace, agent artifacts), as paths "
-        "relative to `<store>/artifacts/run_id=<id>/`",
+        "files kept for the attempt (transcript, diff, workspace, agent files), relative to the run's artifacts folder",
     ),
     (
         "sandbox",

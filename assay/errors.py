@@ -63,6 +63,10 @@ class TargetFailure(Exception):
         http_status: the last HTTP status, if any.
         retryable: whether the failure was of a kind worth retrying.
         request_id: the provider's request id, if it sent one.
+        usage: what the failed call had used, when known.
+        artifacts: files kept for the failed attempt (a sandbox's transcript), relative to the
+            run's artifacts partition.
+        sandbox: a container attempt's facts.
     """
 
     def __init__(
@@ -75,8 +79,12 @@ class TargetFailure(Exception):
         retryable: bool = False,
         request_id: str | None = None,
         usage: Any = None,
+        artifacts: list[str] | None = None,
+        sandbox: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
+        self.artifacts = artifacts
+        self.sandbox = sandbox
         self.message = message
         self.kind = kind
         self.provider = provider

@@ -25,7 +25,7 @@ from assay.dataset import Item
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind
 from assay.plan import RunPlan, Shard
-from assay.targets import Target, TargetResult
+from assay.targets import SandboxedTarget, Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
 
 _NO_SPEND = Accounting()
@@ -183,8 +183,70 @@ class Executor(ShardExecutor):
         super().__init__(plan)
         self.target = target
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
+        # A sandboxed target's attempt stays alive while it is scored (scorers may exec in it).
+        self._sandboxed = isinstance(target, SandboxedTarget)
+
+    async def _run_sandboxed(self, item: Item, trial: int) -> Finished:
+        """One attempt in a sandbox: run, score while it lives, tear down last. The slot is held
+        throughout, so `concurrency` bounds the sandboxes alive at once."""
+        waited = time.perf_counter()
+        async with self.limiter:
+            started_at = datetime.now(UTC)
+            started = time.perf_counter()
+            queued_ms = (started - waited) * 1000
+            attempt = await self.target.begin(item, trial)  # type: ignore[attr-defined]
+            try:
+                if attempt.failure is not None:
+                    failure = attempt.failure
+                    row = _failed_row(item, trial, started_at, started, failure)
+                    row.update(
+                        Accounting.uninstrumented().columns(),
+                        artifacts=failure.artifacts,
+                        sandbox=_json(failure.sandbox),
+                        queued_ms=queued_ms,
+                    )
+                    finished = Finished(row, [], [])
+                else:
+                    result = attempt.result
+                    row = _completed_row(
+                        item, trial, started_at, (time.perf_counter() - started) * 1000, result
+                    )
+                    row["queued_ms"] = queued_ms
+                    score_rows, judging, judge_scopes = await self._score_live(item, trial, attempt)
+                    operation_ids, requests = _captured(judge_scopes)
+                    generation = Accounting.uninstrumented()
+                    row.update(
+                        Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids
+                    )
+                    finished = Finished(row, score_rows, requests)
+            finally:
+                teardown_error = await attempt.close()
+            finished.item["teardown_error"] = teardown_error
+            return finished
+
+    async def _score_live(
+        self, item: Item, trial: int, attempt: Any
+    ) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
+        """Score an attempt whose sandbox is alive, within the scoring stage's deadline; scorers
+        cut off by it fail, naming the deadline."""
+        result = attempt.result
+        try:
+            async with asyncio.timeout(attempt.scoring_deadline):
+                await attempt.before_scoring()
+                return await self._score(
+                    item, trial, result.output, trajectory=result.trajectory, **attempt.sample_context
+                )
+        except TimeoutError:
+            why = (
+                f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s "
+                "(target.deadlines.scoring)"
+            )
+            records = [_failed_score(scorer, why) for scorer in self.plan.spec.scorers]
+            return [_score_row(item, trial, r, _NO_SPEND, None) for r in records], [], []
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
+        if self._sandboxed:
+            return await self._run_sandboxed(item, trial)
         budget = self.plan.budget
         waited = time.perf_counter()
         async with self.limiter:
@@ -347,6 +409,18 @@ def _failed_row(
         "failure_request_id": failure.request_id,
         "duration_ms": (time.perf_counter() - started) * 1000,
     }
+
+
+def _failed_score(scorer: Scorer, why: str) -> ScoreRecord:
+    return ScoreRecord(
+        scorer=scorer.name,
+        scorer_kind=scorer.kind,
+        scorer_version=type(scorer).version,
+        score=None,
+        outcome=ScorerOutcome.FAILED,
+        error=why,
+        duration_ms=0.0,
+    )
 
 
 def _budget_skipped_score(scorer: Scorer) -> ScoreRecord:

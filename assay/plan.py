@@ -27,7 +27,7 @@ from assay.identity import Identity, identity_of, spec_hash
 from assay.lease import Lease
 from assay.outcomes import RunKind, RunStatus
 from assay.response_cache import ResponseCache
-from assay.spec import EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
+from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
 from assay.store import Store
 from assay.targets import prepare_http_agent, render
 
@@ -308,7 +308,7 @@ def open_runs(
         identity = identity_of(cell_spec, items)
         # An HTTP agent's capabilities are asked once and snapshotted on the run (a resume reuses
         # the snapshot); items it cannot take (fixture files) leave the plan, listed.
-        snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume)
+        snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)
         skipped = {d["item_id"] for d in (snapshot or {}).get("dropped_items", [])}
         work = [
             (p, t)
@@ -349,11 +349,16 @@ def open_runs(
 
 
 def _agent_snapshot(
-    spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool
+    spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool, spec_dir: Path
 ) -> dict[str, Any] | None:
-    if not isinstance(spec.target, HttpAgentTarget):
+    if not isinstance(spec.target, HttpAgentTarget | ContainerTarget):
         return None
     stored = store.read_run(run_id).get("target_snapshot") if (resume or _exists(store, run_id)) else None
+    if isinstance(spec.target, ContainerTarget):
+        # Imported here: the Docker SDK is only loaded by runs that use it.
+        from assay.sandbox.container import prepare_container
+
+        return prepare_container(spec.target, items, spec_dir, json.loads(stored) if stored else None)
     snapshot = prepare_http_agent(spec.target, items, stored=json.loads(stored) if stored else None)
     for warning in snapshot.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)

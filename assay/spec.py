@@ -147,7 +147,101 @@ class HttpAgentTarget(_Strict):
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
 
 
-TargetSpec = Annotated[OpenAITarget | PythonTarget | HttpAgentTarget, Field(discriminator="kind")]
+class StageDeadlines(_Strict):
+    """Seconds each stage of a container attempt may take; the one that fires is named in the
+    item's error.
+
+    Args:
+        provision: create and start the container, copy the fixtures in.
+        agent: the command or agent run.
+        export: read the workspace back.
+        scoring: every scorer of the attempt, together.
+        cleanup: remove the container (and the egress sidecar and network).
+    """
+
+    provision: float = Field(default=120.0, gt=0, strict=True)
+    agent: float = Field(default=600.0, gt=0, strict=True)
+    export: float = Field(default=120.0, gt=0, strict=True)
+    scoring: float = Field(default=600.0, gt=0, strict=True)
+    cleanup: float = Field(default=60.0, gt=0, strict=True)
+
+
+class SandboxLimits(_Strict):
+    """Resource limits of each attempt's container.
+
+    Args:
+        memory: memory (and memory + swap), e.g. `512m`, `2g`.
+        cpus: CPUs, fractions allowed.
+        pids: processes at once.
+        workspace_size: size of the `/workspace` tmpfs (counts against memory).
+    """
+
+    memory: str = Field(default="512m", pattern=r"^\d+[bkmg]?$")
+    cpus: float = Field(default=1.0, gt=0, le=64, strict=False)
+    pids: int = Field(default=256, ge=8, le=100_000, strict=True)
+    workspace_size: str = Field(default="512m", pattern=r"^\d+[bkmg]?$")
+
+
+class ContainerTarget(_Strict):
+    """Each item x trial runs in a fresh Docker container: the fixtures copied into `/workspace`,
+    a scripted command (or an agent adapter) run there, the workspace diffed and exported to
+    the store, scorers run while the container lives, then it is removed (docs/sandbox.md).
+
+    Args:
+        image: the image (a tag or id); the run records the image id the tag named at its start.
+        command: the scripted command (argv), e.g. `["sh", "-c", "…"]`; `{prompt}` is replaced
+            by the item's prompt; the prompt is also in the file `$ASSAY_PROMPT_FILE`.
+        agent: instead of `command`, an agent adapter (`cli`, `claude-code`, `codex`) run headless.
+        prompt: the item's prompt, a template over its fields.
+        output: what the item's output is: `stdout` of the command (default), `report` (the
+            agent's final report), or `file:<path>` (a file the attempt left in `/workspace`).
+        fixtures: a folder (relative to the spec) copied into `/workspace`; may be a template,
+            e.g. `fixtures/{id}`, for a folder per item.
+        checks: a folder copied to `/assay/checks` only once the agent has finished, for
+            scorers to run (the agent never sees it).
+        user: who runs the command; default: the image's `USER`, else its first non-root account.
+        env: plain environment variables of the command.
+        secrets: names of host environment variables passed through a 0600 env file (never argv)
+            and redacted from transcripts, diffs and the store.
+        egress: hosts the attempt may reach through an allowlist proxy (`*.example.com`
+            allowed); empty: network `none`.
+        egress_proxy_image: an image with `python3` for the proxy sidecar.
+        limits: see `SandboxLimits`.
+        deadlines: see `StageDeadlines`.
+    """
+
+    kind: Literal["container"]
+    image: str = Field(min_length=1)
+    command: list[str] | None = Field(default=None, min_length=1)
+    agent: Any = None
+    prompt: str = "{input}"
+    output: str = Field(default="stdout", pattern=r"^(stdout|report|file:.+)$")
+    fixtures: str | None = None
+    checks: str | None = None
+    user: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
+    egress: list[Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.\-]+(:\d+)?$")]] = Field(
+        default_factory=list
+    )
+    egress_proxy_image: str | None = None
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    deadlines: StageDeadlines = Field(default_factory=StageDeadlines)
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> ContainerTarget:
+        if (self.command is None) == (self.agent is None):
+            raise ValueError("give exactly one of `command` (a scripted command) or `agent` (an adapter)")
+        if self.output == "report" and self.agent is None:
+            raise ValueError("output `report` needs an `agent` (a scripted command has no report)")
+        if self.egress and not self.egress_proxy_image:
+            raise ValueError("egress needs `egress_proxy_image`: an image with python3 for the proxy")
+        return self
+
+
+TargetSpec = Annotated[
+    OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
+]
 
 
 class EvalSpec(_Strict):

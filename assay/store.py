@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from urllib.parse import quote
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import polars as pl
 import pyarrow as pa

@@ -7,8 +7,8 @@ model *is* the scorer (`score()` does the work). `kind` discriminates the union 
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -118,6 +118,8 @@ async def _execute(plan: RunPlan) -> None:
         capabilities=json.loads(plan.record["target_snapshot"])
         if plan.record.get("target_snapshot")
         else None,
+        store=plan.store,
+        redact=plan.spec.redact,
     )
     try:
         executor = Executor(plan, target)

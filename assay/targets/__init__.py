@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from assay.accounting import Usage
-from assay.spec import HttpAgentTarget, OpenAITarget, PythonTarget
-from assay.targets._base import Target, TargetResult
+from assay.spec import ContainerTarget, HttpAgentTarget, OpenAITarget, PythonTarget
+from assay.targets._base import SandboxedTarget, Target, TargetResult
 from assay.targets._http_agent import HttpAgent, prepare_http_agent
 from assay.targets._openai import OpenAIChatTarget, render
 from assay.targets._python import PythonFunctionTarget
@@ -19,6 +20,7 @@ __all__ = [
     "HttpAgent",
     "OpenAIChatTarget",
     "PythonFunctionTarget",
+    "SandboxedTarget",
     "Target",
     "TargetResult",
     "Usage",
@@ -29,13 +31,15 @@ __all__ = [
 
 
 def open_target(
-    spec: OpenAITarget | PythonTarget | HttpAgentTarget,
+    spec: OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget,
     *,
     concurrency: int,
     seed: int,
     search_path: str | None,
     run_id: str | None = None,
     capabilities: dict[str, Any] | None = None,
+    store: Any = None,
+    redact: list[str] | None = None,
 ) -> Target:
     """Build the target a spec names.
 
@@ -45,8 +49,24 @@ def open_target(
         seed: the run's seed.
         search_path: the spec's folder, importable by `python` targets.
         run_id: the run's id (`http_agent` targets send it in each harness run's metadata).
-        capabilities: an `http_agent` target's stored capabilities snapshot (a resumed run).
+        capabilities: the run's target snapshot: an `http_agent`'s capabilities, a `container`'s
+            image id and user.
+        store: the run's store (a `container` target keeps its attempts' artifacts there).
+        redact: patterns never stored (a `container` target's transcripts and diffs).
     """
+    if isinstance(spec, ContainerTarget):
+        # Imported here: the Docker SDK is only loaded by runs that use it.
+        from assay.sandbox.container import ContainerAgent
+
+        return ContainerAgent(
+            spec,
+            snapshot=capabilities or {},
+            concurrency=concurrency,
+            store=store,
+            run_id=run_id or "",
+            spec_dir=Path(search_path or "."),
+            redact=redact,
+        )
     if isinstance(spec, OpenAITarget):
         return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed)
     if isinstance(spec, HttpAgentTarget):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from assay.accounting import Usage
 from assay.dataset import Item
@@ -50,5 +50,18 @@ class Target(Protocol):
     instrumented: bool
 
     async def __call__(self, item: Item, trial: int) -> TargetResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class SandboxedTarget(Protocol):
+    """A target whose attempts live in a sandbox that scorers may use: `begin()` runs the attempt
+    and returns it alive (`assay.sandbox.container.ContainerAttempt`); the executor scores it,
+    then calls its `close()`."""
+
+    instrumented: bool
+
+    async def begin(self, item: Item, trial: int) -> Any: ...
 
     async def aclose(self) -> None: ...

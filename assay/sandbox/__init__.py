@@ -1,0 +1,1 @@
+"""Sandboxes: attempts in fresh Docker containers (the `container` target), and what scores them."""

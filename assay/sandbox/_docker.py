@@ -1,0 +1,339 @@
+"""One sandbox container, driven through the Docker Engine API (the `docker` SDK), blocking calls.
+
+Isolation is decided here, once: read-only root filesystem, every capability dropped,
+`no-new-privileges`, memory / CPU / pids limits, network `none` unless a network is given, and
+three writable tmpfs mounts: `/workspace` (owned by the attempt's user), `/tmp`, and `/assay`
+(root's: the prompt, and the eval's checks copied in at scoring time, which a non-root agent
+cannot write to). Files go in and out as tar streams through `exec` (`tar -x` / `tar -c`):
+the Engine's archive endpoints cannot reach tmpfs mounts, so the image needs `sh` and `tar`.
+
+Every container carries the `assay.run_id` label (`assay clean` finds what a killed run left).
+"""
+
+from __future__ import annotations
+
+import io
+import select
+import socket
+import struct
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+RUN_LABEL = "assay.run_id"
+WORKSPACE = "/workspace"
+CONTROL = "/assay"
+# Keeps the container alive between execs; signals end it at teardown.
+_IDLE = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+_READ_CHUNK = 65536
+_OUTPUT_LIMIT = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one container.
+
+    Args:
+        memory: e.g. `"512m"`.
+        cpus: CPUs it may use (fractions allowed).
+        pids: most processes at once.
+        workspace_size: the `/workspace` tmpfs size, e.g. `"512m"`.
+    """
+
+    memory: str = "512m"
+    cpus: float = 1.0
+    pids: int = 256
+    workspace_size: str = "512m"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What one command in the sandbox did.
+
+    Args:
+        exit_code: its exit status; None when it was still running at its deadline.
+        stdout, stderr: its output (cut at 8 MiB each).
+        timed_out: whether the deadline fired first.
+        duration_ms: wall time.
+    """
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    duration_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFacts:
+    """What an image is: its id (the image, whatever tag moves), and the user attempts run as."""
+
+    tag: str
+    image_id: str
+    user: str
+    uid: int
+    gid: int
+
+
+def client() -> docker.DockerClient:
+    """A client of the engine `DOCKER_HOST` (or the local socket) names."""
+    return docker.from_env(timeout=300)
+
+
+def inspect_image(engine: docker.DockerClient, tag: str, user: str | None) -> ImageFacts:
+    """The image's id and the user to run as: `user` if given (a name or uid), else the image's
+    own `USER`, else the first non-root account (uid ≥ 1000) in its `/etc/passwd`, else root.
+
+    Raises:
+        docker.errors.ImageNotFound: the image is not on the engine (its message names it).
+    """
+    image = engine.images.get(tag)
+    wanted = user or (image.attrs.get("Config") or {}).get("User") or None
+    accounts = _accounts(engine, image.id)
+    if wanted:
+        for name, uid, gid in accounts:
+            if wanted in (name, str(uid)):
+                return ImageFacts(tag, image.id, name, uid, gid)
+        if wanted.isdigit():
+            return ImageFacts(tag, image.id, wanted, int(wanted), int(wanted))
+        raise ValueError(f"image {tag!r} has no user {wanted!r} in /etc/passwd")
+    for name, uid, gid in accounts:
+        if 1000 <= uid < 65534:
+            return ImageFacts(tag, image.id, name, uid, gid)
+    return ImageFacts(tag, image.id, "root", 0, 0)
+
+
+def _accounts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, int, int]]:
+    probe = engine.containers.create(image_id, ["true"], labels={RUN_LABEL: "probe"})
+    try:
+        stream, _ = probe.get_archive("/etc/passwd")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.extractfile(tar.getmembers()[0])
+            text = member.read().decode("utf-8", "replace") if member else ""
+    except docker.errors.NotFound:
+        return []
+    finally:
+        probe.remove(force=True)
+    accounts = []
+    for line in text.splitlines():
+        fields = line.split(":")
+        if len(fields) >= 4 and fields[2].isdigit() and fields[3].isdigit():
+            accounts.append((fields[0], int(fields[2]), int(fields[3])))
+    return accounts
+
+
+class Sandbox:
+    """A live container. Create with `Sandbox.create`, end with `remove()`.
+
+    Args:
+        engine: the Docker client.
+        container: the started container.
+        facts: its image and user.
+    """
+
+    def __init__(self, engine: docker.DockerClient, container: Any, facts: ImageFacts) -> None:
+        self.engine = engine
+        self.container = container
+        self.facts = facts
+
+    @classmethod
+    def create(
+        cls,
+        engine: docker.DockerClient,
+        facts: ImageFacts,
+        *,
+        labels: dict[str, str],
+        limits: Limits,
+        network: str | None = None,
+    ) -> Sandbox:
+        """Create and start a fresh container of `facts.image_id`."""
+        container = engine.containers.create(
+            facts.image_id,
+            _IDLE,
+            labels=labels,
+            user=str(facts.uid),
+            working_dir=WORKSPACE,
+            network_mode=network or "none",
+            read_only=True,
+            tmpfs={
+                WORKSPACE: f"rw,exec,size={limits.workspace_size},uid={facts.uid},gid={facts.gid},mode=0755",
+                "/tmp": "rw,exec,mode=1777,size=256m",
+                CONTROL: "rw,mode=0755,size=64m",
+            },
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            privileged=False,
+            mem_limit=limits.memory,
+            memswap_limit=limits.memory,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            stop_signal="SIGTERM",
+        )
+        sandbox = cls(engine, container, facts)
+        try:
+            container.start()
+        except Exception:
+            sandbox.remove()
+            raise
+        return sandbox
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        user: str | None = None,
+        workdir: str = WORKSPACE,
+        timeout: float | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run `argv` in the container and wait for it, at most `timeout` seconds.
+
+        Args:
+            argv: the command (no shell unless you run one).
+            stdin: bytes written to its standard input, then closed.
+            user: who runs it (default: the attempt's user).
+            workdir: its working directory.
+            timeout: seconds; at the deadline the output so far is returned with `timed_out`
+                (the process is left to the container's teardown).
+            environment: plain (non-secret) variables; secrets go through an env file.
+        """
+        started = time.perf_counter()
+        api = self.engine.api
+        created = api.exec_create(
+            self.container.id,
+            argv,
+            stdin=stdin is not None,
+            user=user or str(self.facts.uid),
+            workdir=workdir,
+            environment=environment,
+        )
+        sock = api.exec_start(created["Id"], socket=True)
+        raw: socket.socket = getattr(sock, "_sock", sock)
+        try:
+            if stdin is not None:
+                raw.sendall(stdin)
+                raw.shutdown(socket.SHUT_WR)
+            stdout, stderr, timed_out = _read_frames(raw, None if timeout is None else started + timeout)
+        finally:
+            sock.close()
+        exit_code = None if timed_out else api.exec_inspect(created["Id"]).get("ExitCode")
+        return ExecResult(exit_code, stdout, stderr, timed_out, (time.perf_counter() - started) * 1000)
+
+    def put_files(
+        self, folder: str, files: dict[str, bytes], *, as_root: bool = False, mode: int = 0o644
+    ) -> None:
+        """Write `files` (relative path → bytes) under `folder` (created), owned by whoever
+        extracts them: root with `as_root`, else the attempt's user."""
+        result = self.exec(
+            ["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1"', "put", folder],
+            stdin=_tar(files, mode),
+            user="0" if as_root else None,
+            workdir="/",
+        )
+        if not result.ok:
+            raise SandboxError(f"copying files into {folder} failed: {_tail(result.stderr)}")
+
+    def get_files(self, folder: str, *, timeout: float | None = None) -> dict[str, bytes]:
+        """Every regular file under `folder` (relative path → bytes); links and devices are left out."""
+        result = self.exec(["tar", "-c", "-f", "-", "-C", folder, "."], workdir="/", timeout=timeout)
+        if result.timed_out:
+            raise TimeoutError
+        if not result.ok:
+            raise SandboxError(f"reading {folder} failed: {_tail(result.stderr)}")
+        return untar(result.stdout)
+
+    def remove(self) -> None:
+        """Kill and remove the container and its mounts."""
+        try:
+            self.container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+
+
+class SandboxError(Exception):
+    """The sandbox did not do what Assay asked of it (copy in, copy out)."""
+
+
+def _read_frames(raw: socket.socket, deadline: float | None) -> tuple[bytes, bytes, bool]:
+    """Demultiplex the engine's framed stream (8-byte headers: stream id, length) until EOF or
+    the deadline."""
+    buffer = bytearray()
+    out: list[bytearray] = [bytearray(), bytearray(), bytearray()]
+    while True:
+        if deadline is not None:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return bytes(out[1]), bytes(out[2]), True
+            ready, _, _ = select.select([raw], [], [], left)
+            if not ready:
+                continue
+        chunk = raw.recv(_READ_CHUNK)
+        if not chunk:
+            return bytes(out[1]), bytes(out[2]), False
+        buffer += chunk
+        while len(buffer) >= 8:
+            stream, length = struct.unpack(">BxxxL", buffer[:8])
+            if len(buffer) < 8 + length:
+                break
+            target = out[stream] if stream in (1, 2) else out[0]
+            if len(target) < _OUTPUT_LIMIT:
+                target += buffer[8 : 8 + length]
+            del buffer[: 8 + length]
+
+
+def _tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        folders: set[str] = set()
+        for name, data in sorted(files.items()):
+            parts = Path(name).parts
+            for depth in range(1, len(parts)):
+                folder = "/".join(parts[:depth])
+                if folder not in folders:
+                    folders.add(folder)
+                    info = tarfile.TarInfo(folder)
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def untar(data: bytes) -> dict[str, bytes]:
+    """Regular files of a tar stream; absolute or climbing paths are never returned."""
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar:
+            name = member.name.removeprefix("./")
+            if not member.isfile() or not name or name.startswith("/") or ".." in Path(name).parts:
+                continue
+            handle = tar.extractfile(member)
+            files[name] = handle.read() if handle else b""
+    return files
+
+
+def _tail(data: bytes, limit: int = 500) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    """Every regular file under a host folder (relative path → bytes), symlinks left out."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }

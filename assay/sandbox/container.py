@@ -1,0 +1,544 @@
+"""The `container` target: one fresh, isolated container per item x trial.
+
+An attempt, always in this order (docs/sandbox.md):
+
+    provision   create and start the container; fixtures → /workspace, prompt → /assay
+    agent       the scripted command or the agent adapter, with its deadline
+    transcript  stdout and stderr saved to the store's artifacts, redacted — even after a
+                timeout or a failure
+    diff        the workspace against the fixtures it started from (redacted)
+    export      the workspace saved to the store's artifacts
+    scoring     the executor runs the scorers while the container lives; the eval's checks are
+                copied to /assay/checks only now, after the agent has finished
+    teardown    last; its failure is recorded on the item and never masks the result
+
+`begin()` runs provision → export and returns a `ContainerAttempt`; the executor scores it and
+calls `close()`. A timeout or a non-zero exit is a failed attempt (data, with its transcript);
+there is nothing to score then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import difflib
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from assay.accounting import Usage
+from assay.capture import Redactor
+from assay.dataset import Item
+from assay.errors import SpecError, TargetFailure
+from assay.outcomes import FailureKind
+from assay.sandbox._docker import (
+    CONTROL,
+    RUN_LABEL,
+    WORKSPACE,
+    ExecResult,
+    ImageFacts,
+    Limits,
+    Sandbox,
+    SandboxError,
+    client,
+    folder_files,
+    inspect_image,
+)
+from assay.spec import ContainerTarget
+from assay.store import Store
+from assay.targets._base import TargetResult
+from assay.targets._openai import render
+
+PROMPT_FILE = f"{CONTROL}/prompt.txt"
+CHECKS_DIR = f"{CONTROL}/checks"
+_ENV_FILE = "/tmp/.assay-env"
+# Reads the 0600 env file into the environment, deletes it, then runs the command: secrets never
+# appear in argv, in `docker inspect`, or in the agent's workspace.
+_WITH_SECRETS = (
+    f'if [ -f {_ENV_FILE} ]; then while IFS= read -r line; do export "$line"; done < {_ENV_FILE}; '
+    f'rm -f {_ENV_FILE}; fi; exec "$@"'
+)
+_STDERR_IN_ERROR = 2000
+
+
+class StageTimeout(Exception):
+    """A stage of the attempt ran past its deadline."""
+
+    def __init__(self, stage: str, seconds: float) -> None:
+        super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
+        self.stage = stage
+
+
+def prepare_container(
+    spec: ContainerTarget, items: list[Item], spec_dir: Path, stored: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Preflight, before any container starts; returns the run's target snapshot.
+
+    The image is resolved to its id once (a resumed run uses the stored id, so a tag moved since
+    does not change what runs); every problem — a missing image (Docker's own message), a missing
+    secret or fixture folder, an agent adapter's problems — is reported at once.
+
+    Raises:
+        SpecError: naming each problem's field.
+    """
+    problems = []
+    for name in spec.secrets:
+        if not os.environ.get(name):
+            problems.append(f"target.secrets: environment variable {name!r} is not set")
+    for field_name, template in (("fixtures", spec.fixtures), ("checks", spec.checks)):
+        if template is None:
+            continue
+        for item in items:
+            folder = _folder(template, item, spec_dir)
+            if folder is None or not folder.is_dir():
+                problems.append(
+                    f"target.{field_name}: item {item.item_index} (id {item.item_id!r}): "
+                    f"no folder {template!r} → {str(folder) if folder else 'unfillable template'}"
+                )
+                break
+    problems += _agent_problems(spec)
+    facts: ImageFacts | None = None
+    if stored is not None:
+        facts = ImageFacts(**stored["image"])
+    else:
+        try:
+            facts = inspect_image(client(), spec.image, spec.user)
+        except docker.errors.ImageNotFound as exc:
+            problems.append(f"target.image: {exc.explanation or exc}")
+        except docker.errors.DockerException as exc:
+            problems.append(f"target.image: the Docker engine did not answer: {exc}")
+        except ValueError as exc:
+            problems.append(f"target.user: {exc}")
+    if problems:
+        raise SpecError(problems)
+    assert facts is not None
+    return {"image": dataclasses.asdict(facts)}
+
+
+def _agent_problems(spec: ContainerTarget) -> list[str]:
+    if spec.agent is None:
+        return []
+    from assay.sandbox.agents import preflight
+
+    return [f"target.agent: {problem}" for problem in preflight(spec.agent, os.environ)]
+
+
+def _folder(template: str, item: Item, spec_dir: Path) -> Path | None:
+    try:
+        return (spec_dir / render(template, item)).resolve()
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class ContainerAttempt:
+    """One attempt after its agent stage: the result (or failure) and the live sandbox.
+
+    Args:
+        result: the completed attempt's result, or None.
+        failure: why it failed (a timeout, a non-zero exit, a sandbox problem), or None.
+        sample_context: `Sample` fields for the scorers (workspace folder, live sandbox).
+        scoring_deadline: seconds the scorers may take together.
+    """
+
+    result: TargetResult | None
+    failure: TargetFailure | None
+    sample_context: dict[str, Any] = field(default_factory=dict)
+    scoring_deadline: float | None = None
+    _close: Any = None
+    _before_scoring: Any = None
+
+    async def before_scoring(self) -> None:
+        """Copy the eval's checks in: only now, after the agent has finished."""
+        if self._before_scoring is not None:
+            await self._before_scoring()
+
+    async def close(self) -> str | None:
+        """Tear the sandbox down; returns why that failed, or None."""
+        return await self._close() if self._close is not None else None
+
+
+class LiveSandbox:
+    """What a scorer sees of the attempt's container (`Sample.sandbox`): `await exec(argv)`.
+
+    Args:
+        sandbox: the container.
+        run: how blocking calls are run off the event loop.
+    """
+
+    def __init__(self, sandbox: Sandbox, run: Any) -> None:
+        self._sandbox = sandbox
+        self._run = run
+
+    async def exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None = None,
+        workdir: str = WORKSPACE,
+        as_root: bool = False,
+    ) -> ExecResult:
+        """Run `argv` in the live container (as the attempt's user unless `as_root`)."""
+        return await self._run(
+            self._sandbox.exec, argv, timeout=timeout, workdir=workdir, user="0" if as_root else None
+        )
+
+    async def put_files(self, folder: str, files: dict[str, bytes]) -> None:
+        """Write files (relative path → bytes) under `folder`, as root."""
+        await self._run(self._sandbox.put_files, folder, files, as_root=True)
+
+
+class ContainerAgent:
+    """The `container` target.
+
+    Args:
+        spec: the target spec.
+        snapshot: the run's target snapshot (`prepare_container`).
+        concurrency: the run's concurrency (containers alive at once).
+        store: where artifacts go.
+        run_id: the run's id (every container carries it as the `assay.run_id` label).
+        spec_dir: the spec's folder (fixtures and checks are relative to it).
+        redact: patterns never stored (the spec's `redact:`).
+    """
+
+    instrumented = False
+
+    def __init__(
+        self,
+        spec: ContainerTarget,
+        *,
+        snapshot: dict[str, Any],
+        concurrency: int,
+        store: Store,
+        run_id: str,
+        spec_dir: Path,
+        redact: list[str] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.facts = ImageFacts(**snapshot["image"])
+        self.store = store
+        self.run_id = run_id
+        self.spec_dir = spec_dir
+        self.limits = Limits(**spec.limits.model_dump())
+        self.secret_values = {name: os.environ.get(name, "") for name in self._secret_names()}
+        self.redactor = Redactor([v for v in self.secret_values.values() if v], redact or [])
+        self._engine = client()
+        # Every blocking engine call of every live attempt needs a thread; the default pool
+        # (cores + 4) would queue attempts behind each other.
+        self._pool = ThreadPoolExecutor(max_workers=2 * concurrency + 4, thread_name_prefix="assay-sandbox")
+
+    def _secret_names(self) -> list[str]:
+        names = list(self.spec.secrets)
+        if self.spec.agent is not None:
+            from assay.sandbox.agents import secret_values
+
+            names += [n for n in secret_values(self.spec.agent, os.environ) if n not in names]
+        return names
+
+    async def _run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: function(*args, **kwargs))
+
+    async def __call__(self, item: Item, trial: int) -> TargetResult:
+        """Run an attempt without scorers (the executor uses `begin` to score it alive)."""
+        attempt = await self.begin(item, trial)
+        try:
+            if attempt.failure is not None:
+                raise attempt.failure
+            assert attempt.result is not None
+            return attempt.result
+        finally:
+            await attempt.close()
+
+    async def begin(self, item: Item, trial: int) -> ContainerAttempt:
+        """Provision, run, save the transcript, diff and export; the sandbox stays alive."""
+        deadlines = self.spec.deadlines
+        folder = self.store.artifacts_dir(self.run_id, item.item_id, trial)
+        shutil.rmtree(folder, ignore_errors=True)  # a killed earlier try of this attempt
+        folder.mkdir(parents=True)
+        kept: list[str] = []
+        facts: dict[str, Any] = {
+            "image": self.facts.tag,
+            "image_id": self.facts.image_id,
+            "user": self.facts.user,
+        }
+        timings: dict[str, float] = {}
+        facts["stage_ms"] = timings
+        egress = None
+        sandbox: Sandbox | None = None
+
+        async def teardown() -> str | None:
+            errors = []
+            started = time.perf_counter()
+            try:
+                if sandbox is not None:
+                    await asyncio.wait_for(self._run(sandbox.remove), deadlines.cleanup)
+                if egress is not None:
+                    self._save(folder, "egress-denials.json", json.dumps(egress.denials()), kept)
+                    await asyncio.wait_for(self._run(egress.teardown), deadlines.cleanup)
+            except TimeoutError:
+                errors.append(str(StageTimeout("cleanup", deadlines.cleanup)))
+            except Exception as exc:  # noqa: BLE001 - recorded on the item, never masks its result
+                errors.append(f"teardown failed: {type(exc).__name__}: {exc}")
+            timings["cleanup"] = _ms(started)
+            return "; ".join(errors) or None
+
+        def failed(message: str, kind: FailureKind) -> ContainerAttempt:
+            failure = TargetFailure(
+                self.redactor.text(message),
+                kind=kind,
+                provider=f"container:{self.facts.tag}",
+                artifacts=_relative(kept, folder, self.store.artifacts_root(self.run_id)),
+                sandbox=facts,
+            )
+            return ContainerAttempt(None, failure, _close=teardown)
+
+        prompt = render(self.spec.prompt, item)
+        # -- provision ------------------------------------------------------------------------
+        started = time.perf_counter()
+        try:
+            sandbox, egress, baseline = await self._deadline(
+                "provision", deadlines.provision, self._provision(item, trial, prompt)
+            )
+        except StageTimeout as exc:
+            return failed(str(exc), FailureKind.TIMEOUT)
+        except (SandboxError, docker.errors.DockerException) as exc:
+            return failed(f"provision failed: {exc}", FailureKind.EXCEPTION)
+        finally:
+            timings["provision"] = _ms(started)
+        # -- agent ------------------------------------------------------------------------------
+        started = time.perf_counter()
+        outcome = await self._run(
+            sandbox.exec,
+            ["sh", "-c", _WITH_SECRETS, "assay", *self._argv(prompt)],
+            timeout=deadlines.agent,
+            environment=self._environment(),
+        )
+        timings["agent"] = _ms(started)
+        facts["exit_code"] = outcome.exit_code
+        # -- transcript: always, whatever happened ----------------------------------------------
+        stdout = outcome.stdout.decode("utf-8", "replace")
+        stderr = outcome.stderr.decode("utf-8", "replace")
+        self._save(folder, "transcript.txt", self.redactor.text(stdout), kept)
+        self._save(folder, "stderr.txt", self.redactor.text(stderr), kept)
+        if outcome.timed_out:
+            return failed(
+                f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
+            )
+        if outcome.exit_code != 0:
+            tail = stderr.strip()[-_STDERR_IN_ERROR:]
+            return failed(
+                f"command exited {outcome.exit_code}: {tail or '(no stderr)'}", FailureKind.EXCEPTION
+            )
+        # -- diff and export, the container still alive --------------------------------------------
+        started = time.perf_counter()
+        try:
+            files = await self._deadline("export", deadlines.export, self._run(sandbox.get_files, WORKSPACE))
+        except StageTimeout as exc:
+            return failed(str(exc), FailureKind.TIMEOUT)
+        except SandboxError as exc:
+            return failed(f"export failed: {exc}", FailureKind.EXCEPTION)
+        self._save(folder, "diff.patch", self.redactor.text(workspace_diff(baseline, files)), kept)
+        workspace = folder / "workspace"
+        for name, data in files.items():
+            path = workspace / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(_redacted_bytes(data, self.redactor))
+        kept.append("workspace")
+        timings["export"] = _ms(started)
+        report = None
+        if self.spec.agent is not None:
+            from assay.sandbox.agents import parse_stream
+
+            report = parse_stream(self.spec.agent.parser_name, stdout)
+        try:
+            output = self._output(stdout, files, report)
+        except KeyError as exc:
+            return failed(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL)
+        result = TargetResult(
+            output=self.redactor.text(output) if isinstance(output, str) else output,
+            model=getattr(self.spec.agent, "model", None),
+            usage=_usage(report),
+            wire_ms=timings["agent"],
+            caller_cost=getattr(report, "cost_usd", None),
+            caller_metadata=_report_metadata(report),
+            artifacts=_relative(kept, folder, self.store.artifacts_root(self.run_id)),
+            sandbox=facts,
+            trajectory=getattr(report, "trajectory", None) or None,
+        )
+        live = LiveSandbox(sandbox, self._run)
+
+        async def before_scoring() -> None:
+            if self.spec.checks is None:
+                return
+            checks = folder_files(_folder(self.spec.checks, item, self.spec_dir))  # type: ignore[arg-type]
+            # Whatever the agent left at that path is gone first: only the eval's checks are trusted.
+            await live.exec(["rm", "-rf", CHECKS_DIR], as_root=True, workdir="/")
+            await live.put_files(CHECKS_DIR, checks or {".keep": b""})
+
+        return ContainerAttempt(
+            result,
+            None,
+            {"workspace": workspace, "sandbox": live},
+            deadlines.scoring,
+            _close=teardown,
+            _before_scoring=before_scoring,
+        )
+
+    async def _provision(self, item: Item, trial: int, prompt: str) -> tuple[Sandbox, Any, dict[str, bytes]]:
+        labels = {RUN_LABEL: self.run_id, "assay.item_id": item.item_id[:200], "assay.trial": str(trial)}
+        egress = None
+        if self.spec.egress:
+            from assay.sandbox.egress import start_egress
+
+            egress = await self._run(
+                start_egress,
+                self._engine,
+                self.run_id,
+                f"{item.item_index}-{trial}",
+                list(self.spec.egress),
+                self.spec.egress_proxy_image,
+                labels,
+            )
+        try:
+            sandbox = await self._run(
+                Sandbox.create,
+                self._engine,
+                self.facts,
+                labels=labels,
+                limits=self.limits,
+                network=egress.network if egress is not None else None,
+            )
+        except BaseException:
+            if egress is not None:
+                await self._run(egress.teardown)
+            raise
+        try:
+            baseline = (
+                folder_files(_folder(self.spec.fixtures, item, self.spec_dir)) if self.spec.fixtures else {}
+            )  # type: ignore[arg-type]
+            if baseline:
+                await self._run(sandbox.put_files, WORKSPACE, baseline)
+            await self._run(sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, as_root=True)
+            secrets = {k: v for k, v in self.secret_values.items() if v}
+            if egress is not None:
+                secrets.update(egress.proxy_env())
+            if secrets:
+                await self._run(sandbox.put_files, "/tmp", {".assay-env": env_file(secrets)}, mode=0o600)
+        except BaseException:
+            await self._run(sandbox.remove)
+            if egress is not None:
+                await self._run(egress.teardown)
+            raise
+        return sandbox, egress, baseline
+
+    async def _deadline(self, stage: str, seconds: float, work: Any) -> Any:
+        try:
+            return await asyncio.wait_for(work, seconds)
+        except TimeoutError:
+            raise StageTimeout(stage, seconds) from None
+
+    def _argv(self, prompt: str) -> list[str]:
+        if self.spec.agent is not None:
+            from assay.sandbox.agents import command_line
+
+            return command_line(self.spec.agent, prompt, PROMPT_FILE)
+        return [part.replace("{prompt}", prompt) for part in self.spec.command or []]
+
+    def _environment(self) -> dict[str, str]:
+        agent_env = dict(getattr(self.spec.agent, "env", None) or {})
+        return {**agent_env, **self.spec.env, "ASSAY_PROMPT_FILE": PROMPT_FILE, "HOME": "/tmp"}
+
+    def _output(self, stdout: str, files: dict[str, bytes], report: Any) -> Any:
+        if self.spec.output == "stdout":
+            return stdout.rstrip("\n")
+        if self.spec.output == "report":
+            if report is None or report.final_report is None:
+                raise KeyError("the agent's stream has no final report")
+            return report.final_report
+        name = self.spec.output.removeprefix("file:").lstrip("/").removeprefix("workspace/")
+        if name not in files:
+            raise KeyError(f"the attempt left no file {name!r} in /workspace")
+        return files[name].decode("utf-8", "replace")
+
+    @staticmethod
+    def _save(folder: Path, name: str, text: str, kept: list[str]) -> None:
+        (folder / name).write_text(text, encoding="utf-8")
+        kept.append(name)
+
+    async def aclose(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._engine.close()
+
+
+def env_file(values: dict[str, str]) -> bytes:
+    """The env file's bytes, `KEY=value` per line; a value with a newline cannot be passed."""
+    for name, value in values.items():
+        if "\n" in value or "\r" in value:
+            raise SpecError(f"target.secrets: {name}'s value holds a line break; it cannot be passed")
+    return "".join(f"{name}={value}\n" for name, value in values.items()).encode()
+
+
+def workspace_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
+    """A unified diff of two workspaces (relative path → bytes); binary files named only."""
+    chunks = []
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        try:
+            old_lines = old.decode().splitlines(keepends=True) if old is not None else []
+            new_lines = new.decode().splitlines(keepends=True) if new is not None else []
+        except UnicodeDecodeError:
+            chunks.append(f"Binary files a/{name} and b/{name} differ\n")
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                old_lines,
+                new_lines,
+                "/dev/null" if old is None else f"a/{name}",
+                "/dev/null" if new is None else f"b/{name}",
+            )
+        )
+        if chunks and not chunks[-1].endswith("\n"):
+            chunks[-1] += "\n\\ No newline at end of file\n"
+    return "".join(chunks)
+
+
+def _redacted_bytes(data: bytes, redactor: Redactor) -> bytes:
+    try:
+        return redactor.text(data.decode()).encode()
+    except UnicodeDecodeError:
+        return data
+
+
+def _relative(kept: list[str], folder: Path, root: Path) -> list[str]:
+    return [(folder / name).relative_to(root).as_posix() for name in kept]
+
+
+def _report_metadata(report: Any) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    keys = ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_tokens", "problems")
+    return {k: getattr(report, k) for k in keys if getattr(report, k, None) not in (None, [])}
+
+
+def _usage(report: Any) -> Usage | None:
+    if report is None or (report.input_tokens is None and report.output_tokens is None):
+        return None
+    return Usage(
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cached_tokens=report.cached_tokens,
+    )
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
