@@ -27,6 +27,7 @@ from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind
 from assay.plan import RunPlan, Shard
 from assay.targets import SandboxedTarget, Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
+from evaluators._base import RunContext, run_context
 
 _NO_SPEND = Accounting()
 _BATCH_ROWS = 500
@@ -65,6 +66,7 @@ class ShardExecutor:
 
     async def run_shard(self, shard: Shard) -> ShardReport:
         plan = self.plan
+        run_context.set(RunContext(plan.run_id, self._search_path))
         report = ShardReport(shard=shard.index)
         todo = []
         for position, trial in shard.work:

@@ -12,6 +12,7 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     token_f1      SQuAD-style token F1 against expected                   TokenF1
     user_code     a Python function named `module:function`               UserCode
     remote        an HTTP evaluator returning several named scores        Remote
+    code_exec     checks run in a sandbox (the attempt's, or a fresh one)  CodeExec
     llm_judge     a model grades the output against a rubric              LlmJudge
 """
 
@@ -23,6 +24,7 @@ from pydantic import Field
 
 from evaluators._base import Sample, Score, Scorer
 from evaluators._evaluate import ScoreRecord, evaluate
+from evaluators.code_exec import CodeExec
 from evaluators.deterministic import (
     ExactMatch,
     Includes,
@@ -37,7 +39,17 @@ from evaluators.remote import Remote
 from evaluators.user import UserCode
 
 ScorerSpec = Annotated[
-    ExactMatch | Includes | Regex | JsonValid | JsonSchema | Numeric | TokenF1 | UserCode | LlmJudge | Remote,
+    ExactMatch
+    | Includes
+    | Regex
+    | JsonValid
+    | JsonSchema
+    | Numeric
+    | TokenF1
+    | UserCode
+    | LlmJudge
+    | Remote
+    | CodeExec,
     Field(discriminator="kind"),
 ]
 
@@ -49,6 +61,7 @@ SCORER_KINDS: list[str] = sorted(SCORER_CLASSES)
 __all__ = [
     "SCORER_CLASSES",
     "SCORER_KINDS",
+    "CodeExec",
     "ExactMatch",
     "Includes",
     "JsonSchema",

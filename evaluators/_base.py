@@ -7,6 +7,7 @@ model *is* the scorer (`score()` does the work). `kind` discriminates the union 
 from __future__ import annotations
 
 import inspect
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,6 +38,23 @@ class Sample:
     trajectory: list[dict[str, Any]] | None = None
     workspace: Path | None = None
     sandbox: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """The run a scorer is scoring for, for scorers that make things of their own (a fresh
+    sandbox carries the run's id as a label; paths are relative to the spec's folder).
+
+    Args:
+        run_id: the run's id.
+        spec_dir: the spec's folder.
+    """
+
+    run_id: str = ""
+    spec_dir: str = "."
+
+
+run_context: ContextVar[RunContext] = ContextVar("assay_run_context", default=RunContext())  # noqa: B039 - frozen
 
 
 @dataclass(frozen=True, slots=True)
