@@ -118,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("run_id")
     report.add_argument("--baseline", help="a run of the same dataset to compare with")
     report.add_argument("--out", help="the HTML file (default: <store>/reports/<run_id>.html)")
+    clean = commands.add_parser(
+        "clean", parents=[common], help="remove the Docker containers and networks runs left behind"
+    )
+    clean.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="these runs' (default: with --all)")
+    clean.add_argument("--all", action="store_true", help="every run's")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
     show.add_argument("run_id")
     ui = commands.add_parser(
@@ -391,6 +396,28 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _clean(args: argparse.Namespace) -> int:
+    import docker.errors
+
+    from assay.sandbox.hygiene import clean
+
+    if bool(args.run_ids) == args.all:
+        print("error: name runs to clean, or --all (not both)", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        removed = [clean(None)] if args.all else [clean(run_id) for run_id in args.run_ids]
+    except docker.errors.DockerException as exc:
+        print(f"error: the Docker engine did not answer: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    containers = sum(r.containers for r in removed)
+    networks = sum(r.networks for r in removed)
+    if args.json:
+        print(json.dumps({"containers": containers, "networks": networks}))
+    elif not args.quiet:
+        print(f"removed {containers} containers and {networks} networks")
+    return EXIT_OK
+
+
 def _show(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.summary import summarise
@@ -448,6 +475,7 @@ _COMMANDS = {
     "requests": _requests,
     "ui": _ui,
     "report": _report,
+    "clean": _clean,
     "show": _show,
     "ls": _ls,
 }

@@ -18,7 +18,7 @@ from assay.lease import renewing
 from assay.plan import RunPlan, new_run_id, open_runs
 from assay.store import Store
 from assay.summary import close_run, mark_unavailable, matrix_summary
-from assay.targets import open_target
+from assay.targets import SandboxedTarget, open_target
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 
@@ -128,3 +128,8 @@ async def _execute(plan: RunPlan) -> None:
         )
     finally:
         await target.aclose()
+        if isinstance(target, SandboxedTarget):
+            # Whatever an attempt could not remove itself (a provision cut off by its deadline).
+            from assay.sandbox.hygiene import clean
+
+            await asyncio.to_thread(clean, plan.run_id)

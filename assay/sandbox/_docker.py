@@ -260,6 +260,9 @@ class Sandbox:
             self.container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: a removal already in progress
+                raise
 
 
 class SandboxError(Exception):

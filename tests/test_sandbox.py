@@ -1,0 +1,327 @@
+"""The `container` target against a real Docker engine: one fresh, isolated container per
+attempt, its transcript, diff and workspace in the store, scorers run while it lives, teardown
+last, and nothing left on the engine afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from assay.sandbox.container import workspace_diff
+from assay.sandbox.hygiene import leftovers
+from assay.store import Store
+from flows.run import run_eval
+from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
+from tests.sandbox_images import busybox_image, engine
+
+SECRET = "sk-sandbox-secret-7f3a9c"
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return busybox_image(engine())
+
+
+def _eval(
+    tmp_path: Path,
+    image: str,
+    command: str,
+    *,
+    rows: list[dict[str, Any]] | None = None,
+    scorers: list[dict[str, Any]] | None = None,
+    **target: Any,
+) -> Path:
+    write_jsonl(tmp_path / "data.jsonl", rows or [{"id": "a", "input": "six times seven", "expected": "42"}])
+    fixtures = tmp_path / "fixtures"
+    (fixtures / "src").mkdir(parents=True, exist_ok=True)
+    (fixtures / "readme.txt").write_text("the task\n")
+    (fixtures / "src" / "code.txt").write_text("line one\nline two\n")
+    checks = tmp_path / "checks"
+    checks.mkdir(exist_ok=True)
+    (checks / "test.sh").write_text("grep -qx 42 /workspace/answer.txt\n")
+    return write_spec(
+        tmp_path,
+        name="sandboxed",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={
+            "kind": "container",
+            "image": image,
+            "fixtures": "fixtures",
+            "checks": "checks",
+            "command": ["sh", "-c", command],
+            **target,
+        },
+        scorers=scorers or [{"kind": "includes", "value": "42"}],
+        fail_on_item_error_rate=1,
+    )
+
+
+def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    summary = asyncio.run(run_eval.fn(str(spec), str(store)))
+    run_id = summary["run_id"]
+    data = Store(store)
+    return summary, data.run_items(run_id).sort("item_id"), data.run_scores(run_id).sort("item_id", "scorer")
+
+
+def _artifact(store: Path, run_id: str, relative: str) -> Path:
+    return Store(store).artifacts_root(run_id) / relative
+
+
+def test_an_attempt_keeps_its_transcript_diff_and_workspace_and_is_isolated(
+    tmp_path: Path, image: str
+) -> None:
+    command = (
+        'echo "uid=$(id -u)"; grep CapEff /proc/self/status; ls /sys/class/net; '
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; "
+        "touch /rootfs-write 2>&1; "
+        "echo two >> src/code.txt; echo 42 > answer.txt; rm readme.txt; echo 42"
+    )
+    spec = _eval(tmp_path, image, command, limits={"memory": "256m", "pids": 64}, output="file:answer.txt")
+    summary, items, scores = _run(spec, tmp_path / "store")
+    run_id = summary["run_id"]
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    assert row["output"] == json.dumps("42\n")  # the file the attempt left, not its stdout
+    assert scores["score"].to_list() == [1.0]
+    transcript = _artifact(tmp_path / "store", run_id, "a/0/transcript.txt").read_text()
+    # Non-root user, no capabilities, no network but loopback, limits applied, read-only root.
+    assert "uid=1000" in transcript
+    assert "CapEff:\t0000000000000000" in transcript
+    assert transcript.split("CapEff:\t0000000000000000\n")[1].startswith("lo\n")
+    assert str(256 * 1024 * 1024) in transcript and "\n64\n" in transcript
+    assert "Read-only file system" in transcript
+    diff = _artifact(tmp_path / "store", run_id, "a/0/diff.patch").read_text()
+    assert "+++ b/answer.txt" in diff and "+42" in diff
+    assert "--- a/readme.txt" in diff and "+++ /dev/null" in diff
+    assert " line two\n+two" in diff
+    workspace = _artifact(tmp_path / "store", run_id, "a/0/workspace")
+    assert (workspace / "answer.txt").read_text() == "42\n"
+    assert not (workspace / "readme.txt").exists()
+    assert sorted(row["artifacts"]) == sorted(
+        ["a/0/transcript.txt", "a/0/stderr.txt", "a/0/diff.patch", "a/0/workspace"]
+    )
+    facts = json.loads(row["sandbox"])
+    assert facts["image_id"] == engine().images.get(image).id and facts["exit_code"] == 0
+    assert set(facts["stage_ms"]) >= {"provision", "agent", "export"}
+    assert row["teardown_error"] is None
+    snapshot = json.loads(Store(tmp_path / "store").read_run(run_id)["target_snapshot"])
+    assert snapshot["image"]["image_id"] == facts["image_id"]
+    assert leftovers(run_id) == []
+
+
+def test_secrets_go_through_the_env_file_and_are_redacted_everywhere(
+    tmp_path: Path, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_TOKEN", SECRET)
+    command = (
+        'echo "token=$SANDBOX_TOKEN"; echo "$SANDBOX_TOKEN" > leaked.txt; '
+        "tr '\\0' ' ' < /proc/1/cmdline; tr '\\0' ' ' < /proc/1/environ; ls -la /tmp; "
+        'echo "stderr $SANDBOX_TOKEN" >&2; echo 42'
+    )
+    spec = _eval(tmp_path, image, command, secrets=["SANDBOX_TOKEN"])
+    summary, items, _ = _run(spec, tmp_path / "store")
+    assert items["outcome"].to_list() == ["completed"]
+    transcript = _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    # The command saw the value (it was redacted on the way into the store), the container's own
+    # environment and argv never held it, and the env file was gone before the command ran.
+    assert "token=[REDACTED]" in transcript
+    assert ".assay-env" not in transcript
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert SECRET.encode() not in stored
+    assert (
+        b"[REDACTED]"
+        in (_artifact(tmp_path / "store", summary["run_id"], "a/0/workspace/leaked.txt")).read_bytes()
+    )
+
+
+def test_a_timeout_is_an_incomplete_attempt_that_keeps_its_transcript(tmp_path: Path, image: str) -> None:
+    spec = _eval(tmp_path, image, "echo started; sleep 30", deadlines={"agent": 1})
+    started = time.monotonic()
+    summary, items, scores = _run(spec, tmp_path / "store")
+    assert time.monotonic() - started < 20
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "failed" and row["failure_kind"] == "timeout"
+    assert "incomplete attempt" in row["error"]
+    assert "agent stage exceeded its deadline of 1s (target.deadlines.agent)" in row["error"]
+    assert "started" in _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    assert scores.is_empty()
+    assert leftovers(summary["run_id"]) == []
+
+
+def test_a_non_zero_exit_fails_with_its_code_and_redacted_stderr(
+    tmp_path: Path, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_TOKEN", SECRET)
+    spec = _eval(
+        tmp_path, image, 'echo working; echo "bad $SANDBOX_TOKEN" >&2; exit 7', secrets=["SANDBOX_TOKEN"]
+    )
+    summary, items, _ = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "failed"
+    assert row["error"] == "command exited 7: bad [REDACTED]"
+    assert json.loads(row["sandbox"])["exit_code"] == 7
+    assert "working" in _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    assert sorted(row["artifacts"]) == ["a/0/stderr.txt", "a/0/transcript.txt"]
+
+
+@pytest.mark.parametrize("user", [None, "root"])
+def test_an_agent_cannot_grade_itself(tmp_path: Path, image: str, user: str | None) -> None:
+    """The agent looks for the checks (not there yet), plants a passing check where they will
+    go, writes a reward file and a score file — and answers wrong. It gets no credit."""
+    command = (
+        "cat /assay/checks/test.sh 2>&1 || echo NO-CHECKS-VISIBLE; "
+        "mkdir -p /assay/checks 2>&1 && echo 'exit 0' > /assay/checks/test.sh; "
+        "echo 1.0 > reward.txt; echo '{\"score\": 1}' > score.json; echo 41 > answer.txt; echo 41"
+    )
+    spec = _eval(
+        tmp_path,
+        image,
+        command,
+        scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh"]}],
+        **({"user": user} if user else {}),
+    )
+    summary, items, scores = _run(spec, tmp_path / "store")
+    assert items["outcome"].to_list() == ["completed"]
+    transcript = _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    assert "NO-CHECKS-VISIBLE" in transcript
+    (score,) = scores.to_dicts()
+    assert score["outcome"] == "scored" and score["score"] == 0.0
+    assert json.loads(score["metadata"])["checks"][0]["exit_code"] != 0
+
+
+def test_the_same_checks_pass_an_honest_agent_while_its_container_lives(tmp_path: Path, image: str) -> None:
+    spec = _eval(
+        tmp_path,
+        image,
+        "echo 42 > answer.txt; echo 42",
+        scorers=[
+            {"kind": "code_exec", "checks": ["sh /assay/checks/test.sh", "test -f src/code.txt", "false"]},
+            {"kind": "code_exec", "name": "all_or_nothing", "pass_fail": True, "checks": ["true", "false"]},
+        ],
+    )
+    _, _, scores = _run(spec, tmp_path / "store")
+    by_name = {r["scorer"]: r for r in scores.to_dicts()}
+    assert by_name["code_exec"]["score"] == pytest.approx(2 / 3)
+    assert by_name["code_exec"]["explanation"] == "2/3 checks passed"
+    assert by_name["all_or_nothing"]["score"] == 0.0
+
+
+def test_stage_deadlines_name_their_stage_and_never_leave_containers(tmp_path: Path, image: str) -> None:
+    spec = _eval(
+        tmp_path,
+        image,
+        "echo 42 > answer.txt; echo 42",
+        scorers=[{"kind": "code_exec", "checks": ["sleep 20"]}, {"kind": "includes", "value": "42"}],
+        deadlines={"scoring": 1, "cleanup": 0.001},
+    )
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    # The result stands; the teardown's failure is recorded beside it.
+    assert row["outcome"] == "completed"
+    assert row["teardown_error"] == "cleanup stage exceeded its deadline of 0.001s (target.deadlines.cleanup)"
+    for score in scores.to_dicts():
+        assert score["outcome"] == "failed"
+        assert score["error"] == "scoring stage exceeded its deadline of 1s (target.deadlines.scoring)"
+    assert leftovers(summary["run_id"]) == []  # the run's end removes what the attempt could not
+
+    spec = _eval(tmp_path, image, "echo 42", deadlines={"provision": 0.001})
+    summary, items, _ = _run(spec, tmp_path / "store2")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "failed" and row["failure_kind"] == "timeout"
+    assert row["error"] == "provision stage exceeded its deadline of 0.001s (target.deadlines.provision)"
+    assert leftovers(summary["run_id"]) == []
+
+
+def test_code_exec_in_a_fresh_sandbox_checks_generated_code(tmp_path: Path, image: str) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "check.sh").write_text('[ "$(sh solution.sh)" = "$1" ]\n')
+    write_jsonl(tmp_path / "data.jsonl", [{"id": "ok", "input": "echo 4"}, {"id": "bad", "input": "echo 5"}])
+    (tmp_path / "gen.py").write_text("def generate(text):\n    return text\n")
+    spec = write_spec(
+        tmp_path,
+        name="fresh",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={"kind": "python", "function": "gen:generate"},
+        scorers=[
+            {
+                "kind": "code_exec",
+                "where": "fresh",
+                "image": image,
+                "files": "tests",
+                "output_file": "solution.sh",
+                "checks": ["sh check.sh 4", "test -f check.sh"],
+            },
+            {
+                "kind": "code_exec",
+                "name": "hangs",
+                "where": "fresh",
+                "image": image,
+                "timeout": 0.5,
+                "checks": ["sleep 10"],
+            },
+        ],
+        fail_on_item_error_rate=1,
+    )
+    summary, _, scores = _run(spec, tmp_path / "store")
+    by_key = {(r["item_id"], r["scorer"]): r for r in scores.to_dicts()}
+    assert by_key[("ok", "code_exec")]["score"] == 1.0
+    assert by_key[("bad", "code_exec")]["score"] == 0.5
+    hang = by_key[("ok", "hangs")]
+    assert hang["outcome"] == "failed" and "ran past 0.5s" in hang["error"]
+    assert json.loads(hang["metadata"])["checks"][0]["timed_out"] is True
+    assert leftovers(summary["run_id"]) == []
+
+
+def test_preflight_refuses_a_missing_image_and_secret_before_anything_starts(tmp_path: Path) -> None:
+    spec = _eval(tmp_path, "assay-test/no-such-image:1", "true", secrets=["ASSAY_UNSET_SECRET"])
+    result = run_assay("run", str(spec), "--store", str(tmp_path / "store"))
+    assert result.returncode == 2, result.stderr
+    assert "target.image:" in result.stderr and "no-such-image" in result.stderr
+    assert "target.secrets: environment variable 'ASSAY_UNSET_SECRET' is not set" in result.stderr
+    assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_a_killed_run_leaves_containers_that_assay_clean_removes(tmp_path: Path, image: str) -> None:
+    rows = [{"id": f"i{n}", "input": "x"} for n in range(3)]
+    spec = _eval(tmp_path, image, "sleep 60", rows=rows)
+    spec.write_text(spec.read_text() + "concurrency: 3\n")
+    store = tmp_path / "store"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        run_id = None
+        while time.monotonic() < deadline:
+            if (store / "runs").exists():
+                run_id = only_run_id(store)
+                if len([x for x in leftovers(run_id) if x.startswith("container")]) == 3:
+                    break
+            time.sleep(0.2)
+        assert run_id is not None
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert len(leftovers(run_id)) == 3
+    result = run_assay("clean", run_id, "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    assert "removed 3 containers" in result.stdout
+    assert leftovers(run_id) == []
+
+
+def test_workspace_diff_names_binary_files_and_missing_newlines() -> None:
+    diff = workspace_diff({"a.bin": b"\xff\x00", "t.txt": b"x"}, {"a.bin": b"\xfe", "t.txt": b"y"})
+    assert "Binary files a/a.bin and b/a.bin differ" in diff
+    assert "-x\n\\ No newline at end of file\n" in diff or "+y\n\\ No newline at end of file\n" in diff
