@@ -90,7 +90,7 @@ ITEMS = _schema(
     (
         "artifacts",
         pa.list_(pa.string()),
-        "files kept for the attempt (transcript, diff, workspace, agent files), relative to the run's artifacts folder",
+        "files kept for the attempt (transcript, diff, workspace, agent files), relative to `<store>/artifacts/`",
     ),
     (
         "sandbox",

@@ -222,7 +222,10 @@ class RescoreExecutor(ShardExecutor):
         if source["outcome"] != ItemOutcome.COMPLETED:
             return Finished(row, [], [])
         output = json.loads(source["output"]) if source["output"] is not None else None
-        score_rows, judging, scopes = await self._score(item, trial, output)
+        # File-reading scorers see the source attempt's exported workspace, if it kept one.
+        kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
+        context = {"workspace": self.plan.store.artifacts_root / kept[0]} if kept else {}
+        score_rows, judging, scopes = await self._score(item, trial, output, **context)
         # The source's operation ids stay as they were (its records are carried forward).
         operation_ids = list(source["operation_ids"] or []) + [
             i for scope in scopes for i in scope.operation_ids

@@ -101,13 +101,15 @@ class Store:
         shutil.rmtree(self.root / ".trash", ignore_errors=True)
 
     def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
-        """The folder of one attempt's kept files (not created). Item ids are quoted into one safe
-        path segment; paths in `items.artifacts` are relative to the run's artifacts partition."""
+        """The folder of one attempt's kept files (not created); item ids are quoted into one
+        safe path segment."""
         return self._partition("artifacts", run_id) / quote(item_id, safe="") / str(trial)
 
-    def artifacts_root(self, run_id: str) -> Path:
-        """The run's artifacts partition: `items.artifacts` paths are relative to it."""
-        return self._partition("artifacts", run_id)
+    @property
+    def artifacts_root(self) -> Path:
+        """`<root>/artifacts`: the paths in `items.artifacts` are relative to it (they start with
+        the run's partition, so a rescore's rows still point at its source's files)."""
+        return self.root / "artifacts"
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch)."""

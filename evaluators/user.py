@@ -15,7 +15,7 @@ from evaluators._base import Sample, Score, Scorer
 from evaluators._imports import add_search_path, import_callable
 
 # The Sample fields a user function may ask for, by parameter name.
-_ARGUMENTS = ("output", "input", "expected", "annotations", "fields")
+_ARGUMENTS = ("output", "input", "expected", "annotations", "fields", "trajectory", "workspace", "sandbox")
 _REF = re.compile(r"^[\w.]+:[\w.]+$")
 _DICT_KEYS = {"score", "explanation", "metadata"}
 

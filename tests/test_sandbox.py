@@ -74,7 +74,7 @@ def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.Data
 
 
 def _artifact(store: Path, run_id: str, relative: str) -> Path:
-    return Store(store).artifacts_root(run_id) / relative
+    return Store(store).artifacts_dir(run_id, "a", 0).parent.parent / relative
 
 
 def test_an_attempt_keeps_its_transcript_diff_and_workspace_and_is_isolated(
@@ -108,8 +108,9 @@ def test_an_attempt_keeps_its_transcript_diff_and_workspace_and_is_isolated(
     assert (workspace / "answer.txt").read_text() == "42\n"
     assert not (workspace / "readme.txt").exists()
     assert sorted(row["artifacts"]) == sorted(
-        ["a/0/transcript.txt", "a/0/stderr.txt", "a/0/diff.patch", "a/0/workspace"]
+        f"run_id={run_id}/a/0/{name}" for name in ("transcript.txt", "stderr.txt", "diff.patch", "workspace")
     )
+    assert all((Store(tmp_path / "store").artifacts_root / path).exists() for path in row["artifacts"])
     facts = json.loads(row["sandbox"])
     assert facts["image_id"] == engine().images.get(image).id and facts["exit_code"] == 0
     assert set(facts["stage_ms"]) >= {"provision", "agent", "export"}
@@ -171,7 +172,9 @@ def test_a_non_zero_exit_fails_with_its_code_and_redacted_stderr(
     assert row["error"] == "command exited 7: bad [REDACTED]"
     assert json.loads(row["sandbox"])["exit_code"] == 7
     assert "working" in _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
-    assert sorted(row["artifacts"]) == ["a/0/stderr.txt", "a/0/transcript.txt"]
+    assert sorted(row["artifacts"]) == [
+        f"run_id={summary['run_id']}/a/0/{n}" for n in ("stderr.txt", "transcript.txt")
+    ]
 
 
 @pytest.mark.parametrize("user", [None, "root"])
@@ -325,3 +328,63 @@ def test_workspace_diff_names_binary_files_and_missing_newlines() -> None:
     diff = workspace_diff({"a.bin": b"\xff\x00", "t.txt": b"x"}, {"a.bin": b"\xfe", "t.txt": b"y"})
     assert "Binary files a/a.bin and b/a.bin differ" in diff
     assert "-x\n\\ No newline at end of file\n" in diff or "+y\n\\ No newline at end of file\n" in diff
+
+
+def test_containers_alive_at_once_follow_concurrency(tmp_path: Path, image: str) -> None:
+    rows = [{"id": f"i{n}", "input": "x"} for n in range(4)]
+    spec = _eval(tmp_path, image, "sleep 1; echo 42", rows=rows)
+    spec.write_text(spec.read_text() + "concurrency: 2\n")
+    _, items, _ = _run(spec, tmp_path / "store")
+    spans = [
+        (start.timestamp(), start.timestamp() + ms / 1000)
+        for start, ms in zip(items["started_at"].to_list(), items["duration_ms"].to_list(), strict=True)
+    ]
+    most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert most == 2
+
+
+def test_a_rescore_reads_the_exported_workspace_without_any_container(tmp_path: Path, image: str) -> None:
+    (tmp_path / "graders.py").write_text(
+        "def answer_file(workspace, sandbox):\n"
+        "    assert sandbox is None\n"
+        "    return (workspace / 'answer.txt').read_text().strip() == '42'\n"
+    )
+    spec = _eval(tmp_path, image, "echo 42 > answer.txt; echo 42")
+    summary, _, _ = _run(spec, tmp_path / "store")
+    (tmp_path / "rescore.yaml").write_text(
+        "scorers:\n  - {kind: user_code, function: 'graders:answer_file'}\n"
+    )
+    result = run_assay(
+        "rescore",
+        summary["run_id"],
+        "--store",
+        str(tmp_path / "store"),
+        "--json",
+        "--spec",
+        str(tmp_path / "rescore.yaml"),
+    )
+    assert result.returncode == 0, result.stderr
+    rescored = json.loads(result.stdout)
+    scores = Store(tmp_path / "store").run_scores(rescored["run_id"])
+    assert scores["score"].to_list() == [1.0], scores["error"].to_list()
+    assert leftovers(rescored["run_id"]) == []
+
+
+def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: str) -> None:
+    from assay.dataset import Item
+    from assay.sandbox.container import prepare_container
+    from assay.spec import ContainerTarget
+
+    target = ContainerTarget(kind="container", image="assay-test/moving:latest", command=["true"])
+    stored = {
+        "image": {
+            "tag": target.image,
+            "image_id": "sha256:" + "1" * 64,
+            "user": "agent",
+            "uid": 1000,
+            "gid": 1000,
+        }
+    }
+    item = Item(item_id="a", item_index=0, input="x", expected=None)
+    # No such tag on the engine at all: the stored id is used, the engine is not asked.
+    assert prepare_container(target, [item], tmp_path, stored) == stored

@@ -295,7 +295,7 @@ class ContainerAgent:
                 self.redactor.text(message),
                 kind=kind,
                 provider=f"container:{self.facts.tag}",
-                artifacts=_relative(kept, folder, self.store.artifacts_root(self.run_id)),
+                artifacts=_relative(kept, folder, self.store.artifacts_root),
                 sandbox=facts,
             )
             return ContainerAttempt(None, failure, _close=teardown)
@@ -369,7 +369,7 @@ class ContainerAgent:
             wire_ms=timings["agent"],
             caller_cost=getattr(report, "cost_usd", None),
             caller_metadata=_report_metadata(report),
-            artifacts=_relative(kept, folder, self.store.artifacts_root(self.run_id)),
+            artifacts=_relative(kept, folder, self.store.artifacts_root),
             sandbox=facts,
             trajectory=getattr(report, "trajectory", None) or None,
         )
