@@ -479,8 +479,10 @@ class _Stream:
             else:
                 bad.append(number)
         if bad:
-            count = "1 line was" if len(bad) == 1 else f"{len(bad)} lines were"
-            self.problems.append(f"{count} not JSON objects (first: line {bad[0]})")
+            what = (
+                "1 line was not a JSON object" if len(bad) == 1 else f"{len(bad)} lines were not JSON objects"
+            )
+            self.problems.append(f"{what} (first: line {bad[0]})")
             last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
             if bad[-1] == last and not stdout.endswith("\n"):
                 self.problems.append(f"the last line ({last}) is cut off: the stream ended mid-line")
@@ -752,7 +754,8 @@ def _parse_codex(stdout: str) -> AgentReport:
         )
     unfinished = started - completed
     if unfinished:
-        stream.problems.append(f"{len(unfinished)} items started but never completed")
+        items = "1 item" if len(unfinished) == 1 else f"{len(unfinished)} items"
+        stream.problems.append(f"{items} started but never completed")
     if not ended:
         stream.problems.append("the stream has no `turn.completed` event: the agent did not finish")
     return AgentReport(
