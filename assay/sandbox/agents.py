@@ -271,12 +271,14 @@ def preflight(spec: AgentSpec, environ: Mapping[str, str]) -> list[str]:
     needs_model = (adapter is not None and adapter.needs_model) or "model" in used
     if spec.model is None:
         if needs_model:
-            why = (
-                f"the {spec.adapter} adapter"
-                if adapter and adapter.needs_model
-                else "agent.command uses {model}"
-            )
-            problems.append(f"agent.model is required: {why} needs an exact, dated model version")
+            if adapter is not None and adapter.needs_model:
+                problems.append(
+                    f"agent.model is required by the {spec.adapter} adapter: name an exact, dated model version"
+                )
+            else:
+                problems.append(
+                    "agent.model is required: agent.command uses {model}; name an exact model version"
+                )
     else:
         reason = model_pin_problem(spec.model)
         if reason:
