@@ -4,10 +4,10 @@ needs from the host, and how its output stream becomes a report.
 Pure functions over a spec, a prompt and a stream: nothing here runs Docker or Prefect, so every
 rule is unit-tested against recorded streams (tests/data/agent_streams/).
 
-    adapter       default command line                                      provider key
-    cli           `command` (a template; required)                          none
+    adapter       default command line                                        provider key
+    cli           `command` (a template; required)                            none
     claude-code   claude -p --output-format stream-json --verbose --model M   ANTHROPIC_API_KEY
-    codex         codex exec --json --model M                               OPENAI_API_KEY
+    codex         codex exec --json --model M                                 OPENAI_API_KEY
 
 A container target uses them in this order:
 
