@@ -318,10 +318,10 @@ def test_unknown_parser_is_refused() -> None:
 
 
 def test_default_parser_per_adapter() -> None:
-    assert AgentSpec(adapter="cli", command=["x"]).stream_parser == "text"
-    assert AgentSpec(adapter="claude-code").stream_parser == "claude-code"
-    assert AgentSpec(adapter="codex").stream_parser == "codex"
-    assert AgentSpec(adapter="cli", command=["x"], parser="jsonl").stream_parser == "jsonl"
+    assert AgentSpec(adapter="cli", command=["x"]).parser_name == "text"
+    assert AgentSpec(adapter="claude-code").parser_name == "claude-code"
+    assert AgentSpec(adapter="codex").parser_name == "codex"
+    assert AgentSpec(adapter="cli", command=["x"], parser="jsonl").parser_name == "jsonl"
 
 
 # -- the command line --------------------------------------------------------------------------

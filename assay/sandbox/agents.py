@@ -11,11 +11,11 @@ rule is unit-tested against recorded streams (tests/data/agent_streams/).
 
 A container target uses them in this order:
 
-    preflight(spec, environ)              every problem at once, before any container starts
-    secret_values(spec, environ)          the provider keys and `secrets`, read from the host
-    write_env_file(values, folder)        a 0600 file for `docker run --env-file`: never argv
-    command_line(spec, prompt, file)      the argv run inside the container
-    parse_stream(spec.stream_parser, out) final report, tokens, cost, turns, tool calls, steps
+    preflight(spec, environ)             every problem at once, before any container starts
+    secret_values(spec, environ)         the provider keys and `secrets`, read from the host
+    write_env_file(values, folder)       a 0600 file for `docker run --env-file`: never argv
+    command_line(spec, prompt, file)     the argv run inside the container
+    parse_stream(spec.parser_name, out)  final report, tokens, cost, turns, tool calls, steps
 
 Redacting secrets from the stored transcript is `assay.capture.Redactor`'s job, fed with the
 values `secret_values` returned. See docs/agent-adapters.md.
@@ -138,7 +138,7 @@ class AgentSpec(BaseModel):
         return value
 
     @property
-    def stream_parser(self) -> ParserName:
+    def parser_name(self) -> ParserName:
         """`parser`, else the adapter's default (`text` for `cli` and unknown adapters)."""
         if self.parser is not None:
             return self.parser
@@ -447,7 +447,7 @@ def parse_stream(parser: ParserName, stdout: str) -> AgentReport:
     it would have given stay None.
 
     Args:
-        parser: `claude-code`, `codex`, `jsonl` or `text` (`AgentSpec.stream_parser`).
+        parser: `claude-code`, `codex`, `jsonl` or `text` (`AgentSpec.parser_name`).
         stdout: everything the agent wrote to stdout.
 
     Raises:
