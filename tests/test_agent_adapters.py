@@ -505,7 +505,7 @@ def test_preflight_missing_provider_key_names_it_and_never_a_value() -> None:
 
     assert problems == [
         (
-            "the claude-code adapter needs the provider key variable ANTHROPIC_API_KEY, "
+            "agent.adapter claude-code needs the provider key variable ANTHROPIC_API_KEY, "
             "which is not set (or empty) in the host environment"
         )
     ]

@@ -245,7 +245,8 @@ def preflight(spec: AgentSpec, environ: Mapping[str, str]) -> list[str]:
         environ: the host environment the secrets are read from (`os.environ`).
 
     Returns:
-        One sentence per problem, naming the field. Secret values never appear, only names.
+        One sentence per problem, each starting with the field (`agent.model …`), so a caller
+        can prefix where the agent sits (`target.`). Secret values never appear, only names.
     """
     problems: list[str] = []
     adapter = ADAPTERS.get(spec.adapter)
@@ -288,7 +289,7 @@ def preflight(spec: AgentSpec, environ: Mapping[str, str]) -> list[str]:
     missing_keys = [name for name in keys if not environ.get(name)]
     if missing_keys:
         problems.append(
-            f"the {spec.adapter} adapter needs the provider key variable {', '.join(missing_keys)}, "
+            f"agent.adapter {spec.adapter} needs the provider key variable {', '.join(missing_keys)}, "
             "which is not set (or empty) in the host environment"
         )
     missing = [name for name in spec.secrets if name not in keys and not environ.get(name)]
