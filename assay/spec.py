@@ -19,6 +19,7 @@ from assay.accounting import Price, parse_budget
 from assay.capture import CaptureSettings
 from assay.errors import SpecError
 from assay.response_cache import check_cache
+from assay.sandbox.agents import AgentSpec
 from evaluators import SCORER_KINDS, ScorerSpec
 
 
@@ -213,7 +214,7 @@ class ContainerTarget(_Strict):
     kind: Literal["container"]
     image: str = Field(min_length=1)
     command: list[str] | None = Field(default=None, min_length=1)
-    agent: Any = None
+    agent: AgentSpec | None = None
     prompt: str = "{input}"
     output: str = Field(default="stdout", pattern=r"^(stdout|report|file:.+)$")
     fixtures: str | None = None

@@ -6,6 +6,7 @@ a non-root user `agent` (uid 1000). Built once per engine (the tag is reused whe
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shutil
 import subprocess
@@ -33,15 +34,22 @@ def engine() -> docker.DockerClient:
             time.sleep(0.5)
 
 
-def _add(tar: tarfile.TarFile, name: str, *, data: bytes | None = None, mode: int = 0o755,
-         kind: bytes = tarfile.REGTYPE, link: str = "") -> None:
+def _add(
+    tar: tarfile.TarFile,
+    name: str,
+    *,
+    data: bytes | None = None,
+    mode: int = 0o755,
+    kind: bytes = tarfile.REGTYPE,
+    link: str = "",
+) -> None:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname = kind, mode, link
     info.size = len(data) if data is not None else 0
     tar.addfile(info, io.BytesIO(data) if data is not None else None)
 
 
-def _busybox_rootfs() -> bytes:
+def _busybox_rootfs(extra: dict[str, tuple[bytes, int]] | None = None) -> bytes:
     binary = open(shutil.which("busybox") or _BUSYBOX, "rb").read()  # noqa: SIM115
     applets = subprocess.run([_BUSYBOX, "--list"], capture_output=True, text=True, check=True).stdout.split()
     buffer = io.BytesIO()
@@ -52,21 +60,52 @@ def _busybox_rootfs() -> bytes:
         for applet in applets:
             if applet != "busybox":
                 _add(tar, f"bin/{applet}", kind=tarfile.SYMTYPE, link="busybox", mode=0o777)
-        _add(tar, "etc/passwd", mode=0o644,
-             data=b"root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\n")
+        _add(
+            tar,
+            "etc/passwd",
+            mode=0o644,
+            data=b"root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\n",
+        )
         _add(tar, "etc/group", mode=0o644, data=b"root:x:0:\nagent:x:1000:\n")
+        for name, (data, mode) in (extra or {}).items():
+            _add(tar, name, data=data, mode=mode)
     return buffer.getvalue()
 
 
 def busybox_image(client: docker.DockerClient | None = None) -> str:
     """The busybox test image's tag, built on first use."""
+    return busybox_with("", {}, client, tag=BUSYBOX_TAG)
+
+
+def busybox_with(
+    name: str,
+    files: dict[str, tuple[bytes, int]],
+    client: docker.DockerClient | None = None,
+    *,
+    tag: str = "",
+) -> str:
+    """The busybox image plus `files` (path in the image → (bytes, mode)), tagged
+    `assay-test/<name>:<digest of the files>` so a changed file makes a new image."""
     client = client or engine()
+    if not tag:
+        digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:12]
+        tag = f"assay-test/{name}:{digest}"
     try:
-        client.images.get(BUSYBOX_TAG)
+        client.images.get(tag)
     except docker.errors.ImageNotFound:
-        rootfs = _busybox_rootfs()
         subprocess.run(
-            ["docker", "import", "--change", "ENV PATH=/bin", "--change", "WORKDIR /workspace", "-", BUSYBOX_TAG],
-            input=rootfs, check=True, capture_output=True,
+            [
+                "docker",
+                "import",
+                "--change",
+                "ENV PATH=/usr/local/bin:/bin",
+                "--change",
+                "WORKDIR /workspace",
+                "-",
+                tag,
+            ],
+            input=_busybox_rootfs(files),
+            check=True,
+            capture_output=True,
         )
-    return BUSYBOX_TAG
+    return tag

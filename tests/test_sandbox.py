@@ -22,7 +22,7 @@ from assay.sandbox.hygiene import leftovers
 from assay.store import Store
 from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
-from tests.sandbox_images import busybox_image, engine
+from tests.sandbox_images import busybox_image, busybox_with, engine
 
 SECRET = "sk-sandbox-secret-7f3a9c"
 
@@ -388,3 +388,73 @@ def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: 
     item = Item(item_id="a", item_index=0, input="x", expected=None)
     # No such tag on the engine at all: the stored id is used, the engine is not asked.
     assert prepare_container(target, [item], tmp_path, stored) == stored
+
+
+_FAKE_CLAUDE = b"""#!/bin/sh
+# A stand-in for Claude Code (the real CLI cannot run offline): needs its key, leaves work in the
+# workspace, and replays a recorded stream-json transcript.
+[ -n "$ANTHROPIC_API_KEY" ] || { echo "no ANTHROPIC_API_KEY" >&2; exit 9; }
+echo "$*" > argv.txt
+echo "using $ANTHROPIC_API_KEY" >&2
+echo 42 > answer.txt
+cat /opt/recorded/stream.jsonl
+"""
+
+
+def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = (Path(__file__).parent / "data" / "agent_streams" / "claude_success.jsonl").read_bytes()
+    image = busybox_with(
+        "fake-claude",
+        {"usr/local/bin/claude": (_FAKE_CLAUDE, 0o755), "opt/recorded/stream.jsonl": (stream, 0o644)},
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    (tmp_path / "graders.py").write_text(
+        "def steps(trajectory):\n    return {'score': 1.0, 'metadata': {'steps': len(trajectory or [])}}\n"
+    )
+    spec = _eval(
+        tmp_path,
+        image,
+        "unused",
+        scorers=[
+            {"kind": "user_code", "function": "graders:steps"},
+            {"kind": "code_exec", "checks": ["sh /assay/checks/test.sh"]},
+        ],
+        output="report",
+    )
+    text = spec.read_text().replace(
+        "  command:\n  - sh\n  - -c\n  - unused\n",
+        "  agent: {adapter: claude-code, model: claude-sonnet-4-20250514}\n",
+    )
+    spec.write_text(text)
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    assert json.loads(row["output"]).startswith("Fixed the off-by-one")
+    assert row["model"] == "claude-sonnet-4-20250514"
+    assert row["caller_cost_usd"] == pytest.approx(0.0712345)
+    assert (row["tokens_input"], row["tokens_output"], row["tokens_cached"]) == (49409, 612, 41250)
+    assert row["cost_completeness"] != "complete"  # Assay did not measure the agent's calls itself
+    by_name = {r["scorer"]: r for r in scores.to_dicts()}
+    assert json.loads(by_name["user_code"]["metadata"]) == {"steps": 8}
+    assert by_name["code_exec"]["score"] == 1.0
+    argv = _artifact(tmp_path / "store", summary["run_id"], "a/0/workspace/argv.txt").read_text()
+    assert "--output-format stream-json" in argv and "claude-sonnet-4-20250514" in argv
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert SECRET.encode() not in stored and b"using [REDACTED]" in stored
+
+
+def test_agent_preflight_refuses_moving_models_and_missing_keys(tmp_path: Path, image: str) -> None:
+    spec = _eval(tmp_path, image, "unused")
+    spec.write_text(
+        spec.read_text().replace(
+            "  command:\n  - sh\n  - -c\n  - unused\n", "  agent: {adapter: claude-code, model: sonnet}\n"
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    result = run_assay("run", str(spec), "--store", str(tmp_path / "store"), env=env)
+    assert result.returncode == 2, result.stderr
+    assert "target.agent.model" in result.stderr and "sonnet" in result.stderr
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    assert not (tmp_path / "store" / "runs").exists()

@@ -127,7 +127,7 @@ def _agent_problems(spec: ContainerTarget) -> list[str]:
         return []
     from assay.sandbox.agents import preflight
 
-    return [f"target.agent: {problem}" for problem in preflight(spec.agent, os.environ)]
+    return [f"target.{problem}" for problem in preflight(spec.agent, os.environ)]
 
 
 def _folder(template: str, item: Item, spec_dir: Path) -> Path | None:
@@ -235,12 +235,8 @@ class ContainerAgent:
         self._pool = ThreadPoolExecutor(max_workers=2 * concurrency + 4, thread_name_prefix="assay-sandbox")
 
     def _secret_names(self) -> list[str]:
-        names = list(self.spec.secrets)
-        if self.spec.agent is not None:
-            from assay.sandbox.agents import secret_values
-
-            names += [n for n in secret_values(self.spec.agent, os.environ) if n not in names]
-        return names
+        agent_secrets = self.spec.agent.secret_names if self.spec.agent is not None else []
+        return list(dict.fromkeys([*self.spec.secrets, *agent_secrets]))
 
     async def _run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
