@@ -224,6 +224,8 @@ class Executor(ShardExecutor):
             finally:
                 teardown_error = await attempt.close()
             finished.item["teardown_error"] = teardown_error
+            if attempt.facts is not None:  # now with the scoring and cleanup timings
+                finished.item["sandbox"] = _json(attempt.facts)
             return finished
 
     async def _score_live(

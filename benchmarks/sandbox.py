@@ -66,7 +66,11 @@ def measure(image: str, attempts: int, concurrency: int) -> dict[str, float]:
         for facts in items["sandbox"].to_list():
             for stage, ms in json.loads(facts)["stage_ms"].items():
                 stages.setdefault(stage, []).append(ms)
-        figures = {"per_attempt_s": wall / attempts, "wall_s": wall, "item_ms_p50": items["duration_ms"].median()}
+        figures = {
+            "per_attempt_s": wall / attempts,
+            "wall_s": wall,
+            "item_p50_ms": items["duration_ms"].median(),
+        }
         figures.update({f"{stage}_ms_p50": statistics.median(ms) for stage, ms in stages.items()})
         return figures
 
@@ -81,8 +85,10 @@ def main() -> None:
         figures = measure(image, args.attempts, concurrency)
         print(
             f"concurrency {concurrency}: {figures['per_attempt_s']:.3f} s per attempt "
-            f"({args.attempts} attempts in {figures['wall_s']:.1f} s; item p50 {figures['item_ms_p50']:.0f} ms; "
-            + ", ".join(f"{k.removesuffix('_ms_p50')} {v:.0f}" for k, v in figures.items() if k.endswith("_ms_p50"))
+            f"({args.attempts} attempts in {figures['wall_s']:.1f} s; item p50 {figures['item_p50_ms']:.0f} ms; "
+            + ", ".join(
+                f"{k.removesuffix('_ms_p50')} {v:.0f}" for k, v in figures.items() if k.endswith("_ms_p50")
+            )
             + " ms p50)"
         )
 

@@ -310,17 +310,19 @@ def test_a_killed_run_leaves_containers_that_assay_clean_removes(tmp_path: Path,
         while time.monotonic() < deadline:
             if (store / "runs").exists():
                 run_id = only_run_id(store)
-                if len([x for x in leftovers(run_id) if x.startswith("container")]) == 3:
+                # Three attempts running (and a spare started for the next one, maybe).
+                if len([x for x in leftovers(run_id) if x.startswith("container")]) >= 3:
                     break
             time.sleep(0.2)
         assert run_id is not None
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    assert len(leftovers(run_id)) == 3
+    left = len(leftovers(run_id))
+    assert left >= 3
     result = run_assay("clean", run_id, "--store", str(store))
     assert result.returncode == 0, result.stderr
-    assert "removed 3 containers" in result.stdout
+    assert f"removed {left} containers" in result.stdout
     assert leftovers(run_id) == []
 
 

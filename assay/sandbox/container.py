@@ -20,6 +20,7 @@ there is nothing to score then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -146,12 +147,15 @@ class ContainerAttempt:
         failure: why it failed (a timeout, a non-zero exit, a sandbox problem), or None.
         sample_context: `Sample` fields for the scorers (workspace folder, live sandbox).
         scoring_deadline: seconds the scorers may take together.
+        facts: the attempt's `items.sandbox` facts; complete (scoring and cleanup timings) once
+            closed.
     """
 
     result: TargetResult | None
     failure: TargetFailure | None
     sample_context: dict[str, Any] = field(default_factory=dict)
     scoring_deadline: float | None = None
+    facts: dict[str, Any] | None = None
     _close: Any = None
     _before_scoring: Any = None
 
@@ -232,6 +236,7 @@ class ContainerAgent:
         self._engine = client()
         # Every blocking engine call of every live attempt needs a thread; the default pool
         # (cores + 4) would queue attempts behind each other.
+        self._spare: asyncio.Future[Sandbox] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2 * concurrency + 4, thread_name_prefix="assay-sandbox")
 
     def _secret_names(self) -> list[str]:
@@ -269,10 +274,13 @@ class ContainerAgent:
         facts["stage_ms"] = timings
         egress = None
         sandbox: Sandbox | None = None
+        scoring_started: list[float] = []
 
         async def teardown() -> str | None:
             errors = []
             started = time.perf_counter()
+            if scoring_started:
+                timings["scoring"] = _ms(scoring_started[0])
             try:
                 if sandbox is not None:
                     await asyncio.wait_for(self._run(sandbox.remove), deadlines.cleanup)
@@ -294,7 +302,7 @@ class ContainerAgent:
                 artifacts=_relative(kept, folder, self.store.artifacts_root),
                 sandbox=facts,
             )
-            return ContainerAttempt(None, failure, _close=teardown)
+            return ContainerAttempt(None, failure, facts=facts, _close=teardown)
 
         prompt = render(self.spec.prompt, item)
         # -- provision ------------------------------------------------------------------------
@@ -372,6 +380,7 @@ class ContainerAgent:
         live = LiveSandbox(sandbox, self._run)
 
         async def before_scoring() -> None:
+            scoring_started.append(time.perf_counter())
             if self.spec.checks is None:
                 return
             checks = folder_files(_folder(self.spec.checks, item, self.spec_dir))  # type: ignore[arg-type]
@@ -384,12 +393,13 @@ class ContainerAgent:
             None,
             {"workspace": workspace, "sandbox": live},
             deadlines.scoring,
+            facts=facts,
             _close=teardown,
             _before_scoring=before_scoring,
         )
 
     async def _provision(self, item: Item, trial: int, prompt: str) -> tuple[Sandbox, Any, dict[str, bytes]]:
-        labels = {RUN_LABEL: self.run_id, "assay.item_id": item.item_id[:200], "assay.trial": str(trial)}
+        labels = {RUN_LABEL: self.run_id, "assay.role": "attempt"}
         egress = None
         if self.spec.egress:
             from assay.sandbox.egress import start_egress
@@ -404,14 +414,17 @@ class ContainerAgent:
                 labels,
             )
         try:
-            sandbox = await self._run(
-                Sandbox.create,
-                self._engine,
-                self.facts,
-                labels=labels,
-                limits=self.limits,
-                network=egress.network if egress is not None else None,
-            )
+            if egress is None:
+                sandbox = await self._take_spare()
+            else:
+                sandbox = await self._run(
+                    Sandbox.create,
+                    self._engine,
+                    self.facts,
+                    labels=labels,
+                    limits=self.limits,
+                    network=egress.network,
+                )
         except BaseException:
             if egress is not None:
                 await self._run(egress.teardown)
@@ -469,7 +482,28 @@ class ContainerAgent:
         (folder / name).write_text(text, encoding="utf-8")
         kept.append(name)
 
+    async def _take_spare(self) -> Sandbox:
+        """A fresh container, started ahead of its attempt: the one started while the previous
+        attempt ran, if any; and the next is started now. No attempt ever gets a used container;
+        starting one (a few hundred ms) just stops being on the attempt's path."""
+        spare, self._spare = self._spare, None
+        self._spare = asyncio.ensure_future(self._new_attempt_container())
+        if spare is not None:
+            # A spare that failed to start: its attempt tries once more, now.
+            with contextlib.suppress(Exception):
+                return await spare
+        return await self._new_attempt_container()
+
+    async def _new_attempt_container(self) -> Sandbox:
+        labels = {RUN_LABEL: self.run_id, "assay.role": "attempt"}
+        return await self._run(Sandbox.create, self._engine, self.facts, labels=labels, limits=self.limits)
+
     async def aclose(self) -> None:
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            # On failure, the run's end removes every container of the run anyway.
+            with contextlib.suppress(Exception):
+                await self._run((await spare).remove)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._engine.close()
 
