@@ -1,7 +1,7 @@
 """The egress allowlist proxy: the program that runs inside the egress sidecar (docs/egress.md).
 
-Standard library only, since it runs on whatever python3 the proxy image has. It serves two kinds
-of proxy request and nothing else:
+Standard library only, and Python 3.9 or later, since it runs on whatever python3 the proxy
+image has. It serves two kinds of proxy request and nothing else:
 
 - `CONNECT host:port` (HTTPS and any other TCP): a tunnel, once the host is allowed;
 - absolute-URI plain HTTP (`GET http://host[:port]/path`): forwarded with `Connection: close`.
@@ -35,6 +35,8 @@ BIND_ENV = "ASSAY_EGRESS_BIND"  # 0.0.0.0 in the sidecar; tests on the host bind
 
 _HOSTNAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*")
 _MAX_HEAD = 64 * 1024
+# Before 3.11, asyncio's timeout is not the builtin one; the sidecar's python may be older.
+_TIMEOUT = asyncio.TimeoutError
 _HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 15.0
 _MAX_CONNECTIONS = 256
@@ -268,7 +270,7 @@ async def _handle(
         async with slots:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT_S)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, _TIMEOUT, ConnectionError):
                 return
             try:
                 tunnel, host, port, forward = _parse_target(head, allowlist)
@@ -282,7 +284,7 @@ async def _handle(
                 upstream_reader, upstream_writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port), _CONNECT_TIMEOUT_S
                 )
-            except (OSError, TimeoutError):
+            except (OSError, _TIMEOUT):
                 _log({"type": "egress", "host": host, "decision": "failed", "reason": "upstream-unreachable"})
                 await _respond(writer, 502, "Bad Gateway")
                 return
