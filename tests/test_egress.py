@@ -7,6 +7,7 @@ network the test creates, reachable from the sidecar only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -27,7 +29,10 @@ from assay.errors import InputError
 from assay.sandbox import _egress_proxy as proxy
 from assay.sandbox.egress import EgressError, _docker_name, parse_denials, sanitize_host, start_egress
 from assay.sandbox.hygiene import clean, leftovers
+from assay.store import Store
+from flows.run import run_eval
 from tests import sandbox_images
+from tests.conftest import write_jsonl, write_spec
 
 SECRET_PATH = "/very-secret-path.txt"
 SECRET_QUERY = "token=hunter2"
@@ -433,6 +438,53 @@ def test_proxy_that_cannot_run_leaves_nothing(client: docker.DockerClient) -> No
                 upstream_network=None,
                 ready_timeout=20,
             )
+        assert leftovers(run_id) == []
+    finally:
+        clean(run_id)
+
+
+# -- through the container target ---------------------------------------------------------------
+
+_REFUSED_ATTEMPT = f"""
+import os, urllib.error, urllib.request
+try:
+    urllib.request.urlopen("http://denied.test:8080{SECRET_PATH}?{SECRET_QUERY}", timeout=10)
+except urllib.error.HTTPError as error:
+    print("status", error.code, "via", os.environ["http_proxy"])
+"""
+
+
+def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: Path, client: Any) -> None:
+    """A `container` target with `egress`: the attempt is given the proxy, a host off the list is
+    refused (the request never leaves the sidecar), and the attempt's `egress-denials.json` names
+    the host only. (With the default upstream no allowed host is fetched: that would go outside.)"""
+    python = sandbox_images.python_image(client)
+    write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "input": "-"}])
+    spec = write_spec(
+        tmp_path,
+        name="egress",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={
+            "kind": "container",
+            "image": python,
+            "command": ["python3", "-c", _REFUSED_ATTEMPT],
+            "egress": ["allowed.test"],
+            "egress_proxy_image": python,
+        },
+        scorers=[{"kind": "includes", "value": "status 403 via http://egress-proxy:3128"}],
+        fail_on_item_error_rate=1,
+    )
+    summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
+    run_id = summary["run_id"]
+    try:
+        store = Store(tmp_path / "store")
+        (row,) = store.run_items(run_id).to_dicts()
+        assert row["outcome"] == "completed", row["error"]
+        assert store.run_scores(run_id)["score"].to_list() == [1.0]
+        assert row["teardown_error"] is None
+        evidence = store.artifacts_dir(run_id, "a", 0) / "egress-denials.json"
+        assert json.loads(evidence.read_text()) == [{"host": "denied.test", "reason": "not-allowlisted"}]
+        assert "secret" not in evidence.read_text() and "hunter2" not in evidence.read_text()
         assert leftovers(run_id) == []
     finally:
         clean(run_id)
