@@ -2,22 +2,36 @@
 
 `busybox_image()`: a rootfs of Debian's static busybox, `docker import`ed; a shell and coreutils,
 a non-root user `agent` (uid 1000). Built once per engine (the tag is reused when present).
+
+`python_image()`: Debian bookworm (`debootstrap --variant=minbase`) with python3, git and
+ca-certificates, the same user `agent` (uid 1000, home /workspace). Debootstrap takes minutes, so
+its rootfs tarball is cached under `~/.cache/assay-test/` and a re-import after `docker image rm`
+takes seconds; a file lock keeps concurrent pytest processes from building it twice.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
+import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
+from pathlib import Path
 
 import docker
 import docker.errors
 
 BUSYBOX_TAG = "assay-test/busybox:1"
+PYTHON_TAG = "assay-test/python:bookworm-1"
 _BUSYBOX = "/bin/busybox"
+_CACHE = Path.home() / ".cache" / "assay-test"
+_PYTHON_ROOTFS = "python-bookworm-1.tar"
+_MIRROR = "http://deb.debian.org/debian"
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def engine() -> docker.DockerClient:
@@ -109,3 +123,94 @@ def busybox_with(
             capture_output=True,
         )
     return tag
+
+
+def python_image(client: docker.DockerClient | None = None) -> str:
+    """The python test image's tag (Debian bookworm, python3, git), built on first use.
+
+    Args:
+        client: the engine to import into; the local one by default.
+    """
+    client = client or engine()
+    if _has_image(client, PYTHON_TAG):
+        return PYTHON_TAG
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    # Pytest processes on one machine may race here; the loser waits, then finds the tag.
+    with open(_CACHE / f"{_PYTHON_ROOTFS}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _has_image(client, PYTHON_TAG):
+            return PYTHON_TAG
+        rootfs = _CACHE / _PYTHON_ROOTFS
+        if not rootfs.exists():
+            _debootstrap_rootfs(rootfs)
+        subprocess.run(
+            [
+                "docker",
+                "import",
+                "--change",
+                f"ENV PATH={_PATH}",
+                "--change",
+                "WORKDIR /workspace",
+                "--change",
+                "LABEL assay.test-image=python",
+                str(rootfs),
+                PYTHON_TAG,
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return PYTHON_TAG
+
+
+def _has_image(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _debootstrap_rootfs(target: Path) -> None:
+    """Debootstraps bookworm into a scratch folder, adds the user `agent`, tars it to `target`.
+
+    The tarball is written beside `target` and renamed into place, so an interrupted build never
+    leaves a truncated cache behind.
+    """
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix="rootfs-") as scratch:
+        root = Path(scratch) / "root"
+        result = subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,git,ca-certificates",
+                "bookworm",
+                str(root),
+                _MIRROR,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"debootstrap failed ({result.returncode}): {result.stdout[-2000:]}{result.stderr[-2000:]}"
+            )
+        # The downloaded .debs and apt lists are of no use inside a test container.
+        for folder in (root / "var/cache/apt/archives", root / "var/lib/apt/lists"):
+            for entry in folder.glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        with open(root / "etc/passwd", "a") as passwd:
+            passwd.write("agent:x:1000:1000:agent:/workspace:/bin/sh\n")
+        with open(root / "etc/group", "a") as group:
+            group.write("agent:x:1000:\n")
+        workspace = root / "workspace"
+        workspace.mkdir(exist_ok=True)
+        os.chown(workspace, 1000, 1000)
+        partial = target.with_suffix(".partial")
+        subprocess.run(
+            ["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."],
+            check=True,
+            capture_output=True,
+        )
+        partial.rename(target)
