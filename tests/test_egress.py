@@ -485,6 +485,8 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         evidence = store.artifacts_dir(run_id, "a", 0) / "egress-denials.json"
         assert json.loads(evidence.read_text()) == [{"host": "denied.test", "reason": "not-allowlisted"}]
         assert "secret" not in evidence.read_text() and "hunter2" not in evidence.read_text()
+        assert f"run_id={run_id}/a/0/egress-denials.json" in row["artifacts"]
+        assert json.loads(row["sandbox"])["egress_denied"] == 1
         assert leftovers(run_id) == []
     finally:
         clean(run_id)

@@ -154,8 +154,19 @@ class Sandbox:
         labels: dict[str, str],
         limits: Limits,
         network: str | None = None,
+        dns: list[str] | None = None,
     ) -> Sandbox:
-        """Create and start a fresh container of `facts.image_id`."""
+        """Create and start a fresh container of `facts.image_id`.
+
+        Args:
+            engine: the Docker client.
+            facts: the image and user.
+            labels: its labels (`assay.run_id` among them).
+            limits: its resource limits.
+            network: a network to join (the egress proxy's internal network); default none.
+            dns: resolvers for names outside the network (`127.0.0.1`: none — an internal
+                network would otherwise forward lookups, a channel out).
+        """
         container = engine.containers.create(
             facts.image_id,
             _IDLE,
@@ -163,6 +174,7 @@ class Sandbox:
             user=str(facts.uid),
             working_dir=WORKSPACE,
             network_mode=network or "none",
+            dns=dns,
             read_only=True,
             tmpfs={
                 WORKSPACE: f"rw,exec,size={limits.workspace_size},uid={facts.uid},gid={facts.gid},mode=0755",

@@ -285,7 +285,6 @@ class ContainerAgent:
                 if sandbox is not None:
                     await asyncio.wait_for(self._run(sandbox.remove), deadlines.cleanup)
                 if egress is not None:
-                    self._save(folder, "egress-denials.json", json.dumps(egress.denials()), kept)
                     await asyncio.wait_for(self._run(egress.teardown), deadlines.cleanup)
             except TimeoutError:
                 errors.append(str(StageTimeout("cleanup", deadlines.cleanup)))
@@ -332,6 +331,11 @@ class ContainerAgent:
         stderr = outcome.stderr.decode("utf-8", "replace")
         self._save(folder, "transcript.txt", self.redactor.text(stdout), kept)
         self._save(folder, "stderr.txt", self.redactor.text(stderr), kept)
+        if egress is not None:
+            # The agent is done, so its denied destinations are all known: hostnames only.
+            denials = await self._run(egress.denials)
+            self._save(folder, "egress-denials.json", json.dumps(denials, indent=1), kept)
+            facts["egress_denied"] = len(denials)
         if outcome.timed_out:
             return failed(
                 f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
@@ -424,6 +428,7 @@ class ContainerAgent:
                     labels=labels,
                     limits=self.limits,
                     network=egress.network,
+                    dns=["127.0.0.1"],
                 )
         except BaseException:
             if egress is not None:
