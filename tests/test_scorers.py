@@ -89,6 +89,7 @@ def test_spec_round_trips_through_model_dump() -> None:
 
 def test_scorer_kinds_lists_every_kind_sorted() -> None:
     assert SCORER_KINDS == [
+        "code_exec",
         "exact_match",
         "includes",
         "json_schema",
@@ -364,7 +365,9 @@ def test_user_code_passes_the_arguments_it_names() -> None:
 
 def test_user_code_passes_everything_to_kwargs() -> None:
     result = user("reports_arguments").score(sample("o", "e", input="the input"))
-    assert result == Score(1.0, "annotations,expected,fields,input,output", {"input": "the input"})
+    assert result == Score(
+        1.0, "annotations,expected,fields,input,output,sandbox,trajectory,workspace", {"input": "the input"}
+    )
 
 
 def test_user_code_passes_the_sample_to_a_single_sample_parameter() -> None:
