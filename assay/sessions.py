@@ -159,14 +159,19 @@ class Session:
         elif method is TurnMethod.RESUME and not self._started:
             problem = "resume before start: a session begins with start(prompt)"
         else:
-            self._active = asyncio.ensure_future(self._turn(method, prompt))
+            # Recorded now: a prompt cancelled before its task first ran is still a sent prompt.
+            turn = Turn(
+                len(self.turns), method, prompt, datetime.now(UTC), error="cancelled before it was sent"
+            )
+            self.turns.append(turn)
+            self._active = asyncio.ensure_future(self._turn(turn))
             return self._active
         self.misuse = self.misuse or SessionError(problem)
         raise SessionError(problem)
 
-    async def _turn(self, method: TurnMethod, prompt: Any) -> Any:
-        turn = Turn(len(self.turns), method, prompt, datetime.now(UTC))
-        self.turns.append(turn)
+    async def _turn(self, turn: Turn) -> Any:
+        method, prompt = turn.method, turn.prompt
+        turn.started_at = datetime.now(UTC)
         started = time.perf_counter()
         parent = current_ledger()
         ledger = None
