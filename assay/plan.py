@@ -199,7 +199,17 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
 
 
 def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
-    """The policy must import from the spec's folder and be an async function of the session."""
+    """The policy must import from the spec's folder and be an async function of the session;
+    sessions need a target that can hold one (not a `container`, yet)."""
+    if spec.sessions:
+        field_name = "policy" if spec.policy is not None else "attempts"
+        for cell, cell_spec in spec.cells():
+            if cell_spec.target is not None and cell_spec.target.kind == "container":
+                where = "target" if cell is None else f"targets.{cell}"
+                raise SpecError(
+                    f"{field_name}: a container target ({where}) cannot run sessions or attempts yet",
+                    source=str(spec_path),
+                )
     if spec.policy is None:
         return
     try:
