@@ -98,6 +98,16 @@ ITEMS = _schema(
         "a container attempt's facts (JSON text): image id, exit code, stage timings, limits",
     ),
     ("teardown_error", pa.string(), "why tearing down the attempt's sandbox failed (never masks the result)"),
+    (
+        "attempt",
+        pa.int32(),
+        "with a policy or attempts: the attempt kept (the best), from 1; null for a plain run",
+    ),
+    (
+        "attempts_made",
+        pa.int32(),
+        "with a policy or attempts: how many attempts ran (every one is in `turns`); null for a plain run",
+    ),
 )
 
 SCORES = _schema(
@@ -161,6 +171,8 @@ RUNS = _schema(
     ("model", pa.string(), "the target's model, for model targets"),
     ("trials", pa.int32(), "repetitions per item"),
     ("seed", pa.int64(), "the run's seed"),
+    ("policy", pa.string(), "the session policy (`module:function`) driving each attempt; null without one"),
+    ("attempts", pa.int32(), "most attempts per item x trial (fresh sessions; the best is kept)"),
     ("execution_order", pa.string(), "dataset order, or a seeded shuffle of item x trial (trials > 1)"),
     ("tags", pa.list_(pa.string()), "the spec's tags"),
     ("n_items", pa.int64(), "items in the dataset"),
@@ -191,6 +203,43 @@ RUNS = _schema(
     ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
+)
+
+TURNS = _schema(
+    ("item_id", pa.string(), "the item the session ran for"),
+    ("item_index", pa.int64(), "the item's position in the dataset"),
+    ("trial", pa.int32(), "the item's trial"),
+    ("attempt", pa.int32(), "which attempt (a fresh session), from 1"),
+    (
+        "index",
+        pa.int32(),
+        "the prompt's position in its session, from 0; null on the one row of an attempt that sent none",
+    ),
+    ("method", pa.string(), "start | resume; null on the row of an attempt that sent no prompt"),
+    ("session_id", pa.string(), "the session's id (sent to an http_agent harness as `session_id`)"),
+    ("prompt", pa.string(), "what was sent (JSON text)"),
+    ("output", pa.string(), "what the target answered (JSON text); null unless completed"),
+    ("outcome", pa.string(), "the prompt's outcome: completed | failed | cancelled | budget_interrupted"),
+    ("error", pa.string(), "why the prompt (or, on a row without one, the attempt) failed"),
+    ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
+    ("model", pa.string(), "the model that answered, as the provider named it"),
+    *_TOKENS,
+    (
+        "tokens_known",
+        pa.bool_(),
+        (
+            "whether the prompt's token counts are known: false when a call's fate is unknown (a "
+            "broken or timed-out answer, a cancelled prompt) or the target is not instrumented"
+        ),
+    ),
+    ("cost_usd", pa.float64(), "measured cost of the prompt's calls, USD"),
+    ("cost_completeness", pa.string(), "complete | incomplete | unverified"),
+    ("started_at", _TS, "when the prompt was sent (UTC)"),
+    ("duration_ms", pa.float64(), "wall time of the prompt, retries included"),
+    ("attempt_outcome", pa.string(), "the attempt's item outcome: completed | failed | ..."),
+    ("attempt_passed", pa.bool_(), "whether the attempt passed (every scorer that scored gave 1)"),
+    ("attempt_scores", pa.string(), "the attempt's scores by scorer (JSON text); null unless it completed"),
+    ("best", pa.bool_(), "whether this attempt is the one kept in `items` and `scores`"),
 )
 
 COMPARISONS = _schema(

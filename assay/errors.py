@@ -6,7 +6,8 @@
     │   ├── DatasetError            a dataset file or one of its rows
     │   ├── RunNotFoundError        a run id the store does not hold
     │   └── ResumeRefusedError      resuming a run whose identity changed
-    └── StoreError                  the store on disk is not what Assay wrote
+    ├── StoreError                  the store on disk is not what Assay wrote
+    └── SessionError                a policy misused its session (overlapping or late start/resume)
 
 Failures of a *target* (HTTP errors, timeouts, exceptions in user code) are not exceptions at
 this level: they become data, an item with outcome `failed` and a failure description.
@@ -51,6 +52,13 @@ class ResumeRefusedError(InputError):
 
 class StoreError(AssayError):
     """The store holds something Assay did not write, or cannot be written."""
+
+
+class SessionError(AssayError):
+    """A session policy called `start` / `resume` out of turn: while another prompt of the
+    session was in flight ("requires sequential start/resume calls"), after the policy returned
+    ("settled"), `start` twice or `resume` before `start`. Raised into the policy; the attempt
+    fails (kind `protocol`) even if the policy catches it."""
 
 
 class TargetFailure(Exception):

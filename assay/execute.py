@@ -157,11 +157,13 @@ class ShardExecutor:
 
 
 class Finished(NamedTuple):
-    """One item's rows: its item row, its score rows and its captured request records."""
+    """One item's rows: its item row, its score rows, its captured request records and, for a
+    managed session (`assay.sessions`), its turns."""
 
     item: dict[str, Any]
     scores: list[dict[str, Any]]
     requests: list[dict[str, Any]]
+    turns: list[dict[str, Any]] | tuple[()] = ()
 
 
 def _captured(scopes: list[Scope | None]) -> tuple[list[str] | None, list[dict[str, Any]]]:
@@ -187,6 +189,12 @@ class Executor(ShardExecutor):
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
         # A sandboxed target's attempt stays alive while it is scored (scorers may exec in it).
         self._sandboxed = isinstance(target, SandboxedTarget)
+        # Only a spec with a policy or attempts pays for sessions; a plain item takes the path below.
+        self._sessions = None
+        if plan.spec.sessions:
+            from assay.sessions import SessionRunner  # it builds on this module
+
+            self._sessions = SessionRunner(self)
 
     async def _run_sandboxed(self, item: Item, trial: int) -> Finished:
         """One attempt in a sandbox: run, score while it lives, tear down last. The slot is held
@@ -251,6 +259,8 @@ class Executor(ShardExecutor):
     async def _run_item(self, item: Item, trial: int) -> Finished:
         if self._sandboxed:
             return await self._run_sandboxed(item, trial)
+        if self._sessions is not None:
+            return await self._sessions.run(item, trial)
         budget = self.plan.budget
         waited = time.perf_counter()
         async with self.limiter:
@@ -316,12 +326,14 @@ class _Batch:
         self._items: list[dict[str, Any]] = []
         self._scores: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
+        self._turns: list[dict[str, Any]] = []
         self._since = time.monotonic()
 
     def add(self, finished: Finished) -> None:
         self._items.append(finished.item)
         self._scores.extend(finished.scores)
         self._requests.extend(finished.requests)
+        self._turns.extend(finished.turns)
         if len(self._items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
             self.flush()
 
@@ -335,11 +347,12 @@ class _Batch:
                 pa.Table.from_pylist(self._items, schema=_schema.ITEMS),
                 pa.Table.from_pylist(self._scores, schema=_schema.SCORES),
                 _requests_table(self._requests) if self._requests else None,
+                pa.Table.from_pylist(self._turns, schema=_schema.TURNS) if self._turns else None,
             )
             self._plan.capture.committed(sum(r["bytes"] for r in self._requests))
             # A retried shard (Prefect retries a failed task) must not run these again.
             self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
-        self._items, self._scores, self._requests = [], [], []
+        self._items, self._scores, self._requests, self._turns = [], [], [], []
         self._since = time.monotonic()
 
 

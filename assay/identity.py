@@ -1,7 +1,7 @@
 """A run's identity: a hash of everything that decides its results.
 
 Dataset content, the target's result-deciding config, the scorers (name, kind, version, params),
-trials and seed. Operational settings — concurrency, timeouts, retries, the API key's variable,
+trials and seed, and how items are driven: the session policy and the number of attempts. Operational settings — concurrency, timeouts, retries, the API key's variable,
 the endpoint's address — are left out, so a run can resume on another port or with more
 concurrency and still be the same run.
 """
@@ -40,10 +40,16 @@ class Identity:
     scorers: str
     trials: int
     seed: int
+    policy: str | None = None
+    attempts: int = 1
 
     @property
     def digest(self) -> str:
-        return _hash([self.dataset, self.target, self.scorers, self.trials, self.seed])
+        parts: list[Any] = [self.dataset, self.target, self.scorers, self.trials, self.seed]
+        # Only when used: the runs stored before sessions existed keep their digests.
+        if self.policy is not None or self.attempts != 1:
+            parts += [self.policy, self.attempts]
+        return _hash(parts)
 
     def differences(self, other: Identity) -> list[str]:
         """What changed from `other` to this identity, in words."""
@@ -58,6 +64,10 @@ class Identity:
             changed.append(f"trials ({other.trials} -> {self.trials})")
         if self.seed != other.seed:
             changed.append(f"seed ({other.seed} -> {self.seed})")
+        if self.policy != other.policy:
+            changed.append(f"policy ({other.policy} -> {self.policy})")
+        if self.attempts != other.attempts:
+            changed.append(f"attempts ({other.attempts} -> {self.attempts})")
         return changed
 
 
@@ -79,6 +89,8 @@ def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:
         scorers=scorers_digest(spec.scorers),
         trials=spec.trials,
         seed=spec.seed,
+        policy=spec.policy,
+        attempts=spec.attempts,
     )
 
 

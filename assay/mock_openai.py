@@ -36,6 +36,8 @@ Endpoints
         given.
       - `delay_ms`: a slow reply; sleep that long on top of `latency_ms`, then answer (normally,
         or with the fault's `status` if it has one).
+      - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
+        than is sent, part of a body, then the connection is closed.
 
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},
@@ -89,7 +91,9 @@ from assay._background import BackgroundServer, listen
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
 _CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults"})
-_FAULT_KEYS = frozenset({"status", "times", "retry_after", "match", "delay_ms", "message", "type", "code"})
+_FAULT_KEYS = frozenset(
+    {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code"}
+)
 # (type, code) as OpenAI sends them, so that clients classifying errors see realistic bodies.
 _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
@@ -109,6 +113,7 @@ class Fault:
     times: int = 1
     status: int | None = None
     delay_ms: float = 0.0
+    drop: bool = False
     retry_after: float | None = None
     match: str | None = None
     message: str | None = None
@@ -145,8 +150,11 @@ class Fault:
         delay_ms = raw.get("delay_ms", 0)
         if not _is_number(delay_ms) or delay_ms < 0:
             raise ValueError(f"fault delay_ms must be a number >= 0, got {delay_ms!r}")
-        if status is None and not delay_ms:
-            raise ValueError(f"a fault needs a status or a delay_ms: {raw!r}")
+        drop = raw.get("drop", False)
+        if drop is not True and drop is not False:
+            raise ValueError(f"fault drop must be true or false, got {drop!r}")
+        if status is None and not delay_ms and not drop:
+            raise ValueError(f"a fault needs a status, a delay_ms or drop: {raw!r}")
         retry_after = raw.get("retry_after")
         if retry_after is not None and (not _is_number(retry_after) or retry_after < 0):
             raise ValueError(f"fault retry_after must be a number >= 0, got {retry_after!r}")
@@ -157,6 +165,7 @@ class Fault:
             times=times,
             status=status,
             delay_ms=float(delay_ms),
+            drop=drop,
             retry_after=retry_after,
             match=raw.get("match"),
             message=raw.get("message"),
@@ -173,6 +182,8 @@ class Fault:
                 out[key] = value
         if self.delay_ms:
             out["delay_ms"] = self.delay_ms
+        if self.drop:
+            out["drop"] = True
         return out
 
 
@@ -363,7 +374,7 @@ class MockOpenAI:
                 return fault
         return None
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         self._next_id += 1
         request_id = f"req_{self._next_id}"
@@ -387,6 +398,16 @@ class MockOpenAI:
         delay_ms = self._latency_ms + (fault.delay_ms if fault is not None else 0.0)
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
+
+        if fault is not None and fault.drop:
+            broken = web.StreamResponse(
+                status=200, headers={"content-type": "application/json", "content-length": "4096"}
+            )
+            await broken.prepare(request)
+            await broken.write(b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"con')
+            assert request.transport is not None
+            request.transport.close()
+            return broken
 
         if fault is not None and fault.status is not None:
             return _error_response(

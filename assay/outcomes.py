@@ -30,6 +30,13 @@ class ScorerOutcome(StrEnum):
     BUDGET_INTERRUPTED = "budget_interrupted"
 
 
+class TurnMethod(StrEnum):
+    """How a prompt entered its session: the first prompt, or one continuing the conversation."""
+
+    START = "start"
+    RESUME = "resume"
+
+
 class RunKind(StrEnum):
     RUN = "run"
     RESCORE = "rescore"

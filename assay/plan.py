@@ -7,6 +7,7 @@ the dataset and every rendered prompt passed validation: bad input leaves the st
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from assay.response_cache import ResponseCache
 from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
 from assay.store import Store
 from assay.targets import prepare_http_agent, render
+from evaluators._imports import import_callable
 
 MAX_SHARDS = 8
 _MIN_SHARD_SIZE = 25
@@ -162,6 +164,7 @@ def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     """Load the spec and dataset and check every prompt renders; raises `InputError`s."""
     spec = load_spec(spec_path)
     _check_environment(spec, spec_path)
+    _check_policy(spec, spec_path)
     items = load_items(spec.dataset, spec_path.parent)
     for _, cell_spec in spec.cells():
         _check_prompts(cell_spec, items)
@@ -195,6 +198,35 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
         raise SpecError(sorted(set(problems)), source=str(spec_path))
 
 
+def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
+    """The policy must import from the spec's folder and be an async function of the session;
+    sessions need a target that can hold one (not a `container`, yet)."""
+    if spec.sessions:
+        field_name = "policy" if spec.policy is not None else "attempts"
+        for cell, cell_spec in spec.cells():
+            if cell_spec.target is not None and cell_spec.target.kind == "container":
+                where = "target" if cell is None else f"targets.{cell}"
+                raise SpecError(
+                    f"{field_name}: a container target ({where}) cannot run sessions or attempts yet",
+                    source=str(spec_path),
+                )
+    if spec.policy is None:
+        return
+    try:
+        policy = import_callable(spec.policy, search_path=str(spec_path.parent))
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"policy: {exc}", source=str(spec_path)) from None
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed on import
+        raise SpecError(
+            f"policy: importing {spec.policy!r} raised {type(exc).__name__}: {exc}", source=str(spec_path)
+        ) from None
+    if not inspect.iscoroutinefunction(policy):
+        raise SpecError(
+            f"policy: {spec.policy!r} must be an async function, e.g. `async def policy(session): ...`",
+            source=str(spec_path),
+        )
+
+
 def new_record(
     spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int
 ) -> dict[str, Any]:
@@ -220,6 +252,8 @@ def new_record(
         "model": getattr(target, "model", None),
         "trials": spec.trials,
         "seed": spec.seed,
+        "policy": spec.policy,
+        "attempts": spec.attempts,
         "execution_order": f"seeded shuffle (seed {spec.seed})" if spec.trials > 1 else "dataset order",
         "tags": list(spec.tags),
         "n_items": n_items,
@@ -255,6 +289,8 @@ def start_or_resume(
             scorers=stored["scorers_hash"],
             trials=stored["trials"],
             seed=stored["seed"],
+            policy=stored.get("policy"),
+            attempts=stored.get("attempts") or 1,
         )
         changed = identity.differences(before)
         if changed:

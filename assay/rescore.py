@@ -145,6 +145,8 @@ def open_rescore(
         scorers=scorers_digest(spec.scorers),
         trials=source["trials"],
         seed=source["seed"],
+        policy=source.get("policy"),
+        attempts=source.get("attempts") or 1,
     )
     fresh = new_record(spec, spec_path, identity, len(items), len(work))
     fresh.update(

@@ -267,6 +267,11 @@ class EvalSpec(_Strict):
             model call is stored as records in the `requests/` dataset, redacted.
         redact: regular expressions whose matches never reach captured records (API keys,
             bearer tokens and `sk-` keys are always redacted).
+        policy: `module:function`, an async function driving each attempt's session with
+            `start(prompt)` / `resume(prompt)` (docs/sessions.md); the spec's folder is importable.
+            Without one, each attempt is one `start` with the item's prompt.
+        attempts: run each item x trial up to this many times, each in a fresh session, stopping
+            at the first attempt that passes; the best attempt is kept (docs/sessions.md).
         tags: free labels, stored on the run.
     """
 
@@ -290,6 +295,8 @@ class EvalSpec(_Strict):
     prices: dict[str, Price] = Field(default_factory=dict)
     capture_requests: bool | CaptureSettings = False
     redact: list[str] = Field(default_factory=list)
+    policy: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    attempts: int = Field(default=1, ge=1, le=100, strict=True)
     tags: list[str] = Field(default_factory=list)
 
     @field_validator("redact")
@@ -357,6 +364,11 @@ class EvalSpec(_Strict):
         return [
             (name, self.model_copy(update={"target": t, "targets": None})) for name, t in self.targets.items()
         ]
+
+    @property
+    def sessions(self) -> bool:
+        """Whether items run as managed sessions (a policy, or more than one attempt)."""
+        return self.policy is not None or self.attempts > 1
 
 
 _TARGET_KINDS = sorted(

@@ -3,11 +3,12 @@
     <root>/runs/run_id=<id>/run.parquet         one row per run, rewritten atomically
     <root>/items/run_id=<id>/<part>.parquet     one row per item x trial
     <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer
+    <root>/turns/run_id=<id>/<part>.parquet     one row per prompt of a managed session
     <root>/artifacts/run_id=<id>/<item>/<trial>/ files kept per attempt (transcripts, workspaces)
 
-A batch of results is committed as two parts of the same name: the scores part first, then the
-items part. The items part is the commit marker: a scores part without its items part is an
-orphan of a killed process and is removed before a run resumes, so every item and each of its
+A batch of results is committed as parts of the same name: captured requests, turns and scores
+first, then the items part. The items part is the commit marker: a part without its items part is
+an orphan of a killed process and is removed before a run resumes, so every item and each of its
 scores end up in the store exactly once. Every file is written to a temporary name and renamed.
 """
 
@@ -76,12 +77,20 @@ class Store:
     # -- items and scores -----------------------------------------------------------------------
 
     def commit_batch(
-        self, run_id: str, part: str, items: pa.Table, scores: pa.Table, requests: pa.Table | None = None
+        self,
+        run_id: str,
+        part: str,
+        items: pa.Table,
+        scores: pa.Table,
+        requests: pa.Table | None = None,
+        turns: pa.Table | None = None,
     ) -> None:
-        """Write one batch: captured requests and scores first, then items (the commit marker)."""
+        """Write one batch: captured requests, turns and scores first, then items (the commit marker)."""
         name = f"{part}.parquet"
         if requests is not None and requests.num_rows:
             write_atomic(requests, self._partition("requests", run_id) / name)
+        if turns is not None and turns.num_rows:
+            write_atomic(turns, self._partition("turns", run_id) / name)
         if scores.num_rows:
             write_atomic(scores, self._partition("scores", run_id) / name)
         write_atomic(items, self._partition("items", run_id) / name)
@@ -92,7 +101,7 @@ class Store:
         A deletion cut short leaves only trash and row-less partitions, which `delete_run` of the
         same id finishes."""
         trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
-        for dataset in ("runs", "items", "scores", "requests", "artifacts"):
+        for dataset in ("runs", "items", "scores", "requests", "turns", "artifacts"):
             partition = self._partition(dataset, run_id)
             if partition.exists():
                 target = trash / dataset
@@ -116,10 +125,10 @@ class Store:
         write_atomic(requests, self._partition("requests", run_id) / "carried.parquet")
 
     def remove_uncommitted(self, run_id: str) -> int:
-        """Delete temporary files and orphaned scores and requests parts of a run; returns how many."""
+        """Delete temporary files and orphaned scores, requests and turns parts of a run; returns how many."""
         removed = 0
         committed = {p.name for p in self._parts("items", run_id)} | {"carried.parquet"}
-        for dataset in ("items", "scores", "requests"):
+        for dataset in ("items", "scores", "requests", "turns"):
             folder = self._partition(dataset, run_id)
             if not folder.is_dir():
                 continue
@@ -154,6 +163,14 @@ class Store:
         parts = [p for p in self._parts("scores", run_id) if p.name in committed]
         if not parts:
             return pl.DataFrame(schema=pl.from_arrow(_schema.SCORES.empty_table()).schema)
+        return pl.read_parquet(parts)
+
+    def run_turns(self, run_id: str) -> pl.DataFrame:
+        """All committed session turns of one run (empty for a run without a policy or attempts)."""
+        committed = {p.name for p in self._parts("items", run_id)}
+        parts = [p for p in self._parts("turns", run_id) if p.name in committed]
+        if not parts:
+            return pl.DataFrame(schema=pl.from_arrow(_schema.TURNS.empty_table()).schema)
         return pl.read_parquet(parts)
 
     def run_requests(self, run_id: str) -> pl.DataFrame:
@@ -198,3 +215,7 @@ class Store:
     def requests(self) -> pl.LazyFrame:
         """Every captured request record of every run."""
         return self._scan("requests", "*.parquet")
+
+    def turns(self) -> pl.LazyFrame:
+        """Every session turn of every run."""
+        return self._scan("turns", "part-*.parquet")

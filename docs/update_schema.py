@@ -17,6 +17,7 @@ SECTIONS = {
     "items": ("ITEMS", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "scores": ("SCORES", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "requests": ("REQUESTS", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
+    "turns": ("TURNS", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "comparisons": ("COMPARISONS", "comparison_id", "the comparison's id (the hive partition key)"),
     "leaderboards": ("LEADERBOARDS", "matrix_id", "the matrix's id (the hive partition key)"),
 }

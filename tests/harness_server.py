@@ -20,6 +20,9 @@ Knobs (`configure`; each key given replaces that setting):
     - `status`: the final status (default `completed`); any text, so unknown statuses can be sent.
     - `error`: the run's `error` (any JSON).
     - `answer`: the final answer (default: the input echoed, as text); `None` leaves it out.
+    - `answer_history`: answer with every input of the run's session so far, this one last,
+      joined by `" > "` (a run without `session_id` is a session of one), so a test can see
+      that a session continued.
     - `output`: a structured output.
     - `model`: the model the run reports.
     - `run_id`: answer `POST /runs` with this id (a harness reusing ids).
@@ -37,7 +40,11 @@ Knobs (`configure`; each key given replaces that setting):
 
 `stats()`: `requests` (by route), `bodies` (every `POST /runs` body), `headers` (per request:
 route, authorization, idempotency-key), `cancelled` (run ids), `max_active` (most runs started and
-not yet seen ending by a poll at once) and `runs` (run id -> item id).
+not yet seen ending by a poll at once), `runs` (run id -> item id) and `sessions` (session id ->
+the inputs of its runs, in order).
+
+Sessions: a `POST /runs` with a `session_id` continues that session (the harness keeps each
+session's history: the inputs of its runs); a new id starts one.
 """
 
 from __future__ import annotations
@@ -57,7 +64,13 @@ from assay._background import BackgroundServer, listen
 HOST = "127.0.0.1"
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
-    "accepts": {"file_input": True, "file_urls": True, "model_override": True, "cancel": True},
+    "accepts": {
+        "file_input": True,
+        "file_urls": True,
+        "model_override": True,
+        "cancel": True,
+        "sessions": True,
+    },
     "provides": {"trajectory": True, "workspace": True},
     "limits": {"max_concurrent_runs": 16},
 }
@@ -76,6 +89,7 @@ class _Run:
     polls: int = 0
     cancelled: bool = False
     ended: bool = False
+    history: list[Any] = field(default_factory=list)
 
 
 def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -123,6 +137,7 @@ class ReferenceHarness:
         self._faults: list[dict[str, Any]] = []
         self._api_key: str | None = None
         self._runs: dict[str, _Run] = {}
+        self._sessions: dict[str, list[Any]] = {}
         self._requests: collections.Counter[str] = collections.Counter()
         self._bodies: list[Any] = []
         self._headers: list[dict[str, Any]] = []
@@ -156,6 +171,7 @@ class ReferenceHarness:
             "cancelled": list(self._cancelled),
             "max_active": self._max_active,
             "runs": {run.id: run.item_id for run in self._runs.values()},
+            "sessions": copy.deepcopy(self._sessions),
         }
 
     def app(self) -> web.Application:
@@ -233,7 +249,12 @@ class ReferenceHarness:
         self._next_id += 1
         run_id = behavior.get("run_id", f"run-{self._next_id}")
         if run_id not in self._runs:
-            self._runs[run_id] = _Run(run_id, item_id, body, behavior)
+            session_id = body.get("session_id")
+            history = [body["input"]]
+            if isinstance(session_id, str):
+                history = self._sessions.setdefault(session_id, [])
+                history.append(body["input"])
+            self._runs[run_id] = _Run(run_id, item_id, body, behavior, history=list(history))
             self._active += 1
             self._max_active = max(self._max_active, self._active)
         return _json({"id": run_id}, 201)
@@ -267,7 +288,10 @@ class ReferenceHarness:
             run.ended = True
             self._active -= 1
         if status == "completed":
-            answer = behavior.get("answer", _echo(run.body["input"]))
+            if behavior.get("answer_history"):
+                answer = " > ".join(_echo(text) for text in run.history)
+            else:
+                answer = behavior.get("answer", _echo(run.body["input"]))
             if answer is not None:
                 reply["answer"] = answer
             if "output" in behavior:

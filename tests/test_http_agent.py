@@ -160,6 +160,7 @@ def test_prepare_fetches_capabilities_once_and_returns_the_snapshot(harness):
         "file_urls": True,
         "model_override": True,
         "cancel": True,
+        "sessions": True,
     }
     assert first["capabilities"]["limits"] == {"max_concurrent_runs": 16}
     assert first["dropped_items"] == [] and first["warnings"] == []

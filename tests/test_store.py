@@ -19,6 +19,7 @@ from assay.outcomes import (
     RunStatus,
     ScorerOutcome,
     SpendKind,
+    TurnMethod,
     Verdict,
 )
 from assay.store import Store
@@ -91,6 +92,7 @@ def test_written_files_have_exactly_the_documented_schema(two_runs):
         ("runs", _schema.RUNS, "run_id"),
         ("items", _schema.ITEMS, "run_id"),
         ("scores", _schema.SCORES, "run_id"),
+        ("turns", _schema.TURNS, "run_id"),
         ("comparisons", _schema.COMPARISONS, "comparison_id"),
         ("leaderboards", _schema.LEADERBOARDS, "matrix_id"),
     ],
@@ -103,7 +105,7 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
 
 
 @pytest.mark.parametrize(
-    "enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind]
+    "enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind, TurnMethod]
 )
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]

@@ -11,7 +11,7 @@ from typing import Any
 
 from assay.accounting import Usage
 from assay.spec import ContainerTarget, HttpAgentTarget, OpenAITarget, PythonTarget
-from assay.targets._base import SandboxedTarget, Target, TargetResult
+from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult
 from assay.targets._http_agent import HttpAgent, prepare_http_agent
 from assay.targets._openai import OpenAIChatTarget, render
 from assay.targets._python import PythonFunctionTarget
@@ -21,6 +21,8 @@ __all__ = [
     "OpenAIChatTarget",
     "PythonFunctionTarget",
     "SandboxedTarget",
+    "SessionState",
+    "SessionTarget",
     "Target",
     "TargetResult",
     "Usage",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from assay.accounting import Usage
@@ -65,3 +65,30 @@ class SandboxedTarget(Protocol):
     async def begin(self, item: Item, trial: int) -> Any: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True)
+class SessionState:
+    """What a target needs to continue one session (`assay.sessions`): the session's id and its
+    completed prompts and answers so far, as chat messages (`{"role": "user" | "assistant",
+    "content": ...}`). The session layer appends to `history`; targets only read it.
+
+    Args:
+        session_id: the session's id (an `http_agent` harness receives it as `session_id`).
+        history: the completed turns so far, oldest first.
+    """
+
+    session_id: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SessionTarget(Target, Protocol):
+    """A target that can hold a multi-turn session (every built-in kind)."""
+
+    def item_prompt(self, item: Item) -> Any:
+        """The item's first prompt: what a session without a policy sends with `start`."""
+        ...
+
+    async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
+        """Send one prompt in `session`; raises `TargetFailure` like `__call__`."""
+        ...

@@ -38,7 +38,7 @@ from assay.dataset import Item
 from assay.errors import DatasetError, InputError, TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
-from assay.targets._base import TargetResult
+from assay.targets._base import SessionState, TargetResult
 
 PROTOCOL = "assay-harness/1"
 TERMINAL = frozenset({"completed", "failed", "timeout", "cancelled"})
@@ -74,6 +74,7 @@ class Accepts(_Lenient):
     file_urls: StrictBool = False
     model_override: StrictBool = False
     cancel: StrictBool = False
+    sessions: StrictBool = False
 
 
 class Provides(_Lenient):
@@ -456,19 +457,45 @@ class HttpAgent:
 
     # -- one item -------------------------------------------------------------------------------
 
+    def item_prompt(self, item: Item) -> Any:
+        return item.input
+
     async def __call__(self, item: Item, trial: int) -> TargetResult:
+        return await self._invoke(item, trial, item.input, None)
+
+    async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
+        """One prompt of a session: a harness run whose `input` is the prompt and whose
+        `session_id` is the session's, so the harness continues the same conversation. A harness
+        that does not accept sessions can take a first prompt (sent without `session_id`) but not
+        a later one."""
+        return await self._invoke(item, trial, prompt, session)
+
+    async def _invoke(
+        self, item: Item, trial: int, prompt: Any, session: SessionState | None
+    ) -> TargetResult:
         caps = await self._capabilities()
+        # Fixture files go with the session's first run; later runs find them in its workspace.
+        first = session is None or not session.history
         try:
-            files = item_files(item)
+            files = item_files(item) if first else []
         except (ValueError, TypeError) as exc:
             raise self._failure(f"item {item.item_id!r}: {exc}", FailureKind.PROTOCOL) from None
         refused = self._files_refused(caps, files)
         if refused:
             raise self._failure(f"item has fixture files and {refused}", FailureKind.PROTOCOL)
-        problem = _input_problem(self._validator, item.input)
+        problem = _input_problem(self._validator, prompt)
         if problem:
             raise self._failure(f"{problem} (the harness's input_schema)", FailureKind.PROTOCOL)
-        body: dict[str, Any] = {"input": item.input}
+        body: dict[str, Any] = {"input": prompt}
+        if session is not None:
+            if caps.accepts.sessions:
+                body["session_id"] = session.session_id
+            elif not first:
+                raise self._failure(
+                    "the harness does not accept sessions (capabilities accepts.sessions is false): "
+                    "cannot resume a session",
+                    FailureKind.PROTOCOL,
+                )
         if self._spec.model is not None and caps.accepts.model_override:
             body["model"] = self._spec.model
         metadata: dict[str, Any] = {"item_id": item.item_id, "trial": trial}

@@ -7,7 +7,7 @@ from typing import Any
 from assay.chat import ChatClient
 from assay.dataset import Item
 from assay.spec import OpenAITarget
-from assay.targets._base import TargetResult
+from assay.targets._base import SessionState, TargetResult
 
 
 def render(template: str, item: Item) -> str:
@@ -38,11 +38,18 @@ class OpenAIChatTarget:
             cache=bool(spec.cache),
         )
 
-    def request_body(self, item: Item) -> dict[str, Any]:
+    def request_body(
+        self, item: Item, prompt: Any = None, history: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The chat request: the system prompt (if any), a session's earlier turns, then `prompt`
+        (default: the item's rendered prompt) as the user's message."""
         messages = []
         if self._spec.system is not None:
             messages.append({"role": "system", "content": render(self._spec.system, item)})
-        messages.append({"role": "user", "content": render(self._spec.prompt, item)})
+        if history:
+            messages.extend(history)
+        content = render(self._spec.prompt, item) if prompt is None else prompt
+        messages.append({"role": "user", "content": content})
         body: dict[str, Any] = {"model": self._spec.model, "messages": messages, "seed": self._seed}
         if self._spec.temperature is not None:
             body["temperature"] = self._spec.temperature
@@ -50,8 +57,19 @@ class OpenAIChatTarget:
             body["max_tokens"] = self._spec.max_tokens
         return body
 
+    def item_prompt(self, item: Item) -> str:
+        return render(self._spec.prompt, item)
+
     async def __call__(self, item: Item, trial: int) -> TargetResult:
-        reply = await self._client.complete(self.request_body(item))
+        return await self._ask(self.request_body(item))
+
+    async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
+        """One prompt of a session: the conversation so far is sent with it, so the model sees
+        every earlier prompt and answer."""
+        return await self._ask(self.request_body(item, prompt, session.history))
+
+    async def _ask(self, body: dict[str, Any]) -> TargetResult:
+        reply = await self._client.complete(body)
         return TargetResult(
             output=reply.content,
             model=reply.model or self._spec.model,

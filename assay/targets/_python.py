@@ -12,11 +12,11 @@ from assay.dataset import Item
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec import PythonTarget
-from assay.targets._base import TargetResult
+from assay.targets._base import SessionState, TargetResult
 from evaluators._imports import import_callable
 
 # Optional keyword arguments a target function may declare to receive more than the input.
-_OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed")
+_OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed", "history", "session_id")
 _STRUCTURED_KEYS = {"output", "cost", "metadata"}
 # Metadata keys that look like measurements: kept apart, so nobody mistakes them for measured figures.
 RESERVED_METADATA = frozenset(
@@ -27,7 +27,10 @@ RESERVED_METADATA = frozenset(
 class PythonFunctionTarget:
     """Calls `module:function` with the item's input.
 
-    The function may also declare any of `fields`, `annotations`, `item_id`, `trial`, `seed`.
+    The function may also declare any of `fields`, `annotations`, `item_id`, `trial`, `seed`, and
+    for sessions (docs/sessions.md) `history` (the session's earlier prompts and answers as chat
+    messages, `[]` on a first prompt) and `session_id`. In a session it is called once per prompt,
+    with the prompt in place of the item's input.
     It returns the output, or a dict with `output` and optionally `cost` (USD) and `metadata`
     (a dict), which are stored as caller-reported figures. Sync functions run in a thread pool
     as wide as the run's concurrency, so a blocking call does not stall the others.
@@ -50,21 +53,34 @@ class PythonFunctionTarget:
         self._extra = [name for name in _OPTIONAL_ARGS if name in params]
         self._pool = None if self._is_async else ThreadPoolExecutor(max_workers=concurrency)
 
+    def item_prompt(self, item: Item) -> Any:
+        return item.input
+
     async def __call__(self, item: Item, trial: int) -> TargetResult:
+        return await self._invoke(item, trial, item.input, None)
+
+    async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
+        return await self._invoke(item, trial, prompt, session)
+
+    async def _invoke(
+        self, item: Item, trial: int, prompt: Any, session: SessionState | None
+    ) -> TargetResult:
         available = {
             "fields": item.fields,
             "annotations": item.annotations,
             "item_id": item.item_id,
             "trial": trial,
             "seed": self._seed,
+            "history": list(session.history) if session is not None else [],
+            "session_id": session.session_id if session is not None else None,
         }
         kwargs = {name: available[name] for name in self._extra}
         try:
             if self._is_async:
-                answer = await self._function(item.input, **kwargs)
+                answer = await self._function(prompt, **kwargs)
             else:
                 loop = asyncio.get_running_loop()
-                answer = await loop.run_in_executor(self._pool, lambda: self._function(item.input, **kwargs))
+                answer = await loop.run_in_executor(self._pool, lambda: self._function(prompt, **kwargs))
         except Exception as exc:  # the user's code failing is data, not a crash
             raise TargetFailure(
                 f"{type(exc).__name__}: {exc}", kind=FailureKind.EXCEPTION, provider="python"
