@@ -106,7 +106,18 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
 
 @pytest.mark.parametrize(
     "enum",
-    [ItemOutcome, ScorerOutcome, RowKind, Gauge, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind],
+    [
+        ItemOutcome,
+        ScorerOutcome,
+        RowKind,
+        Gauge,
+        RunKind,
+        RunStatus,
+        FailureKind,
+        Verdict,
+        Completeness,
+        SpendKind,
+    ],
 )
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]
