@@ -228,7 +228,7 @@ class Executor(ShardExecutor):
                     row.update(
                         Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids
                     )
-                    finished = Finished(row, score_rows, requests)
+                    finished = Finished(row, [*score_rows, *_gauge_rows(row, result, generation)], requests)
             finally:
                 teardown_error = await attempt.close()
             finished.item["teardown_error"] = teardown_error
