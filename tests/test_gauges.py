@@ -40,16 +40,16 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]
 
 
 def python_spec(folder, function: str = "solve", inputs=("0", "1", "2", "3", "boom")):
-    (folder / "solvers.py").write_text(SOLVERS)
+    (folder / "gauge_solvers.py").write_text(SOLVERS)
     write_jsonl(folder / "d.jsonl", [{"id": f"i{x}", "input": x, "expected": f"{x}{x}"} for x in inputs])
     return write_spec(
         folder,
         name="gauged",
         dataset={"path": "d.jsonl", "id": "id"},
-        target={"kind": "python", "function": f"solvers:{function}"},
+        target={"kind": "python", "function": f"gauge_solvers:{function}"},
         scorers=[
             {"kind": "exact_match", "name": "exact"},
-            {"kind": "user_code", "name": "picky", "function": "solvers:picky"},
+            {"kind": "user_code", "name": "picky", "function": "gauge_solvers:picky"},
         ],
         fail_on_item_error_rate=1,
     )
