@@ -114,14 +114,45 @@ SCORES = _schema(
     ("item_id", pa.string(), "the scored item's id"),
     ("item_index", pa.int64(), "the scored item's position in the dataset"),
     ("trial", pa.int32(), "the scored item's trial"),
-    ("scorer", pa.string(), "the scorer's name, unique within a run"),
-    ("scorer_kind", pa.string(), "the scorer's kind (exact_match, regex, user_code, ...)"),
+    (
+        "kind",
+        pa.string(),
+        (
+            "score (a scorer's judgement) | gauge (a measurement of the target's work on a completed "
+            "item: duration, steps, tokens…); filter on it before aggregating"
+        ),
+    ),
+    (
+        "scorer",
+        pa.string(),
+        "the scorer's name, unique within a run; on gauge rows the gauge's name (`gauge.duration_ms`, …)",
+    ),
+    (
+        "scorer_kind",
+        pa.string(),
+        "the scorer's kind (exact_match, regex, user_code, ...); `gauge` on gauge rows",
+    ),
     ("scorer_version", pa.string(), "the scorer implementation's version"),
-    ("score", pa.float64(), "a finite number in [0, 1]; null unless outcome is scored"),
+    (
+        "score",
+        pa.float64(),
+        "a finite number in [0, 1]; null unless outcome is scored (so always on gauge rows)",
+    ),
+    (
+        "value",
+        pa.float64(),
+        (
+            "the row's number: on score rows the score again (null unless scored); on gauge rows the "
+            "measurement, in the unit its name ends with (ms, steps, calls, tokens, usd)"
+        ),
+    ),
     (
         "outcome",
         pa.string(),
-        "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted",
+        (
+            "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted; "
+            "measured on gauge rows"
+        ),
     ),
     ("error", pa.string(), "why the scorer failed; null unless failed"),
     ("duration_ms", pa.float64(), "wall time of the scorer"),

@@ -72,6 +72,11 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _measure(value: float | None) -> str:
+    # Gauges span units from USD fractions to thousands of ms: significant digits, not decimals.
+    return "–" if value is None else f"{value:.6g}"
+
+
 def _console() -> Console:
     # Rich assumes 80 columns when stdout is not a terminal; a piped table should not be cut.
     return Console() if sys.stdout.isatty() else Console(width=160)
@@ -100,6 +105,15 @@ def print_summary(summary: dict[str, Any]) -> None:
             *(str(row[k]) for k in ("scored", "failed", "skipped")),
         )
     console.print(table)
+    if summary.get("gauges"):
+        gauges = Table(show_header=True, header_style="bold")
+        for column in ("gauge", "n", "mean", "min", "p50", "p95", "max"):
+            gauges.add_column(column, justify="left" if column == "gauge" else "right", no_wrap=True)
+        for row in summary["gauges"]:
+            gauges.add_row(
+                row["gauge"], str(row["n"]), *(_measure(row[k]) for k in ("mean", "min", "p50", "p95", "max"))
+            )
+        console.print(gauges)
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
     console.print(
@@ -119,6 +133,8 @@ def print_runs(runs: pl.DataFrame) -> None:
 
 
 def print_comparison(comparison: dict[str, Any]) -> None:
+    from assay.compare import gauge_line  # compare imports numpy and the stats: only when needed
+
     console = _console()
     console.print(
         f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
@@ -145,6 +161,8 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     console.print(table)
     for line in comparison["lines"]:
         console.print(line)
+    for row in comparison.get("gauges", []):
+        console.print(f"[dim]{gauge_line(row)}[/dim]")
     cost = comparison["cost"]
     if not cost["certified"]:
         console.print(f"cost delta not certified: {cost['reason']}")

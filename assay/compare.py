@@ -3,7 +3,8 @@
 Plain functions over the store; `flows/compare.py` strings them together. Each side may be
 several runs of the same dataset (repeats): per (item_id, trial) and scorer, a side's scores are
 averaged first. Pairs are matched by (item_id, trial); only pairs scored on both sides enter the
-statistics (`assay.stats`).
+statistics (`assay.stats`). Gauges (duration, steps, tokens…) are not scorers: their paired means
+are reported beside the verdicts, and never decide one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
 from assay.errors import InputError
-from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
 from assay.plan import new_run_id
 from assay.stats import (
     PairedEstimate,
@@ -101,6 +102,13 @@ class Side:
             [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
             how="vertical_relaxed",
         )
+        self.gauges = pl.concat(
+            [
+                store.run_scores(r, kind=RowKind.GAUGE).with_columns(pl.lit(r).alias("run_id"))
+                for r in run_ids
+            ],
+            how="vertical_relaxed",
+        )
 
     @property
     def label(self) -> str:
@@ -113,6 +121,32 @@ class Side:
             .group_by("item_id", "trial", "scorer")
             .agg(pl.col("score").mean())
         )
+
+
+def gauge_rows(base: Side, cand: Side) -> list[dict[str, Any]]:
+    """Per gauge measured on both sides: the means over the (item_id, trial) pairs measured on both
+    (each side's repeats averaged first), the delta and its change in percent. Gauges describe the
+    target's work (time, steps, tokens); they are reported, never given a verdict or a gate."""
+
+    def means(side: Side) -> pl.DataFrame:
+        return side.gauges.group_by("item_id", "trial", "scorer").agg(pl.col("value").mean())
+
+    pairs = means(base).join(means(cand), on=["item_id", "trial", "scorer"], suffix="_candidate")
+    rows = (
+        pairs.group_by(pl.col("scorer").alias("gauge"))
+        .agg(
+            pl.len().alias("n_pairs"),
+            pl.col("value").mean().alias("baseline_mean"),
+            pl.col("value_candidate").mean().alias("candidate_mean"),
+        )
+        .sort("gauge")
+        .to_dicts()
+    )
+    for row in rows:
+        b, c = row["baseline_mean"], row["candidate_mean"]
+        row["delta"] = c - b
+        row["change_pct"] = (c - b) / b * 100 if b else None
+    return rows
 
 
 def load_sides(store: Store, baseline: list[str], candidate: list[str]) -> tuple[Side, Side]:
@@ -337,6 +371,15 @@ def human_line(
     return " · ".join(parts)
 
 
+def gauge_line(row: dict[str, Any]) -> str:
+    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
+    change = "" if row["change_pct"] is None else f" ({_signed(row['change_pct'])}%)"
+    return (
+        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
+        f"over {row['n_pairs']} pairs"
+    )
+
+
 def _signed(value: float) -> str:
     return f"{value:+.1f}".replace("-", "−")
 
@@ -362,6 +405,7 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
         "candidate": cand.run_ids,
         "scorers": scorers,
         "scorers_only_in": only,
+        "gauges": gauge_rows(base, cand),
         "lines": [human_line(row, timing, cost) for row in scorers],
         "timing": timing,
         "cost": cost,

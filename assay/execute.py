@@ -23,7 +23,15 @@ from assay.accounting import Accounting, BudgetDenied, Ledger, measuring
 from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import TargetFailure
-from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind
+from assay.outcomes import (
+    Completeness,
+    FailureKind,
+    Gauge,
+    ItemOutcome,
+    RowKind,
+    ScorerOutcome,
+    SpendKind,
+)
 from assay.plan import RunPlan, Shard
 from assay.targets import SandboxedTarget, Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
@@ -228,7 +236,7 @@ class Executor(ShardExecutor):
                     row.update(
                         Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids
                     )
-                    finished = Finished(row, score_rows, requests)
+                    finished = Finished(row, [*score_rows, *_gauge_rows(row, result, generation)], requests)
             finally:
                 teardown_error = await attempt.close()
             finished.item["teardown_error"] = teardown_error
@@ -305,7 +313,7 @@ class Executor(ShardExecutor):
         )
         operation_ids, requests = _captured([scope, *judge_scopes])
         row.update(Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids)
-        return Finished(row, score_rows, requests)
+        return Finished(row, [*score_rows, *_gauge_rows(row, result, generation)], requests)
 
     @staticmethod
     def _unfinished(row: dict[str, Any], scope: Scope | None) -> Finished:
@@ -486,10 +494,12 @@ def _score_row(
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,
+        "kind": RowKind.SCORE.value,
         "scorer": record.scorer,
         "scorer_kind": record.scorer_kind,
         "scorer_version": record.scorer_version,
         "score": record.score,
+        "value": record.score,
         "outcome": str(record.outcome),
         "error": record.error,
         "duration_ms": record.duration_ms,
@@ -497,3 +507,42 @@ def _score_row(
         "label": record.label,
         "metadata": _json(record.metadata),
     }
+
+
+# Bump when what a gauge measures changes, so a compare across versions can tell.
+GAUGE_VERSION = "1"
+
+
+def _gauge_rows(
+    item_row: dict[str, Any], result: TargetResult, generation: Accounting
+) -> list[dict[str, Any]]:
+    """The gauges of a completed item: rows of kind `gauge` beside its scores, one per gauge whose
+    value is known (unknown is no row, never 0). Tokens and cost are measured figures only: an
+    uninstrumented target (python, http_agent) reports none, and a cost counts only when its
+    accounting is complete (an unpriced model's $0 is not a cost)."""
+    values = {
+        Gauge.DURATION_MS: item_row["duration_ms"],
+        Gauge.STEPS: result.steps,
+        Gauge.TOOL_CALLS: result.tool_calls,
+        Gauge.TOKENS_INPUT: item_row["tokens_input"],
+        Gauge.TOKENS_OUTPUT: item_row["tokens_output"],
+        Gauge.COST_USD: generation.known_cost if generation.completeness is Completeness.COMPLETE else None,
+    }
+    return [
+        {
+            # Measuring costs nothing: the same spend columns as a deterministic scorer's row.
+            **_NO_SPEND_COLUMNS,
+            "item_id": item_row["item_id"],
+            "item_index": item_row["item_index"],
+            "trial": item_row["trial"],
+            "kind": RowKind.GAUGE.value,
+            "scorer": gauge.value,
+            "scorer_kind": RowKind.GAUGE.value,
+            "scorer_version": GAUGE_VERSION,
+            "score": None,
+            "value": float(value),
+            "outcome": ScorerOutcome.MEASURED.value,
+        }
+        for gauge, value in values.items()
+        if value is not None
+    ]

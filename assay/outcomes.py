@@ -20,7 +20,8 @@ class ItemOutcome(StrEnum):
 
 
 class ScorerOutcome(StrEnum):
-    """What became of one scorer on one item x trial."""
+    """What became of one scorer on one item x trial. `measured` is a gauge row's only outcome
+    (`RowKind.GAUGE`); a scorer's row never has it."""
 
     SCORED = "scored"
     FAILED = "failed"
@@ -28,6 +29,39 @@ class ScorerOutcome(StrEnum):
     CANCELLED = "cancelled"
     BUDGET_SKIPPED = "budget_skipped"
     BUDGET_INTERRUPTED = "budget_interrupted"
+    MEASURED = "measured"
+
+
+class RowKind(StrEnum):
+    """What a row of the scores dataset holds.
+
+    `score`: a scorer's judgement of one item x trial, in [0, 1]. `gauge`: a measurement of the
+    target's work on one completed item x trial (duration, steps, tokens…), in its own unit; its
+    outcome is always `measured` and its `score` null, so neither summaries, compares nor gates
+    ever read it as a scorer.
+    """
+
+    SCORE = "score"
+    GAUGE = "gauge"
+
+
+GAUGE_PREFIX = "gauge."
+
+
+class Gauge(StrEnum):
+    """The gauges Assay writes (their `scorer` name on `kind = gauge` rows); the suffix is the unit.
+
+    The `gauge.` prefix keeps them apart from scorers, whose names may not start with it. A gauge
+    whose value is unknown for an item (a target that reports no usage, an agent without a
+    trajectory) has no row: missing means unknown, never 0.
+    """
+
+    DURATION_MS = "gauge.duration_ms"
+    STEPS = "gauge.steps"
+    TOOL_CALLS = "gauge.tool_calls"
+    TOKENS_INPUT = "gauge.tokens_input"
+    TOKENS_OUTPUT = "gauge.tokens_output"
+    COST_USD = "gauge.cost_usd"
 
 
 class TurnMethod(StrEnum):

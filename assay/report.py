@@ -586,7 +586,28 @@ def _timing_cost_section(data: _RunData, figures: _Figures) -> str:
             else '<p class="note">Every measured item\'s accounting is complete.</p>'
         )
         parts.append(figures.html(cost, "cost", 320, note))
-    return _section("timing", "Latency and cost", '<div class="pair">' + "".join(parts) + "</div>")
+    body = '<div class="pair">' + "".join(parts) + "</div>" + _gauges_table(data.summary["gauges"])
+    return _section("timing", "Latency and cost", body)
+
+
+def _gauges_table(gauges: list[dict[str, Any]]) -> str:
+    """The run's gauges (per completed item: duration, steps, tool calls, tokens, cost) as a table;
+    nothing when the run has none."""
+    if not gauges:
+        return ""
+    rows = [
+        [
+            f"<code>{_e(g['gauge'])}</code>",
+            _e(g["n"]),
+            *(_e(f"{g[k]:.6g}") for k in ("mean", "p50", "p95", "max")),
+        ]
+        for g in gauges
+    ]
+    return (
+        '<h3>Gauges</h3><p class="note">Measured per completed item; an item whose value is unknown '
+        "is left out, not counted as 0.</p>"
+        + _table(["gauge", "items", "mean", "p50", "p95", "max"], rows, "gauges")
+    )
 
 
 def _nice_bin(top: float, bins: int = 25) -> float:

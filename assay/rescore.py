@@ -2,8 +2,9 @@
 
 A rescore is a run of kind `rescore` with `source_run_id`. Its items are the source's item rows:
 completed ones are scored with the new scorers; failed ones pass through with their outcome,
-error and failure description, and get no scores. Timing is carried forward from the source
-(the rescore made no generation calls) and spend is zero. Resume works as for a run: the
+error and failure description, and get no scores. Timing and the source's gauge rows (duration,
+steps, tokens…) are carried forward from the source (the rescore made no generation calls) and
+spend is zero. Resume works as for a run: the
 rescore's identity is the source's dataset and target with the new scorers.
 """
 
@@ -23,7 +24,7 @@ from assay.dataset import Item
 from assay.errors import InputError, SpecError
 from assay.execute import Finished, ShardExecutor
 from assay.identity import Identity, scorers_digest
-from assay.outcomes import ItemOutcome, RunKind, RunStatus
+from assay.outcomes import ItemOutcome, RowKind, RunKind, RunStatus
 from assay.plan import RunPlan, new_record, new_run_id, start_or_resume
 from assay.spec import EvalSpec, describe_errors
 from assay.store import Store
@@ -211,6 +212,12 @@ class RescoreExecutor(ShardExecutor):
     def __init__(self, plan: RunPlan, source_rows: dict[tuple[str, int], dict[str, Any]]) -> None:
         super().__init__(plan)
         self._source_rows = source_rows
+        # The source's gauges measured the target's work, which a rescore does not redo: they are
+        # carried forward unchanged, as the items' timing is.
+        self._source_gauges: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        gauges = plan.store.run_scores(plan.record["source_run_id"], kind=RowKind.GAUGE)
+        for row in gauges.iter_rows(named=True):
+            self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
         source = self._source_rows[(item.item_id, trial)]
@@ -233,4 +240,5 @@ class RescoreExecutor(ShardExecutor):
             i for scope in scopes for i in scope.operation_ids
         ]
         row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
-        return Finished(row, score_rows, [r for scope in scopes for r in scope.records])
+        gauges = self._source_gauges.get((item.item_id, trial), [])
+        return Finished(row, [*score_rows, *gauges], [r for scope in scopes for r in scope.records])

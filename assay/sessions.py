@@ -42,7 +42,7 @@ from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_le
 from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import SessionError, TargetFailure
-from assay.execute import Finished, _captured, _completed_row, _failed_row, _stopped_row
+from assay.execute import Finished, _captured, _completed_row, _failed_row, _gauge_rows, _stopped_row
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
@@ -349,6 +349,7 @@ class _Attempt:
     scopes: list[Scope | None] = field(default_factory=list)
     passed: bool = False
     queued_ms: float = 0.0
+    result: TargetResult | None = None
 
     @property
     def completed(self) -> bool:
@@ -446,6 +447,7 @@ class SessionRunner:
             attempt.row = row
             return attempt
         attempt.row = _completed_row(item, trial, started_at, duration_ms, result)
+        attempt.result = result
         attempt.scores, attempt.judging, judge_scopes = await ex._score(
             item, trial, result.output, trajectory=result.trajectory
         )
@@ -471,7 +473,14 @@ class SessionRunner:
             attempt=best.number,
             attempts_made=len(attempts),
         )
-        return Finished(row, best.scores, requests, [r for a in attempts for r in _turn_rows(a, a is best)])
+        # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+        gauges = (
+            _gauge_rows(row, best.result, Accounting.total([a.generation for a in attempts]))
+            if best.completed and best.result is not None
+            else []
+        )
+        turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
+        return Finished(row, [*best.scores, *gauges], requests, turn_rows)
 
 
 def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from assay.accounting import Price, parse_budget
 from assay.capture import CaptureSettings
 from assay.errors import SpecError
+from assay.outcomes import GAUGE_PREFIX
 from assay.response_cache import check_cache
 from assay.sandbox.agents import AgentSpec
 from evaluators import SCORER_KINDS, ScorerSpec
@@ -346,6 +347,14 @@ class EvalSpec(_Strict):
         if repeated:
             raise ValueError(
                 f"scorer names must be unique (they name the score columns): {'; '.join(repeated)}"
+            )
+        # Gauge rows sit beside score rows under the same `scorer` column: the prefix is theirs.
+        reserved = [
+            f"scorers.{i}: {s.name!r}" for i, s in enumerate(scorers) if s.name.startswith(GAUGE_PREFIX)
+        ]
+        if reserved:
+            raise ValueError(
+                f"scorer names may not start with {GAUGE_PREFIX!r} (reserved for gauges): {'; '.join(reserved)}"
             )
         return scorers
 

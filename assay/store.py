@@ -2,7 +2,7 @@
 
     <root>/runs/run_id=<id>/run.parquet         one row per run, rewritten atomically
     <root>/items/run_id=<id>/<part>.parquet     one row per item x trial
-    <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer
+    <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer (and gauge)
     <root>/turns/run_id=<id>/<part>.parquet     one row per prompt of a managed session
     <root>/artifacts/run_id=<id>/<item>/<trial>/ files kept per attempt (transcripts, workspaces)
 
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from assay import _schema
 from assay.errors import RunNotFoundError, StoreError
+from assay.outcomes import RowKind
 
 DEFAULT_ROOT = "assay-store"
 _TMP_PREFIX = ".tmp-"
@@ -157,13 +158,21 @@ class Store:
         """All committed items of one run."""
         return self._read_run_dataset("items", run_id, _schema.ITEMS)
 
-    def run_scores(self, run_id: str) -> pl.DataFrame:
-        """All committed scores of one run."""
+    def run_scores(self, run_id: str, kind: RowKind | None = RowKind.SCORE) -> pl.DataFrame:
+        """The committed rows of one run's scores dataset: its scores, by default.
+
+        Args:
+            run_id: the run.
+            kind: `RowKind.SCORE` (scorers' rows: what every mean, rate and verdict is over),
+                `RowKind.GAUGE` (the gauges' rows) or None for both. Scores only by default, so
+                that no consumer takes a gauge for a scorer by forgetting a filter.
+        """
         committed = {p.name for p in self._parts("items", run_id)}
         parts = [p for p in self._parts("scores", run_id) if p.name in committed]
         if not parts:
             return pl.DataFrame(schema=pl.from_arrow(_schema.SCORES.empty_table()).schema)
-        return pl.read_parquet(parts)
+        frame = pl.read_parquet(parts)
+        return frame if kind is None else frame.filter(pl.col("kind") == kind.value)
 
     def run_turns(self, run_id: str) -> pl.DataFrame:
         """All committed session turns of one run (empty for a run without a policy or attempts)."""
@@ -209,7 +218,8 @@ class Store:
         return self._scan("items", "part-*.parquet")
 
     def scores(self) -> pl.LazyFrame:
-        """Every score of every run."""
+        """Every row of every run's scores dataset, as the files hold it: scores and gauges
+        (filter on `kind`)."""
         return self._scan("scores", "part-*.parquet")
 
     def requests(self) -> pl.LazyFrame:

@@ -15,7 +15,7 @@ import polars as pl
 
 from assay.accounting import Budget
 from assay.capture import Recorder
-from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome
+from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome
 from assay.store import Store
 
 
@@ -35,8 +35,28 @@ def _quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
     ]
 
 
+# `measured` belongs to gauge rows, which are not scorers: no count column for it.
+_SCORER_OUTCOMES = [outcome for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED]
+
+
+def gauge_stats(gauges: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per gauge: how many item x trials measured it, and the mean, min, p50, p95 and max of its
+    value. Only items that have the gauge count (an unknown value is no row, not a 0).
+
+    Args:
+        gauges: a run's gauge rows (`Store.run_scores(run_id, kind=RowKind.GAUGE)`).
+    """
+    return (
+        gauges.group_by(pl.col("scorer").alias("gauge"))
+        .agg(pl.len().alias("n"), *_quantiles(pl.col("value")))
+        .sort("gauge")
+        .to_dicts()
+    )
+
+
 def summarise(store: Store, run_id: str) -> dict[str, Any]:
-    """The summary of one stored run: outcome counts, per-scorer statistics, durations, gate.
+    """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
+    durations, gate.
 
     Args:
         store: the store.
@@ -53,11 +73,15 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         scores.group_by("scorer")
         .agg(
             *_quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
-            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in ScorerOutcome),
+            *(
+                (pl.col("outcome") == outcome.value).sum().alias(outcome.value)
+                for outcome in _SCORER_OUTCOMES
+            ),
         )
         .sort("scorer")
         .to_dicts()
     )
+    gauges = gauge_stats(store.run_scores(run_id, kind=RowKind.GAUGE))
     duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
     caller_cost = items.select(
         # null, not 0, when no item reported one: "unknown" and "none" differ.
@@ -83,6 +107,7 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "fail_on_item_error_rate": limit,
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
+        "gauges": gauges,
         "duration_ms": duration,
         "timing_by_model": timing,
         "tokens": {kind: accounting[f"tokens_{kind}"] for kind in _TOKEN_KINDS},

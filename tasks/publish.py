@@ -11,6 +11,8 @@ from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 
+from assay.compare import gauge_line
+
 
 def _flow_run() -> Any:
     context = FlowRunContext.get()
@@ -58,7 +60,8 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:
-    """The comparison for people: the human lines, the per-scorer table, the gates, the runs."""
+    """The comparison for people: the human lines, the per-scorer table, the gauges, the gates, the
+    runs."""
     lines = [f"# Comparison {comparison['comparison_id']}", ""]
     lines += [f"- **{line}**" for line in comparison["lines"]]
     lines += [
@@ -75,6 +78,10 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
             f"{row['delta']:+.3f} | [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] | {row['p_value']:.3g} | "
             f"{row['verdict']} |"
         )
+    gauges = comparison.get("gauges", [])
+    if gauges:
+        # Measurements of the targets' work, paired like the scores; informative, never a verdict.
+        lines += ["", "Gauges (paired means; no verdict):", "", *(f"- {gauge_line(row)}" for row in gauges)]
     lines += [
         "",
         f"Baseline runs: {', '.join(comparison['baseline'])}",

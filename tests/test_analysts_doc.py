@@ -33,7 +33,7 @@ from tests.conftest import REPO, openai_spec, write_spec
 DOC_PATH = REPO / "docs" / "analysts.md"
 PLACEHOLDER = "assay-store"
 STORE_LINE = f'STORE = "{PLACEHOLDER}"'
-N_QUERIES = 10
+N_QUERIES = 11
 
 PRICES = {
     "mock-1": {"input": 10.0, "output": 30.0},
@@ -174,7 +174,7 @@ def run_sql(code: str, store: Path) -> tuple[list[str], list[tuple]]:
     return relation.columns, relation.fetchall()
 
 
-def test_the_doc_has_ten_worked_queries_in_both_languages():
+def test_the_doc_has_eleven_worked_queries_in_both_languages():
     assert len(PYTHON) >= N_QUERIES and len(SQL) >= N_QUERIES
     assert len(QUERIES) == N_QUERIES, QUERIES
     for heading in QUERIES:
@@ -229,3 +229,7 @@ def test_the_store_has_what_the_queries_need(store):
     assert unpriced["model"] == "mock-3" and unpriced["cost_usd"] == 0, "the $0 that is not free"
     assert requests.filter(pl.col("http_status") == 429).height == 2
     assert runs.filter(pl.col("name") == "arith").height == 2 and runs["matrix_id"].n_unique() == 2
+    gauges = scores.filter(pl.col("kind") == "gauge")
+    assert {"gauge.duration_ms", "gauge.tokens_input", "gauge.cost_usd"} <= set(gauges["scorer"])
+    # Gauge rows would count as scorers without the `kind` filter of queries 6 and 9.
+    assert gauges.filter(pl.col("outcome") == "measured").height == gauges.height

@@ -49,8 +49,12 @@ def test_sigkill_then_resume_runs_each_unfinished_item_exactly_once(tmp_path, mo
     assert items.height == N_ITEMS and items["item_id"].n_unique() == N_ITEMS
     assert scores.height == 2 * N_ITEMS
     assert scores.group_by("item_id", "scorer").len()["len"].max() == 1
-    lazy_scores = store.scores().filter(pl.col("run_id") == run_id).collect()
-    assert lazy_scores.height == 2 * N_ITEMS, "no orphaned scores part is left for analysts to read"
+    lazy_rows = store.scores().filter(pl.col("run_id") == run_id).collect()
+    assert lazy_rows.height == store.run_scores(run_id, kind=None).height, "no orphaned part for analysts"
+    assert lazy_rows.filter(pl.col("kind") == "score").height == 2 * N_ITEMS
+    # Gauges too are written once per item: duration and measured tokens (the mock model is unpriced).
+    gauges = lazy_rows.filter(pl.col("kind") == "gauge").group_by("item_id", "scorer").len()
+    assert gauges.height == 3 * N_ITEMS and gauges["len"].max() == 1
     assert summary["items"]["completed"] == N_ITEMS
 
 

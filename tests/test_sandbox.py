@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from assay.outcomes import RowKind
 from assay.sandbox.container import workspace_diff
 from assay.sandbox.hygiene import leftovers
 from assay.store import Store
@@ -93,6 +94,9 @@ def test_an_attempt_keeps_its_transcript_diff_and_workspace_and_is_isolated(
     assert row["outcome"] == "completed", row["error"]
     assert row["output"] == json.dumps("42\n")  # the file the attempt left, not its stdout
     assert scores["score"].to_list() == [1.0]
+    # A container attempt is a completed item like any other: its duration is a gauge.
+    gauges = Store(tmp_path / "store").run_scores(run_id, kind=RowKind.GAUGE)
+    assert gauges["scorer"].to_list() == ["gauge.duration_ms"] and gauges["value"][0] == row["duration_ms"]
     transcript = _artifact(tmp_path / "store", run_id, "a/0/transcript.txt").read_text()
     # Non-root user, no capabilities, no network but loopback, limits applied, read-only root.
     assert "uid=1000" in transcript

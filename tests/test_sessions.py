@@ -19,6 +19,7 @@ import pytest
 from assay.cli import main
 from assay.dataset import Item
 from assay.errors import SessionError, TargetFailure
+from assay.outcomes import RowKind
 from assay.sessions import Session, drive
 from assay.store import Store
 from assay.targets import SessionState, TargetResult
@@ -304,6 +305,10 @@ def test_attempts_stop_at_the_first_pass_and_keep_every_attempt(tmp_path, mock, 
     scores = store.run_scores(summary["run_id"])
     assert scores.height == 3, "only the kept attempt's scores are in `scores`"
     assert scores.filter(pl.col("item_id") == "q2")["score"].to_list() == [1.0]
+    # The item's duration gauge covers every attempt it took, like its items row.
+    gauges = store.run_scores(summary["run_id"], kind=RowKind.GAUGE)
+    q2 = gauges.filter((pl.col("item_id") == "q2") & (pl.col("scorer") == "gauge.duration_ms"))
+    assert q2["value"].to_list() == [pytest.approx(items["q2"]["duration_ms"])]
 
     turns = store.run_turns(summary["run_id"]).filter(pl.col("item_id") == "q2").sort("attempt")
     assert turns["attempt"].to_list() == [1, 2] and turns["session_id"].n_unique() == 2

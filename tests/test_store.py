@@ -14,7 +14,9 @@ from assay.cli import main
 from assay.outcomes import (
     Completeness,
     FailureKind,
+    Gauge,
     ItemOutcome,
+    RowKind,
     RunKind,
     RunStatus,
     ScorerOutcome,
@@ -105,7 +107,20 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
 
 
 @pytest.mark.parametrize(
-    "enum", [ItemOutcome, ScorerOutcome, RunKind, RunStatus, FailureKind, Verdict, Completeness, SpendKind, TurnMethod]
+    "enum",
+    [
+        ItemOutcome,
+        ScorerOutcome,
+        RowKind,
+        Gauge,
+        RunKind,
+        RunStatus,
+        FailureKind,
+        Verdict,
+        Completeness,
+        SpendKind,
+        TurnMethod,
+    ],
 )
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]

@@ -27,6 +27,8 @@ class TargetResult:
         artifacts: files kept for the attempt, relative to the run's artifacts partition.
         sandbox: a container attempt's facts (image id, exit code, stage timings).
         trajectory: the agent's steps, as scorers see them (`Sample.trajectory`).
+        steps: how many steps an agent took, where known (stored as the `gauge.steps` gauge).
+        tool_calls: how many tool calls those steps made, where known (`gauge.tool_calls`).
     """
 
     output: Any
@@ -41,6 +43,8 @@ class TargetResult:
     artifacts: list[str] | None = None
     sandbox: dict[str, Any] | None = None
     trajectory: list[dict[str, Any]] | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
 
 
 class Target(Protocol):

@@ -156,6 +156,18 @@ class Trajectory:
         reported = [s.tokens for s in self.steps if s.tokens is not None]
         return {"input": total(t.input for t in reported), "output": total(t.output for t in reported)}
 
+    @property
+    def step_count(self) -> int | None:
+        """Steps the agent took: every step sent, a dropped (invalid) one too; None without a list
+        of steps to count."""
+        return len(self.steps) + self.dropped_steps if self.status in ("valid", "partial") else None
+
+    @property
+    def tool_call_count(self) -> int | None:
+        """Tool calls of those steps; None unless every step was valid (a dropped step's calls are
+        unknown, and an undercount would read as a fact)."""
+        return sum(len(s.tool_calls) for s in self.steps) if self.status == "valid" else None
+
     def summary(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
             "trajectory_status": self.status,
@@ -583,6 +595,8 @@ class HttpAgent:
             caller_cost=trajectory.cost,
             caller_metadata=metadata,
             caller_reserved={"tokens": trajectory.tokens()},
+            steps=trajectory.step_count,
+            tool_calls=trajectory.tool_call_count,
         )
 
     def _spend(self, harness_id: str, status: str, trajectory: Trajectory) -> dict[str, Any]:
