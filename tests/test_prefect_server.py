@@ -261,3 +261,36 @@ def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
         timeout=10,
     ).json()
     assert {run["name"].split(" ")[0] for run in children} >= {"quickstart-arithmetic", "compare"}
+
+
+def test_a_container_run_is_a_flow_run_with_shards_of_sandboxed_attempts(
+    prefect_api: PrefectAPI, tmp_path: Path
+) -> None:
+    from assay.sandbox.hygiene import leftovers
+    from tests.conftest import write_jsonl, write_spec
+    from tests.sandbox_images import busybox_image
+
+    write_jsonl(tmp_path / "data.jsonl", [{"id": f"c{n}", "input": str(n)} for n in range(6)])
+    spec = write_spec(
+        tmp_path,
+        name="sandboxed-under-prefect",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={
+            "kind": "container",
+            "image": busybox_image(),
+            "command": ["sh", "-c", "cat $ASSAY_PROMPT_FILE"],
+        },
+        scorers=[{"kind": "code_exec", "checks": ["test -d /workspace"]}],
+        concurrency=3,
+    )
+    store = tmp_path / "store"
+    done = _assay(prefect_api, "run", str(spec), "--store", str(store))
+    assert done.returncode == 0
+    run_id = json.loads(done.stdout)["run_id"]
+    record = Store(store).read_run(run_id)
+    _assert_completed_flow_run(prefect_api, record["prefect_flow_run_id"])
+    items = Store(store).run_items(run_id).sort("item_id")
+    assert items["outcome"].to_list() == ["completed"] * 6
+    assert items["output_text"].to_list() == [str(n) for n in range(6)]
+    assert Store(store).run_scores(run_id)["score"].to_list() == [1.0] * 6
+    assert leftovers(run_id) == []
