@@ -33,12 +33,14 @@ def _key(text: str) -> str:
 
 
 async def publish_run_summary(summary: dict[str, Any]) -> None:
-    """The run's summary as a table artifact: one row per scorer, with the item outcomes."""
+    """The run's summary as a table artifact: one row per scorer, then one per gauge (its `scored`
+    is how many items measured it), with the item outcomes."""
     if _flow_run() is None:
         return
     counts = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
     rows = [
         {
+            "kind": "score",
             "scorer": row["scorer"],
             "mean": row["mean"],
             "p50": row["p50"],
@@ -48,6 +50,18 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
             "skipped": row["skipped"],
         }
         for row in summary["scorers"]
+    ] + [
+        {
+            "kind": "gauge",
+            "scorer": row["gauge"],
+            "mean": row["mean"],
+            "p50": row["p50"],
+            "p95": row["p95"],
+            "scored": row["n"],
+            "failed": None,
+            "skipped": None,
+        }
+        for row in summary.get("gauges", [])
     ]
     await acreate_table_artifact(
         rows or [{"scorer": "(none)"}],

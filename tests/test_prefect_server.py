@@ -197,12 +197,15 @@ def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, firs
     ).json()
     (table,) = [a for a in artifacts if a["type"] == "table"]
     assert table["key"] == "assay-run-quickstart-arithmetic"
-    assert {row["scorer"] for row in json.loads(table["data"])} == {
+    rows = json.loads(table["data"])
+    assert {row["scorer"] for row in rows if row["kind"] == "score"} == {
         "exact",
         "numeric",
         "mentions_answer",
         "bare_number",
     }
+    (duration,) = [row for row in rows if row["kind"] == "gauge" and row["scorer"] == "gauge.duration_ms"]
+    assert duration["scored"] == QUICKSTART_ITEMS and duration["mean"] > 0
 
 
 def test_a_failed_compare_gate_fails_the_flow_run(
