@@ -24,6 +24,9 @@ _OPERATIONAL_TARGET_FIELDS = {
     "cache",
     "poll_interval",
     "request_timeout",
+    # Which artifacts an http_agent keeps, not what it answers: a resume may change them.
+    "max_artifact_bytes",
+    "max_attempt_bytes",
 }
 
 

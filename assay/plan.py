@@ -395,7 +395,9 @@ def _agent_snapshot(
         from assay.sandbox.container import prepare_container
 
         return prepare_container(spec.target, items, spec_dir, json.loads(stored) if stored else None)
-    snapshot = prepare_http_agent(spec.target, items, stored=json.loads(stored) if stored else None)
+    snapshot = prepare_http_agent(
+        spec.target, items, stored=json.loads(stored) if stored else None, base_dir=spec_dir
+    )
     for warning in snapshot.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
     if snapshot.get("dropped_items"):

@@ -137,6 +137,10 @@ class HttpAgentTarget(_Strict):
             the item fails with `timeout` (and the run is cancelled if the harness accepts that).
         request_timeout: seconds for one HTTP request to the harness.
         max_retries: retries of one request after a 429, a 5xx or (for reads) a connection error.
+        max_artifact_bytes: the largest artifact downloaded into the store (bytes); a larger
+            one is skipped with a warning. 0 downloads none.
+        max_attempt_bytes: the most artifact bytes one attempt downloads, all files together;
+            a file that would pass it is skipped with a warning.
     """
 
     kind: Literal["http_agent"]
@@ -147,6 +151,8 @@ class HttpAgentTarget(_Strict):
     timeout: float = Field(default=600.0, gt=0, strict=True)
     request_timeout: float = Field(default=30.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    max_artifact_bytes: int = Field(default=16 * 2**20, ge=0, strict=True)
+    max_attempt_bytes: int = Field(default=64 * 2**20, ge=0, strict=True)
 
 
 class StageDeadlines(_Strict):

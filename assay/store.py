@@ -5,6 +5,7 @@
     <root>/scores/run_id=<id>/<part>.parquet    one row per item x trial x scorer (and gauge)
     <root>/turns/run_id=<id>/<part>.parquet     one row per prompt of a managed session
     <root>/artifacts/run_id=<id>/<item>/<trial>/ files kept per attempt (transcripts, workspaces)
+    <root>/artifacts/run_id=<id>/@<name>        run-level sidecars (an http_agent's harness run ids)
 
 A batch of results is committed as parts of the same name: captured requests, turns and scores
 first, then the items part. The items part is the commit marker: a part without its items part is
@@ -120,6 +121,12 @@ class Store:
         """`<root>/artifacts`: the paths in `items.artifacts` are relative to it (they start with
         the run's partition, so a rescore's rows still point at its source's files)."""
         return self.root / "artifacts"
+
+    def run_sidecar(self, run_id: str, name: str) -> Path:
+        """A run-level file in the run's artifacts partition, beside the attempt folders (not
+        created). Its name starts with `@`, which no attempt folder can: item ids are
+        percent-quoted there, and quoting never leaves an `@`. Deleted with the run."""
+        return self._partition("artifacts", run_id) / f"@{name}"
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch)."""

@@ -32,16 +32,24 @@ Knobs (`configure`; each key given replaces that setting):
       generated steps plus invalid ones), or a list of steps; default: `steps` generated steps.
     - `steps` (default 2), `step_cost` (USD, default 0.01; `None` leaves cost out): generated steps,
       each with one tool call and tokens `{input: 10, output: 5}`.
-    - `artifacts`: the run's `artifacts` list; `files`: path -> text served by `/files/{path}`.
+    - `artifacts`: the run's `artifacts` list; `files`: path -> text (or bytes) served by
+      `/files/{path}`.
 - `faults`: a queue of `{route, status, times (default 1, -1 forever), retry_after}`; a request to
   `route` (`capabilities`, `create`, `status`, `trajectory`, `files`, `cancel`) takes the first
   matching fault and gets that HTTP status with `{"error": ...}`.
 - `api_key`: when set, requests without `Authorization: Bearer <api_key>` get 401.
 
-`stats()`: `requests` (by route), `bodies` (every `POST /runs` body), `headers` (per request:
-route, authorization, idempotency-key), `cancelled` (run ids), `max_active` (most runs started and
-not yet seen ending by a poll at once), `runs` (run id -> item id) and `sessions` (session id ->
-the inputs of its runs, in order).
+`POST /runs` as multipart/form-data (fixture file uploads): an `input` part holding the JSON body,
+then one `file` part per entry of the body's `uploads` (`{path, size, sha256}`), in that order; the
+harness checks each part's filename, size and sha256 against its entry (400 on a mismatch) and a
+completed run's `output` is `{"files": {path: sha256 of the bytes received}}` (unless the
+behaviour sets `output`).
+
+`stats()`: `requests` (by route), `bodies` (every `POST /runs` body; a multipart one's `input`
+part), `uploads` (per multipart start: path -> sha256 received), `headers` (per request: route,
+authorization, idempotency-key, content-type), `cancelled` (run ids), `max_active` (most runs
+started and not yet seen ending by a poll at once), `runs` (run id -> item id) and `sessions`
+(session id -> the inputs of its runs, in order).
 
 Sessions: a `POST /runs` with a `session_id` continues that session (the harness keeps each
 session's history: the inputs of its runs); a new id starts one.
@@ -51,13 +59,14 @@ from __future__ import annotations
 
 import collections
 import copy
+import hashlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from assay._background import BackgroundServer, listen
 
@@ -90,6 +99,7 @@ class _Run:
     cancelled: bool = False
     ended: bool = False
     history: list[Any] = field(default_factory=list)
+    received: dict[str, str] | None = None  # uploaded path -> sha256
 
 
 def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -140,6 +150,7 @@ class ReferenceHarness:
         self._sessions: dict[str, list[Any]] = {}
         self._requests: collections.Counter[str] = collections.Counter()
         self._bodies: list[Any] = []
+        self._uploads: list[dict[str, str]] = []
         self._headers: list[dict[str, Any]] = []
         self._cancelled: list[str] = []
         self._active = 0
@@ -167,6 +178,7 @@ class ReferenceHarness:
         return {
             "requests": dict(self._requests),
             "bodies": copy.deepcopy(self._bodies),
+            "uploads": copy.deepcopy(self._uploads),
             "headers": copy.deepcopy(self._headers),
             "cancelled": list(self._cancelled),
             "max_active": self._max_active,
@@ -205,6 +217,7 @@ class ReferenceHarness:
                 "route": route,
                 "authorization": request.headers.get("Authorization"),
                 "idempotency_key": request.headers.get("Idempotency-Key"),
+                "content_type": request.content_type,
             }
         )
         if self._api_key is not None and request.headers.get("Authorization") != f"Bearer {self._api_key}":
@@ -217,7 +230,7 @@ class ReferenceHarness:
                         del self._faults[index]
                 headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else None
                 if route == "create":  # a refused start still tells which item it was for
-                    self._bodies.append(await _body(request))
+                    self._bodies.append((await _create_body(request))[0])
                 return _json({"error": f"fault: HTTP {fault['status']}"}, fault["status"], headers)
         return await handler(request)
 
@@ -230,12 +243,18 @@ class ReferenceHarness:
         return _json(self._capabilities)
 
     async def _create(self, request: web.Request) -> web.Response:
-        body = await _body(request)
+        body, received, problem = await _create_body(request)
         self._bodies.append(body)
+        if problem:
+            return _json({"error": problem}, 400)
         metadata = body.get("metadata") if isinstance(body, dict) else None
         if not isinstance(metadata, dict) or "input" not in body or "item_id" not in metadata:
             return _json({"error": "expected {input, metadata: {item_id, trial}}"}, 400)
         accepts = self._capabilities.get("accepts", {})
+        if received is not None:
+            self._uploads.append(received)
+            if not accepts.get("file_input"):
+                return _json({"error": "this harness does not accept file uploads"}, 400)
         if "model" in body and not accepts.get("model_override"):
             return _json({"error": "this harness does not accept a model override"}, 400)
         if "files" in body and not accepts.get("file_urls"):
@@ -254,7 +273,7 @@ class ReferenceHarness:
             if isinstance(session_id, str):
                 history = self._sessions.setdefault(session_id, [])
                 history.append(body["input"])
-            self._runs[run_id] = _Run(run_id, item_id, body, behavior, history=list(history))
+            self._runs[run_id] = _Run(run_id, item_id, body, behavior, history=list(history), received=received)
             self._active += 1
             self._max_active = max(self._max_active, self._active)
         return _json({"id": run_id}, 201)
@@ -296,6 +315,8 @@ class ReferenceHarness:
                 reply["answer"] = answer
             if "output" in behavior:
                 reply["output"] = behavior["output"]
+            elif run.received is not None:
+                reply["output"] = {"files": run.received}
         elif status == "cancelled":
             reply["error"] = behavior.get("error", "cancelled on request")
         elif "error" in behavior:
@@ -331,7 +352,11 @@ class ReferenceHarness:
         path = request.match_info["path"]
         if path not in files:
             return _json({"error": "no such file"}, 404)
-        return web.Response(text=files[path], content_type="application/octet-stream")
+        content = files[path]
+        return web.Response(
+            body=content if isinstance(content, bytes) else content.encode(),
+            content_type="application/octet-stream",
+        )
 
     async def _cancel(self, request: web.Request) -> web.Response:
         run = self._run(request)
@@ -351,6 +376,39 @@ def _route_of(request: web.Request) -> str:
     if len(parts) == 2:
         return "status"
     return {"trajectory": "trajectory", "files": "files", "cancel": "cancel"}.get(parts[2], "other")
+
+
+async def _create_body(request: web.Request) -> tuple[Any, dict[str, str] | None, str | None]:
+    """A `POST /runs` body: (the JSON body, path -> sha256 of each upload or None when it was not
+    multipart, what is wrong with the uploads or None)."""
+    if request.content_type != "multipart/form-data":
+        return await _body(request), None, None
+    body: Any = None
+    parts: list[tuple[str, bytes]] = []
+    reader = await request.multipart()
+    async for part in reader:
+        if not isinstance(part, BodyPartReader):
+            return body, {}, "nested multipart is not expected"
+        data = await part.read()
+        if part.name == "input" and body is None:
+            try:
+                body = json.loads(data)
+            except ValueError:
+                return data.decode("utf-8", "replace"), {}, "the `input` part is not JSON"
+        elif part.name == "file" and part.filename:
+            parts.append((part.filename, bytes(data)))
+        else:
+            return body, {}, f"unexpected part {part.name!r} (filename {part.filename!r})"
+    received = {name: hashlib.sha256(data).hexdigest() for name, data in parts}
+    declared = body.get("uploads") if isinstance(body, dict) else None
+    if not isinstance(declared, list) or len(declared) != len(parts):
+        return body, received, f"{len(parts)} file parts but `uploads` is {declared!r:.200}"
+    for entry, (name, data) in zip(declared, parts, strict=True):
+        if not isinstance(entry, dict) or entry.get("path") != name:
+            return body, received, f"file part {name!r} does not match `uploads` entry {entry!r:.200}"
+        if entry.get("size") != len(data) or entry.get("sha256") != hashlib.sha256(data).hexdigest():
+            return body, received, f"file part {name!r}: size or sha256 differs from its `uploads` entry"
+    return body, received, None
 
 
 async def _body(request: web.Request) -> Any:

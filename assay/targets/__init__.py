@@ -53,7 +53,9 @@ def open_target(
         run_id: the run's id (`http_agent` targets send it in each harness run's metadata).
         capabilities: the run's target snapshot: an `http_agent`'s capabilities, a `container`'s
             image id and user.
-        store: the run's store (a `container` target keeps its attempts' artifacts there).
+        store: the run's store: a `container` target keeps its attempts' artifacts there; an
+            `http_agent` its attempts' artifacts and trajectories, and the harness run ids it
+            was given (under `run_id`).
         redact: patterns never stored (a `container` target's transcripts and diffs).
     """
     if isinstance(spec, ContainerTarget):
@@ -72,5 +74,13 @@ def open_target(
     if isinstance(spec, OpenAITarget):
         return OpenAIChatTarget(spec, concurrency=concurrency, seed=seed)
     if isinstance(spec, HttpAgentTarget):
-        return HttpAgent(spec, concurrency=concurrency, seed=seed, run_id=run_id, capabilities=capabilities)
+        return HttpAgent(
+            spec,
+            concurrency=concurrency,
+            seed=seed,
+            run_id=run_id,
+            capabilities=capabilities,
+            store=store,
+            base_dir=search_path,
+        )
     return PythonFunctionTarget(spec, concurrency=concurrency, seed=seed, search_path=search_path)

@@ -15,17 +15,20 @@ reports is kept as caller-reported cost, its token counts as caller-reported (re
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
 import random
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
@@ -38,6 +41,7 @@ from assay.dataset import Item
 from assay.errors import DatasetError, InputError, TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
+from assay.store import Store
 from assay.targets._base import SessionState, TargetResult
 
 PROTOCOL = "assay-harness/1"
@@ -53,6 +57,9 @@ _MAX_PROBLEMS = 50
 _CANCEL_TIMEOUT_S = 5.0
 _MAX_RUN_ID = 256
 _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
+_LEDGER = "harness-runs.jsonl"
+_FILES = "files"  # an attempt's downloaded artifacts, beside (never over) its trajectory.json
+_TRAJECTORY = "trajectory.json"
 
 
 class HarnessError(InputError):
@@ -137,6 +144,14 @@ class Trajectory:
     steps: list[Step] = field(default_factory=list)
     dropped_steps: int = 0
     problem: str | None = None
+    raw: list[dict[str, Any]] = field(default_factory=list)
+    """The valid steps as the harness sent them (fields the protocol does not name included):
+    what scorers see and `trajectory.json` keeps."""
+
+    @property
+    def kept(self) -> bool:
+        """Whether there are steps worth keeping (a valid or partial trajectory)."""
+        return self.status in ("valid", "partial")
 
     @property
     def cost(self) -> float | None:
@@ -190,10 +205,12 @@ def validate_trajectory(doc: Any) -> Trajectory:
     if not isinstance(steps, list):
         return Trajectory("invalid", problem="expected an object with a list `steps`")
     kept: list[Step] = []
+    raws: list[dict[str, Any]] = []
     first: str | None = None
     for index, raw in enumerate(steps):
         try:
             kept.append(Step.model_validate(raw))
+            raws.append(raw)
         except ValidationError as exc:
             if first is None:
                 error = exc.errors(include_url=False)[0]
@@ -201,10 +218,10 @@ def validate_trajectory(doc: Any) -> Trajectory:
                 first = f"steps.{index}: {where}: {error['msg']}"
     dropped = len(steps) - len(kept)
     if not dropped:
-        return Trajectory("valid", kept)
+        return Trajectory("valid", kept, raw=raws)
     if not kept:
         return Trajectory("invalid", dropped_steps=dropped, problem=first)
-    return Trajectory("partial", kept, dropped_steps=dropped, problem=first)
+    return Trajectory("partial", kept, dropped_steps=dropped, problem=first, raw=raws)
 
 
 def is_safe_path(path: Any) -> bool:
@@ -217,10 +234,11 @@ def is_safe_path(path: Any) -> bool:
     return ".." not in re.split(r"[/\\]", path)
 
 
-def item_files(item: Item) -> list[Any]:
-    """The item's fixture files: its `files` field, a list of `{path, url}` (a CSV cell may hold
-    that list as JSON text). None, "" and [] mean none. Raises ValueError (or TypeError) on any
-    other shape."""
+def item_files(item: Item) -> list[dict[str, str]]:
+    """The item's fixture files: its `files` field, a list of `{path, url}` (a file the harness
+    fetches) or `{path, file}` (a local file Assay uploads; relative to the spec's folder); a CSV
+    cell may hold that list as JSON text. None, "" and [] mean none. Raises ValueError (or
+    TypeError) on any other shape; whether a local file exists is `_local_problem`'s to say."""
     raw = item.fields.get("files")
     if raw is None or raw == "" or raw == []:
         return []
@@ -234,15 +252,37 @@ def item_files(item: Item) -> list[Any]:
     files = []
     for index, entry in enumerate(raw):
         where = f"field 'files'[{index}]"
-        if not isinstance(entry, dict) or set(entry) - {"path", "url"}:
-            raise ValueError(f"{where} must be an object with exactly `path` and `url`, got {entry!r:.80}")
-        if not is_safe_path(entry.get("path")):
-            raise ValueError(f"{where}.path must be a relative path without '..', got {entry.get('path')!r}")
-        url = entry.get("url")
+        if not isinstance(entry, dict) or set(entry) not in ({"path", "url"}, {"path", "file"}):
+            raise ValueError(
+                f"{where} must be an object with `path` and one of `url` or `file`, got {entry!r:.80}"
+            )
+        if not is_safe_path(entry["path"]):
+            raise ValueError(f"{where}.path must be a relative path without '..', got {entry['path']!r}")
+        if "file" in entry:
+            if not isinstance(entry["file"], str) or not entry["file"]:
+                raise ValueError(f"{where}.file must be a local file's path, got {entry['file']!r:.80}")
+            files.append({"path": entry["path"], "file": entry["file"]})
+            continue
+        url = entry["url"]
         if not isinstance(url, str) or not re.match(r"^https?://", url):
             raise ValueError(f"{where}.url must be an http(s) URL, got {url!r:.80}")
         files.append({"path": entry["path"], "url": url})
     return files
+
+
+def _local_file(base_dir: Path | None, name: str) -> Path:
+    path = Path(name).expanduser()
+    return path if path.is_absolute() or base_dir is None else base_dir / path
+
+
+def _local_problem(base_dir: Path | None, files: list[dict[str, str]]) -> str | None:
+    """Why the item's first missing local fixture file cannot be uploaded, if one is missing."""
+    for entry in files:
+        if "file" in entry:
+            path = _local_file(base_dir, entry["file"])
+            if not path.is_file():
+                return f"fixture file {entry['file']!r} not found (looked for {path})"
+    return None
 
 
 def _validator(schema: dict[str, Any] | bool | None) -> jsonschema.protocols.Validator | None:
@@ -320,6 +360,10 @@ class HttpAgent:
         run_id: the Assay run's id, sent in each run's metadata.
         capabilities: a snapshot `prepare` returned earlier (a resumed run): it is used as is
             and the harness is not asked again. A bare `GET /capabilities` document works too.
+        store: the run's store. With `run_id`, each completed attempt's artifacts and
+            trajectory are kept in `store.artifacts_dir(run_id, item_id, trial)`, and every
+            harness run id is recorded, so an id reused even across a resume is caught.
+        base_dir: the folder local fixture files (`{path, file}`) are relative to (the spec's).
         transport: an httpx transport to use instead of aiohttp's (tests).
     """
 
@@ -333,11 +377,15 @@ class HttpAgent:
         seed: int = 0,
         run_id: str | None = None,
         capabilities: dict[str, Any] | None = None,
+        store: Store | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._spec = spec
         self._seed = seed
         self._run_id = run_id
+        self._store = store if run_id is not None else None
+        self._base_dir = Path(base_dir) if base_dir is not None else None
         self._provider = f"http_agent:{urlsplit(spec.base_url).netloc}"
         headers = {"accept": "application/json"}
         if spec.api_key_env:
@@ -354,7 +402,10 @@ class HttpAgent:
         self._validator: jsonschema.protocols.Validator | None = None
         self._caps_lock = asyncio.Lock()
         self._slots: asyncio.Semaphore | None = None
-        self._seen: dict[str, str] = {}
+        # Harness run id -> the attempt it was returned for; with a store, loaded from (and added
+        # to) the run's ledger, so ids handed out before a resume count too.
+        self._ledger = self._store.run_sidecar(run_id, _LEDGER) if self._store and run_id else None
+        self._seen: dict[str, str] = _read_ledger(self._ledger) if self._ledger else {}
         self._background: set[asyncio.Task[None]] = set()
         if capabilities is not None:
             doc = capabilities.get("capabilities", capabilities)
@@ -431,8 +482,11 @@ class HttpAgent:
             reason = self._files_refused(caps, files)
             if reason:
                 dropped.append({"item_id": item.item_id, "reason": reason})
-            else:
-                runnable.append(item)
+                continue
+            missing = _local_problem(self._base_dir, files)
+            if missing:
+                problems.append(f"item {item.item_id!r}: field 'files': {missing}")
+            runnable.append(item)
         for item in runnable:
             problem = _input_problem(self._validator, item.input)
             if problem:
@@ -457,14 +511,16 @@ class HttpAgent:
         return []
 
     @staticmethod
-    def _files_refused(caps: Capabilities, files: list[Any]) -> str | None:
+    def _files_refused(caps: Capabilities, files: list[dict[str, str]]) -> str | None:
+        """Why the harness cannot take the item's fixture files, if it cannot. A harness that
+        takes files at all takes uploads (local files); URLs only if it says so."""
         if not files:
             return None
         if not caps.accepts.file_input:
             return "the harness accepts no fixture files"
-        if not caps.accepts.file_urls:
-            # Uploading files (multipart) is not implemented: Assay sends files as URLs only.
-            return "the harness accepts fixture files only as uploads, and Assay sends them as URLs"
+        if not caps.accepts.file_urls and any("url" in f for f in files):
+            # Assay does not fetch a URL to upload its bytes: the harness is the one to fetch it.
+            return "the harness accepts fixture files only as uploads, and the item's files are URLs"
         return None
 
     # -- one item -------------------------------------------------------------------------------
@@ -514,20 +570,54 @@ class HttpAgent:
         if self._run_id is not None:
             metadata = {"run_id": self._run_id, **metadata}
         body["metadata"] = metadata
-        if files:
-            body["files"] = files
+        urls = [f for f in files if "url" in f]
+        if urls:
+            body["files"] = urls
+        uploads = self._read_uploads(item, [f for f in files if "file" in f])
+        if uploads:
+            body["uploads"] = [
+                {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                for path, data in uploads
+            ]
         if self._slots is None:
-            return await self._run(caps, item, trial, body)
+            return await self._run(caps, item, trial, body, uploads)
         async with self._slots:
-            return await self._run(caps, item, trial, body)
+            return await self._run(caps, item, trial, body, uploads)
 
-    async def _run(self, caps: Capabilities, item: Item, trial: int, body: dict[str, Any]) -> TargetResult:
+    def _read_uploads(self, item: Item, local: list[dict[str, str]]) -> list[tuple[str, bytes]]:
+        """The bytes of the item's local fixture files, read before the run starts (read whole:
+        fixtures are small, and a retried start must send the same bytes)."""
+        uploads = []
+        for entry in local:
+            path = _local_file(self._base_dir, entry["file"])
+            try:
+                uploads.append((entry["path"], path.read_bytes()))
+            except OSError as exc:
+                raise self._failure(
+                    f"item {item.item_id!r}: fixture file {entry['file']!r} cannot be read "
+                    f"({path}): {exc.strerror or exc}",
+                    FailureKind.EXCEPTION,
+                ) from None
+        return uploads
+
+    async def _run(
+        self,
+        caps: Capabilities,
+        item: Item,
+        trial: int,
+        body: dict[str, Any],
+        uploads: list[tuple[str, bytes]],
+    ) -> TargetResult:
         started = time.perf_counter()
+        folder = self._attempt_dir(item, trial)
+        if folder is not None:
+            # A killed earlier execution of this attempt may have left files: start clean.
+            _clear(folder)
         harness_id: str | None = None
         deadline = asyncio.timeout(self._spec.timeout)
         try:
             async with deadline:
-                harness_id = await self._start(item, trial, body)
+                harness_id = await self._start(item, trial, body, uploads)
                 try:
                     state = await self._poll(harness_id)
                 except TargetFailure as failure:
@@ -585,6 +675,15 @@ class HttpAgent:
         artifacts, warnings = _artifacts(state.artifacts)
         if artifacts:
             metadata["artifacts"] = artifacts
+        kept: list[str] | None = None
+        if folder is not None:
+            try:
+                kept, more = await self._keep(caps, harness_id, folder, artifacts, trajectory)
+            except BaseException:
+                # Cut short (item_timeout, Ctrl-C, a full disk): the attempt keeps nothing.
+                _clear(folder)
+                raise
+            warnings += more
         warnings += self._warnings(caps)
         if warnings:
             metadata["warnings"] = warnings
@@ -597,7 +696,127 @@ class HttpAgent:
             caller_reserved={"tokens": trajectory.tokens()},
             steps=trajectory.step_count,
             tool_calls=trajectory.tool_call_count,
+            artifacts=kept or None,
+            trajectory=trajectory.raw if trajectory.kept else None,
         )
+
+    # -- what an attempt keeps ------------------------------------------------------------------
+
+    def _attempt_dir(self, item: Item, trial: int) -> Path | None:
+        if self._store is None or self._run_id is None:
+            return None
+        return self._store.artifacts_dir(self._run_id, item.item_id, trial)
+
+    async def _keep(
+        self,
+        caps: Capabilities,
+        harness_id: str,
+        folder: Path,
+        artifacts: list[dict[str, Any]],
+        trajectory: Trajectory,
+    ) -> tuple[list[str], list[str]]:
+        """Download the listed (safe) artifacts into `folder/files/` and write the trajectory to
+        `folder/trajectory.json`; returns the kept files' paths relative to `<store>/artifacts`
+        (as `items.artifacts` holds them), and a warning for every artifact not kept."""
+        assert self._store is not None and self._run_id is not None
+        kept: list[Path] = []
+        warnings: list[str] = []
+        if artifacts and not caps.provides.workspace:
+            warnings.append(
+                f"{len(artifacts)} artifacts not downloaded: the harness does not serve files "
+                "(provides.workspace is false)"
+            )
+        elif artifacts:
+            paths, warnings = await self._download_all(harness_id, folder / _FILES, artifacts)
+            kept += paths
+        if trajectory.kept:
+            document = {
+                "harness_run_id": harness_id,
+                "status": trajectory.status,
+                "dropped_steps": trajectory.dropped_steps,
+                "problem": trajectory.problem,
+                "steps": trajectory.raw,
+            }
+            path = folder / _TRAJECTORY
+            _write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
+            kept.append(path)
+        root = self._store.artifacts_root
+        return sorted(p.relative_to(root).as_posix() for p in kept), warnings
+
+    async def _download_all(
+        self, harness_id: str, root: Path, artifacts: list[dict[str, Any]]
+    ) -> tuple[list[Path], list[str]]:
+        """`GET /runs/{id}/files/{path}` of each artifact into `root`, within the size limits.
+        A file that fails or passes a limit is skipped with a warning; the rest still come."""
+        per_file, left = self._spec.max_artifact_bytes, self._spec.max_attempt_bytes
+        resolved_root = root.resolve()
+        kept: list[Path] = []
+        warnings: list[str] = []
+        taken: set[Path] = set()
+        for artifact in artifacts:
+            path: str = artifact["path"]
+            dest = (root / path).resolve()
+            # `is_safe_path` already refused absolute paths and `..`; checking the resolved path
+            # as well means no path spelling can ever write outside the attempt's folder.
+            if not dest.is_relative_to(resolved_root) or dest == resolved_root:
+                warnings.append(
+                    f"artifact {path!r:.200} skipped: it does not name a file inside the attempt's folder"
+                )
+                continue
+            if dest in taken:
+                continue  # listed twice (`a` and `./a`): fetched once
+            size = artifact.get("size")
+            if per_file == 0 or (size is not None and size > per_file):
+                warnings.append(_too_large(path, size, "max_artifact_bytes", per_file))
+                continue
+            if size is not None and size > left:
+                warnings.append(_too_large(path, size, "max_attempt_bytes", self._spec.max_attempt_bytes))
+                continue
+            limit = min(per_file, left)
+            try:
+                written = await self._download(harness_id, path, dest, limit)
+            except _TooLarge as exc:
+                which = "max_artifact_bytes" if limit == per_file else "max_attempt_bytes"
+                allowed = per_file if limit == per_file else self._spec.max_attempt_bytes
+                warnings.append(_too_large(path, exc.seen, which, allowed))
+                continue
+            except TargetFailure as failure:
+                warnings.append(f"artifact {path!r:.200} not downloaded: {failure.message}")
+                continue
+            except (httpx.HTTPError, OSError) as exc:
+                warnings.append(f"artifact {path!r:.200} not downloaded: {type(exc).__name__}: {exc}")
+                continue
+            taken.add(dest)
+            kept.append(dest)
+            left -= written
+        return kept, warnings
+
+    async def _download(self, harness_id: str, path: str, dest: Path, limit: int) -> int:
+        """Stream one artifact into `dest` (via a temporary file); returns its size. Raises
+        `_TooLarge` past `limit` bytes (nothing is left behind)."""
+        what = f"GET /runs/{harness_id}/files/{path}"
+        url = f"/runs/{quote(harness_id, safe='')}/files/{quote(path, safe='/')}"
+        response = await self._request("GET", url, what=what, stream=True)
+        tmp = dest.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{dest.name}")
+        written = 0
+        try:
+            declared = response.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > limit:
+                raise _TooLarge(int(declared))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as out:
+                async for chunk in response.aiter_bytes():
+                    written += len(chunk)
+                    if written > limit:
+                        raise _TooLarge(None)
+                    out.write(chunk)
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            await response.aclose()
+        return written
 
     def _spend(self, harness_id: str, status: str, trajectory: Trajectory) -> dict[str, Any]:
         """What a failed run reports it spent (for `TargetFailure.usage`): paid work may precede a
@@ -610,12 +829,29 @@ class HttpAgent:
             **trajectory.summary(),
         }
 
-    async def _start(self, item: Item, trial: int, body: dict[str, Any]) -> str:
+    async def _start(
+        self, item: Item, trial: int, body: dict[str, Any], uploads: list[tuple[str, bytes]]
+    ) -> str:
+        """`POST /runs`: JSON, or with local fixture files multipart/form-data (an `input` part
+        holding the same JSON, then one `file` part per upload, in `uploads` order)."""
         content = json.dumps(body, ensure_ascii=False, default=str).encode()
         # The same key on every retry of this POST: a harness that honours it starts one run only.
-        headers = {"content-type": "application/json", "idempotency-key": uuid.uuid4().hex}
+        headers = {"idempotency-key": uuid.uuid4().hex}
+        files: list[tuple[str, tuple[str | None, bytes, str]]] | None = None
+        if uploads:
+            files = [("input", (None, content, "application/json"))]
+            files += [("file", (path, data, "application/octet-stream")) for path, data in uploads]
+            content = None  # httpx sets the multipart content type with its boundary
+        else:
+            headers["content-type"] = "application/json"
         response = await self._request(
-            "POST", "/runs", what="POST /runs", content=content, headers=headers, idempotent=False
+            "POST",
+            "/runs",
+            what="POST /runs",
+            content=content,
+            files=files,
+            headers=headers,
+            idempotent=False,
         )
         doc = self._json(response, "POST /runs")
         harness_id = doc.get("id") if isinstance(doc, dict) else None
@@ -629,12 +865,20 @@ class HttpAgent:
                 f"'\\' or control characters, at most {_MAX_RUN_ID} long)",
                 FailureKind.PROTOCOL,
             )
-        owner = f"item {item.item_id!r} trial {trial}"
-        first = self._seen.setdefault(harness_id, owner)
-        if first != owner:
+        first = self._seen.get(harness_id)
+        if first is not None:
+            # Even for the same item and trial: every start must get a new id, and the old run's
+            # results (or files) must never pass for this attempt's.
             raise self._failure(
                 f"harness reused run id {harness_id} (already returned for {first})", FailureKind.PROTOCOL
             )
+        self._seen[harness_id] = _owner(item.item_id, trial)
+        if self._ledger is not None:
+            # Written before the run is polled: a process killed now still leaves the id behind.
+            self._ledger.parent.mkdir(parents=True, exist_ok=True)
+            line = json.dumps({"id": harness_id, "item_id": item.item_id, "trial": trial}) + "\n"
+            with self._ledger.open("a", encoding="utf-8") as ledger:
+                ledger.write(line)
         return harness_id
 
     async def _poll(self, harness_id: str) -> RunState:
@@ -706,16 +950,26 @@ class HttpAgent:
         *,
         what: str,
         content: bytes | None = None,
+        files: list[tuple[str, tuple[str | None, bytes, str]]] | None = None,
         headers: dict[str, str] | None = None,
         idempotent: bool = True,
         ok_404: bool = False,
+        stream: bool = False,
     ) -> httpx.Response:
-        """One request with retries on 429 / 5xx (and, when idempotent, connection errors)."""
+        """One request with retries on 429 / 5xx (and, when idempotent, connection errors).
+
+        Args:
+            stream: return the successful response unread; the caller reads and closes it.
+        """
         attempt = 0
         while True:
             retry_after: float | None = None
             try:
-                response = await self._client.request(method, path, content=content, headers=headers)
+                # Built anew for each attempt: a multipart body is a stream, consumed once.
+                request = self._client.build_request(
+                    method, path, content=content, files=files, headers=headers
+                )
+                response = await self._client.send(request, stream=stream)
             except httpx.TransportError as exc:
                 timeout = _is_timeout(exc)
                 message = (
@@ -732,6 +986,9 @@ class HttpAgent:
             else:
                 if response.status_code < 400 or (ok_404 and response.status_code == 404):
                     return response
+                if stream:
+                    await response.aread()
+                    await response.aclose()
                 retryable = response.status_code in _RETRYABLE_STATUS
                 failure = self._failure(
                     f"{what}: HTTP {response.status_code}: {_response_error(response)}",
@@ -794,7 +1051,11 @@ class HttpAgent:
 
 
 def prepare_http_agent(
-    spec: HttpAgentTarget, items: list[Item], *, stored: dict[str, Any] | None = None
+    spec: HttpAgentTarget,
+    items: list[Item],
+    *,
+    stored: dict[str, Any] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """`HttpAgent.prepare` for synchronous callers (planning, before anything is written): runs it
     on its own event loop in a worker thread, so it works whether or not a loop is running here.
@@ -803,13 +1064,14 @@ def prepare_http_agent(
         spec: the target spec.
         items: the run's items.
         stored: the run's stored snapshot (a resumed run): used as is, the harness is not asked.
+        base_dir: the folder local fixture files are relative to (the spec's); they must exist.
 
     Raises:
         HarnessError, DatasetError: as `HttpAgent.prepare`.
     """
 
     async def prepare() -> dict[str, Any]:
-        agent = HttpAgent(spec, concurrency=1, capabilities=stored)
+        agent = HttpAgent(spec, concurrency=1, capabilities=stored, base_dir=base_dir)
         try:
             return await agent.prepare(items)
         finally:
@@ -817,6 +1079,54 @@ def prepare_http_agent(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-agent-prepare") as pool:
         return pool.submit(asyncio.run, prepare()).result()
+
+
+def _owner(item_id: Any, trial: Any) -> str:
+    return f"item {item_id!r} trial {trial}"
+
+
+def _read_ledger(path: Path) -> dict[str, str]:
+    """The run's recorded harness run ids (id -> the attempt it was returned for)."""
+    seen: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return seen
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill: its run never got further than its start
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            seen.setdefault(entry["id"], _owner(entry.get("item_id"), entry.get("trial")))
+    return seen
+
+
+def _clear(folder: Path) -> None:
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    elif folder.exists():
+        folder.unlink()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class _TooLarge(Exception):
+    """An artifact past the size limit; `seen`: its declared size, if the harness said one."""
+
+    def __init__(self, seen: int | None) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+def _too_large(path: str, size: int | None, setting: str, limit: int) -> str:
+    what = f"{size} bytes" if size is not None else "larger"
+    return f"artifact {path!r:.200} not downloaded: {what}, past target.{setting} ({limit})"
 
 
 def _artifacts(raw: list[Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
