@@ -1,6 +1,7 @@
 """The `remote` scorer: an evaluator behind HTTP that returns several named scores at once.
 
-`POST {url}` with `{"case": {"input", "expected", "annotations"}, "answer", "output", "trajectory"}`;
+`POST {url}` with `{"case": {"input", "expected", "annotations"}, "answer", "output", "trajectory"}`
+(`trajectory`: the agent's steps, `Sample.trajectory`, or null);
 the evaluator answers a list (or `{"results": [...]}`) of `{name, score, label, explanation}`. Each
 becomes its own score row, `<scorer>.<name>`; an entry labelled `error` is a failed row with its
 explanation as the error. An evaluator that cannot be reached, or answers something else, fails
@@ -44,7 +45,9 @@ class Remote(Scorer):
             "case": {"input": sample.input, "expected": sample.expected, "annotations": sample.annotations},
             "answer": sample.output if isinstance(sample.output, str) else json.dumps(sample.output),
             "output": sample.output,
-            "trajectory": sample.fields.get("trajectory"),
+            # The agent's steps as its target recorded them (an http_agent's validated trajectory);
+            # null for targets that record none, and for a rescore (outputs only are stored).
+            "trajectory": sample.trajectory,
         }
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             response = await client.post(self.url, json=body, headers=headers)

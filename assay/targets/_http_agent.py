@@ -754,7 +754,8 @@ class HttpAgent:
         warnings: list[str] = []
         taken: set[Path] = set()
         for artifact in artifacts:
-            path: str = artifact["path"]
+            # `./a` and `a//b` name `a` and `a/b` (an HTTP client would drop the dot anyway).
+            path = "/".join(s for s in artifact["path"].split("/") if s not in ("", "."))
             dest = (root / path).resolve()
             # `is_safe_path` already refused absolute paths and `..`; checking the resolved path
             # as well means no path spelling can ever write outside the attempt's folder.
@@ -776,9 +777,12 @@ class HttpAgent:
             try:
                 written = await self._download(harness_id, path, dest, limit)
             except _TooLarge as exc:
-                which = "max_artifact_bytes" if limit == per_file else "max_attempt_bytes"
-                allowed = per_file if limit == per_file else self._spec.max_attempt_bytes
-                warnings.append(_too_large(path, exc.seen, which, allowed))
+                if limit == per_file or (exc.seen is not None and exc.seen > per_file):
+                    warnings.append(_too_large(path, exc.seen, "max_artifact_bytes", per_file))
+                else:
+                    warnings.append(
+                        _too_large(path, exc.seen, "max_attempt_bytes", self._spec.max_attempt_bytes)
+                    )
                 continue
             except TargetFailure as failure:
                 warnings.append(f"artifact {path!r:.200} not downloaded: {failure.message}")
