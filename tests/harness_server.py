@@ -33,7 +33,7 @@ Knobs (`configure`; each key given replaces that setting):
     - `steps` (default 2), `step_cost` (USD, default 0.01; `None` leaves cost out): generated steps,
       each with one tool call and tokens `{input: 10, output: 5}`.
     - `artifacts`: the run's `artifacts` list; `files`: path -> text (or bytes) served by
-      `/files/{path}`.
+      `/files/{path}`; `chunked_files`: serve them chunked, without a Content-Length.
 - `faults`: a queue of `{route, status, times (default 1, -1 forever), retry_after}`; a request to
   `route` (`capabilities`, `create`, `status`, `trajectory`, `files`, `cancel`) takes the first
   matching fault and gets that HTTP status with `{"error": ...}`.
@@ -353,10 +353,16 @@ class ReferenceHarness:
         if path not in files:
             return _json({"error": "no such file"}, 404)
         content = files[path]
-        return web.Response(
-            body=content if isinstance(content, bytes) else content.encode(),
-            content_type="application/octet-stream",
-        )
+        data = content if isinstance(content, bytes) else content.encode()
+        if not run.behavior.get("chunked_files"):  # type: ignore[union-attr]
+            return web.Response(body=data, content_type="application/octet-stream")
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(data), 256):
+            await response.write(data[start : start + 256])
+        await response.write_eof()
+        return response
 
     async def _cancel(self, request: web.Request) -> web.Response:
         run = self._run(request)

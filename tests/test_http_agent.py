@@ -222,7 +222,7 @@ def test_items_with_files_are_dropped_when_the_harness_takes_none(harness):
     assert harness.stats()["requests"].get("create") is None
 
 
-def test_files_as_uploads_only_are_not_implemented_so_those_items_are_dropped(harness):
+def test_files_given_as_urls_are_dropped_when_the_harness_takes_uploads_only(harness):
     harness.configure(capabilities=caps(accepts={"file_input": True, "file_urls": False}))
     files = [{"path": "a.txt", "url": "https://files.example/a.txt"}]
     snapshot = prepare(harness, [item("plain"), item("with", files=files)])
@@ -686,6 +686,12 @@ def test_the_openapi_document_describes_what_the_reference_harness_and_assay_exc
     files = [{"path": "a.csv", "url": "https://files.example/a.csv"}]
     result = one_result(harness, item("q1", {"question": "2+2?"}, files=files), model="m")
     check("RunRequest", harness.stats()["bodies"][0])
+    # A multipart start's `input` part, with its `uploads`.
+    fixture = REPO / "docs" / "harness-openapi.yaml"
+    local = [*files, {"path": "spec.yaml", "file": str(fixture)}]
+    one_result(harness, item("q2", {"question": "2+2?"}, files=local))
+    check("RunRequest", harness.stats()["bodies"][1])
+    assert harness.stats()["bodies"][1]["uploads"][0]["path"] == "spec.yaml"
     run_path = f"/runs/{result.caller_metadata['harness_run_id']}"
     with httpx.Client(base_url=harness.base_url) as client:
         check("Capabilities", client.get("/capabilities").json())

@@ -244,12 +244,13 @@ def test_artifacts_and_the_trajectory_are_kept_in_the_attempts_folder(tmp_path, 
     assert result.trajectory == steps
 
 
-def test_size_limits_skip_files_with_a_warning(tmp_path, harness):
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_size_limits_skip_files_with_a_warning(tmp_path, harness, chunked):
     store = Store(tmp_path / "store")
     artifacts = [
         {"path": "small.txt"},  # 10 bytes
         {"path": "declared-big.txt", "size": 5000},  # skipped on its declared size: never fetched
-        {"path": "undeclared-big.bin"},  # 3000 bytes: refused on the reply's length
+        {"path": "undeclared-big.bin"},  # 3000 bytes: refused on the reply's length, or cut off
         {"path": "a.txt", "size": 600},
         {"path": "b.txt", "size": 600},  # would pass the attempt's 1000
         {"path": "c.txt"},  # 300 bytes, still fits after a.txt
@@ -262,15 +263,19 @@ def test_size_limits_skip_files_with_a_warning(tmp_path, harness):
         "b.txt": "b" * 600,
         "c.txt": "c" * 300,
     }
-    harness.configure(behaviors={"*": {"artifacts": artifacts, "files": served}})
+    harness.configure(behaviors={"*": {"artifacts": artifacts, "files": served, "chunked_files": chunked}})
     result = one(harness, store, max_artifact_bytes=1000, max_attempt_bytes=1000)
     assert isinstance(result, TargetResult), result
     folder = store.artifacts_dir(RUN, "q1", 0)
+    # No partial file is left of the one cut off.
     assert files_under(folder) == {"files/small.txt", "files/a.txt", "files/c.txt", "trajectory.json"}
+    assert (folder / "files/c.txt").read_text() == "c" * 300
     warnings = result.caller_metadata["warnings"]
+    # Cut off without a declared size, it was past what the attempt had left (990 bytes).
+    big = "larger, past target.max_attempt_bytes" if chunked else "3000 bytes, past target.max_artifact_bytes"
     assert warnings == [
         "artifact 'declared-big.txt' not downloaded: 5000 bytes, past target.max_artifact_bytes (1000)",
-        "artifact 'undeclared-big.bin' not downloaded: 3000 bytes, past target.max_artifact_bytes (1000)",
+        f"artifact 'undeclared-big.bin' not downloaded: {big} (1000)",
         "artifact 'b.txt' not downloaded: 600 bytes, past target.max_attempt_bytes (1000)",
     ]
     assert harness.stats()["requests"]["files"] == 4, "small, undeclared-big (refused), a and c"

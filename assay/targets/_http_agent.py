@@ -4,6 +4,12 @@ One harness run per item x trial: `POST /runs`, then `GET /runs/{id}` every `pol
 the run reports a final status, then `GET /runs/{id}/trajectory` when the harness provides one.
 Everything goes through one httpx client over aiohttp's transport.
 
+An item's local fixture files are uploaded with the start (multipart/form-data); files given as
+URLs are passed on as URLs. With a store, a completed attempt keeps its artifacts
+(`GET /runs/{id}/files/{path}`, within size limits) and its trajectory in its artifacts folder,
+and every harness run id is recorded in the run's ledger: an id handed out twice in one Assay
+run fails the later attempt, even across a resume.
+
 What the harness can do is read once from `GET /capabilities` (`prepare`), and a run keeps that
 snapshot: a resumed run passes it back (`capabilities=`) and never asks again, so it is gated and
 modelled like the rest of the run even if the harness changed meanwhile.
