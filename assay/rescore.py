@@ -231,9 +231,13 @@ class RescoreExecutor(ShardExecutor):
         if source["outcome"] != ItemOutcome.COMPLETED:
             return Finished(row, [], [])
         output = json.loads(source["output"]) if source["output"] is not None else None
-        # File-reading scorers see the source attempt's exported workspace, if it kept one.
+        # File-reading scorers see the source attempt's exported workspace, if it kept one, and
+        # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
         kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
-        context = {"workspace": self.plan.store.artifacts_root / kept[0]} if kept else {}
+        context: dict[str, Any] = {"workspace": self.plan.store.artifacts_root / kept[0]} if kept else {}
+        trajectory = stored_trajectory(self.plan.store, source.get("artifacts"))
+        if trajectory is not None:
+            context["trajectory"] = trajectory
         score_rows, judging, scopes = await self._score(item, trial, output, **context)
         # The source's operation ids stay as they were (its records are carried forward).
         operation_ids = list(source["operation_ids"] or []) + [
@@ -242,3 +246,28 @@ class RescoreExecutor(ShardExecutor):
         row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
         gauges = self._source_gauges.get((item.item_id, trial), [])
         return Finished(row, [*score_rows, *gauges], [r for scope in scopes for r in scope.records])
+
+
+def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:
+    """The steps of the `trajectory.json` files an attempt kept (an http_agent's: one per harness
+    run, several for a session), in order, so a rescore's scorers see the trajectory the original
+    run's did; None when there is none to read.
+
+    Args:
+        store: the store.
+        artifacts: the attempt's `items.artifacts` (relative to `<store>/artifacts`).
+    """
+    steps: list[dict[str, Any]] = []
+    found = False
+    for path in artifacts or []:
+        if path.rsplit("/", 1)[-1] != "trajectory.json":
+            continue
+        try:
+            document = json.loads((store.artifacts_root / path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # deleted or damaged since: scored without it, as a target that kept none
+        kept = document.get("steps") if isinstance(document, dict) else None
+        if isinstance(kept, list):
+            steps += kept
+            found = True
+    return steps if found else None

@@ -419,6 +419,14 @@ def test_assay_run_keeps_files_uploads_fixtures_and_the_remote_scorer_sees_the_t
     scores = store.run_scores(summary["run_id"])
     assert scores["scorer"].unique().to_list() == ["judge.steps"] and scores["score"].to_list() == [1.0] * 4
 
+    # A rescore never calls the agent: its scorers get the trajectory the run kept.
+    evaluator.app.bodies.clear()
+    scorer = f"{{kind: remote, name: again, url: 'http://127.0.0.1:{evaluator.port}/evaluate'}}"
+    args = ["rescore", summary["run_id"], "--scorer", scorer, "--store", str(tmp_path / "store"), "--json"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert len(evaluator.app.bodies) == 4 and all(len(b["trajectory"]) == 2 for b in evaluator.app.bodies)
+
 
 def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, harness):
     # q0 ends at once, q1 after the batch's 2 s (so both are committed), q2 and q3 never.
