@@ -217,19 +217,19 @@ def test_artifacts_and_the_trajectory_are_kept_in_the_attempts_folder(tmp_path, 
     result = one(harness, store, item("q/1"), base_dir=tmp_path)
     assert isinstance(result, TargetResult), result
     folder = store.artifacts_dir(RUN, "q/1", 0)
-    assert folder == store.artifacts_root(RUN) / "q%2F1" / "0"
+    assert folder == store.artifacts_root / f"run_id={RUN}" / "q%2F1" / "0"
     assert files_under(folder) == {"files/out/report.md", "files/out/data.bin", "trajectory.json"}
     assert (folder / "files/out/report.md").read_text() == "# report"
     assert (folder / "files/out/data.bin").read_bytes() == AWKWARD
-    # Paths relative to the run's artifacts partition, every one a file that exists.
+    # Paths relative to `<store>/artifacts`, every one a file that exists.
     assert result.artifacts == [
-        "q%2F1/0/files/out/data.bin",
-        "q%2F1/0/files/out/report.md",
-        "q%2F1/0/trajectory.json",
+        f"run_id={RUN}/q%2F1/0/files/out/data.bin",
+        f"run_id={RUN}/q%2F1/0/files/out/report.md",
+        f"run_id={RUN}/q%2F1/0/trajectory.json",
     ]
-    assert all((store.artifacts_root(RUN) / p).is_file() for p in result.artifacts)
+    assert all((store.artifacts_root / p).is_file() for p in result.artifacts)
     # Nothing was written anywhere else, and nothing unsafe was asked for.
-    assert files_under(store.root) == {f"artifacts/run_id={RUN}/{p}" for p in result.artifacts} | {
+    assert files_under(store.root) == {f"artifacts/{p}" for p in result.artifacts} | {
         f"artifacts/run_id={RUN}/@harness-runs.jsonl"
     }
     assert not (tmp_path / "escape.txt").exists()
@@ -288,7 +288,7 @@ def test_an_attempt_run_again_starts_from_an_empty_folder(tmp_path, harness):
     stale.write_text("old")
     result = one(harness, store)
     assert isinstance(result, TargetResult) and not stale.exists()
-    assert result.artifacts == ["q1/0/trajectory.json"]
+    assert result.artifacts == [f"run_id={RUN}/q1/0/trajectory.json"]
 
 
 def test_a_failed_run_keeps_nothing(tmp_path, harness):
@@ -310,7 +310,7 @@ def test_without_a_workspace_or_a_store_no_file_is_kept(tmp_path, harness):
     )
     store = Store(tmp_path / "store")
     result = one(harness, store)
-    assert result.artifacts == ["q1/0/trajectory.json"]
+    assert result.artifacts == [f"run_id={RUN}/q1/0/trajectory.json"]
     assert "does not serve files (provides.workspace is false)" in result.caller_metadata["warnings"][0]
     harness.reset()
     bare = one(harness, None)  # no store (a target used on its own): nothing written, steps returned
@@ -403,9 +403,9 @@ def test_assay_run_keeps_files_uploads_fixtures_and_the_remote_scorer_sees_the_t
     store = Store(tmp_path / "store")
     items = store.run_items(summary["run_id"]).sort("item_id", "trial")
     assert items["outcome"].to_list() == ["completed"] * 4
-    root = store.artifacts_root(summary["run_id"])
+    root = store.artifacts_root
     for row in items.iter_rows(named=True):
-        prefix = f"{row['item_id']}/{row['trial']}"
+        prefix = f"run_id={summary['run_id']}/{row['item_id']}/{row['trial']}"
         assert row["artifacts"] == [f"{prefix}/files/out.txt", f"{prefix}/trajectory.json"]
         assert all((root / p).is_file() for p in row["artifacts"])
         assert (root / prefix / "files/out.txt").read_text() == "made"
