@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -216,16 +217,18 @@ def test_artifacts_and_the_trajectory_are_kept_in_the_attempts_folder(tmp_path, 
     harness.configure(behaviors={"*": {"artifacts": ARTIFACTS, "files": SERVED, "trajectory": steps}})
     result = one(harness, store, item("q/1"), base_dir=tmp_path)
     assert isinstance(result, TargetResult), result
-    folder = store.artifacts_dir(RUN, "q/1", 0)
-    assert folder == store.artifacts_root / f"run_id={RUN}" / "q%2F1" / "0"
+    # One folder per harness run, inside the item x trial's (a session runs several).
+    hid = result.caller_metadata["harness_run_id"]
+    folder = store.artifacts_dir(RUN, "q/1", 0) / hid
+    assert folder == store.artifacts_root / f"run_id={RUN}" / "q%2F1" / "0" / hid
     assert files_under(folder) == {"files/out/report.md", "files/out/data.bin", "trajectory.json"}
     assert (folder / "files/out/report.md").read_text() == "# report"
     assert (folder / "files/out/data.bin").read_bytes() == AWKWARD
     # Paths relative to `<store>/artifacts`, every one a file that exists.
     assert result.artifacts == [
-        f"run_id={RUN}/q%2F1/0/files/out/data.bin",
-        f"run_id={RUN}/q%2F1/0/files/out/report.md",
-        f"run_id={RUN}/q%2F1/0/trajectory.json",
+        f"run_id={RUN}/q%2F1/0/{hid}/files/out/data.bin",
+        f"run_id={RUN}/q%2F1/0/{hid}/files/out/report.md",
+        f"run_id={RUN}/q%2F1/0/{hid}/trajectory.json",
     ]
     assert all((store.artifacts_root / p).is_file() for p in result.artifacts)
     # Nothing was written anywhere else, and nothing unsafe was asked for.
@@ -266,7 +269,7 @@ def test_size_limits_skip_files_with_a_warning(tmp_path, harness, chunked):
     harness.configure(behaviors={"*": {"artifacts": artifacts, "files": served, "chunked_files": chunked}})
     result = one(harness, store, max_artifact_bytes=1000, max_attempt_bytes=1000)
     assert isinstance(result, TargetResult), result
-    folder = store.artifacts_dir(RUN, "q1", 0)
+    folder = store.artifacts_dir(RUN, "q1", 0) / result.caller_metadata["harness_run_id"]
     # No partial file is left of the one cut off.
     assert files_under(folder) == {"files/small.txt", "files/a.txt", "files/c.txt", "trajectory.json"}
     assert (folder / "files/c.txt").read_text() == "c" * 300
@@ -288,7 +291,17 @@ def test_an_attempt_run_again_starts_from_an_empty_folder(tmp_path, harness):
     stale.write_text("old")
     result = one(harness, store)
     assert isinstance(result, TargetResult) and not stale.exists()
-    assert result.artifacts == [f"run_id={RUN}/q1/0/trajectory.json"]
+    assert result.artifacts == [
+        f"run_id={RUN}/q1/0/{result.caller_metadata['harness_run_id']}/trajectory.json"
+    ]
+
+
+def test_a_long_harness_run_id_gets_a_hashed_folder(tmp_path, harness):
+    store = Store(tmp_path / "store")
+    harness.configure(behaviors={"*": {"run_id": "r" * 200}})
+    result = one(harness, store)
+    (path,) = result.artifacts
+    assert re.fullmatch(rf"run_id={RUN}/q1/0/run-[0-9a-f]{{16}}/trajectory\.json", path), path
 
 
 def test_a_failed_run_keeps_nothing(tmp_path, harness):
@@ -310,7 +323,9 @@ def test_without_a_workspace_or_a_store_no_file_is_kept(tmp_path, harness):
     )
     store = Store(tmp_path / "store")
     result = one(harness, store)
-    assert result.artifacts == [f"run_id={RUN}/q1/0/trajectory.json"]
+    assert result.artifacts == [
+        f"run_id={RUN}/q1/0/{result.caller_metadata['harness_run_id']}/trajectory.json"
+    ]
     assert "does not serve files (provides.workspace is false)" in result.caller_metadata["warnings"][0]
     harness.reset()
     bare = one(harness, None)  # no store (a target used on its own): nothing written, steps returned
@@ -323,7 +338,7 @@ def test_only_a_valid_or_partial_trajectory_is_kept(tmp_path, harness, kind, kep
     store = Store(tmp_path / "store")
     harness.configure(behaviors={"*": {"trajectory": kind}})
     result = one(harness, store)
-    path = store.artifacts_dir(RUN, "q1", 0) / "trajectory.json"
+    path = store.artifacts_dir(RUN, "q1", 0) / result.caller_metadata["harness_run_id"] / "trajectory.json"
     if kept_steps is None:
         assert result.trajectory is None and result.artifacts is None and not path.exists()
     else:
@@ -405,7 +420,8 @@ def test_assay_run_keeps_files_uploads_fixtures_and_the_remote_scorer_sees_the_t
     assert items["outcome"].to_list() == ["completed"] * 4
     root = store.artifacts_root
     for row in items.iter_rows(named=True):
-        prefix = f"run_id={summary['run_id']}/{row['item_id']}/{row['trial']}"
+        hid = json.loads(row["caller_metadata"])["harness_run_id"]
+        prefix = f"run_id={summary['run_id']}/{row['item_id']}/{row['trial']}/{hid}"
         assert row["artifacts"] == [f"{prefix}/files/out.txt", f"{prefix}/trajectory.json"]
         assert all((root / p).is_file() for p in row["artifacts"])
         assert (root / prefix / "files/out.txt").read_text() == "made"
@@ -471,3 +487,34 @@ def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, har
     }
     assert items.filter(pl.col("outcome") == "completed")["item_id"].to_list() == ["q0", "q1"]
     assert not store.artifacts_dir(run_id, "q3", 0).exists()
+
+
+def test_a_session_keeps_every_harness_runs_files(tmp_path, harness, capsys):
+    (tmp_path / "two_prompts.py").write_text(
+        "async def policy(session):\n"
+        "    await session.start(session.prompt)\n"
+        "    return await session.resume('and again')\n"
+    )
+    harness.configure(behaviors={"*": {"artifacts": [{"path": "out.txt"}], "files": {"out.txt": "made"}}})
+    write_jsonl(tmp_path / "d.jsonl", [{"id": "q0", "input": "first"}])
+    spec = write_spec(
+        tmp_path,
+        name="agent-session",
+        dataset={"path": "d.jsonl", "id": "id"},
+        target={"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01},
+        scorers=[{"kind": "includes", "name": "again", "value": "again"}],
+        policy="two_prompts:policy",
+    )
+    assert main(["run", str(spec), "--store", str(tmp_path / "store"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    store = Store(tmp_path / "store")
+    (row,) = store.run_items(summary["run_id"]).to_dicts()
+    first, second = sorted(harness.stats()["runs"], key=lambda r: int(r.split("-")[1]))
+    prefix = f"run_id={summary['run_id']}/q0/0"
+    assert row["artifacts"] == [
+        f"{prefix}/{first}/files/out.txt",
+        f"{prefix}/{first}/trajectory.json",
+        f"{prefix}/{second}/files/out.txt",
+        f"{prefix}/{second}/trajectory.json",
+    ]
+    assert all((store.artifacts_root / p).is_file() for p in row["artifacts"])

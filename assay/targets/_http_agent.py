@@ -64,7 +64,7 @@ _CANCEL_TIMEOUT_S = 5.0
 _MAX_RUN_ID = 256
 _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
 _LEDGER = "harness-runs.jsonl"
-_FILES = "files"  # an attempt's downloaded artifacts, beside (never over) its trajectory.json
+_FILES = "files"  # a harness run's downloaded artifacts, beside (never over) its trajectory.json
 _TRAJECTORY = "trajectory.json"
 
 
@@ -413,6 +413,9 @@ class HttpAgent:
         self._ledger = self._store.run_sidecar(run_id, _LEDGER) if self._store and run_id else None
         self._seen: dict[str, str] = _read_ledger(self._ledger) if self._ledger else {}
         self._background: set[asyncio.Task[None]] = set()
+        # (item id, trial) whose folder this process has cleared: cleared once, at the attempt's
+        # first harness run, so a session's later runs add to it rather than wipe it.
+        self._cleared: set[tuple[str, int]] = set()
         if capabilities is not None:
             doc = capabilities.get("capabilities", capabilities)
             try:
@@ -616,8 +619,9 @@ class HttpAgent:
     ) -> TargetResult:
         started = time.perf_counter()
         folder = self._attempt_dir(item, trial)
-        if folder is not None:
-            # A killed earlier execution of this attempt may have left files: start clean.
+        if folder is not None and (item.item_id, trial) not in self._cleared:
+            # A killed earlier execution of this item x trial may have left files: start clean.
+            self._cleared.add((item.item_id, trial))
             _clear(folder)
         harness_id: str | None = None
         deadline = asyncio.timeout(self._spec.timeout)
@@ -684,10 +688,12 @@ class HttpAgent:
         kept: list[str] | None = None
         if folder is not None:
             try:
-                kept, more = await self._keep(caps, harness_id, folder, artifacts, trajectory)
+                kept, more = await self._keep(
+                    caps, harness_id, folder / _run_folder(harness_id), artifacts, trajectory
+                )
             except BaseException:
-                # Cut short (item_timeout, Ctrl-C, a full disk): the attempt keeps nothing.
-                _clear(folder)
+                # Cut short (item_timeout, Ctrl-C, a full disk): this harness run keeps nothing.
+                _clear(folder / _run_folder(harness_id))
                 raise
             warnings += more
         warnings += self._warnings(caps)
@@ -1089,6 +1095,14 @@ def prepare_http_agent(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-agent-prepare") as pool:
         return pool.submit(asyncio.run, prepare()).result()
+
+
+def _run_folder(harness_id: str) -> str:
+    """The folder of one harness run's files inside its item x trial's: the run id, quoted into
+    one path segment (ids are unique within an Assay run: the ledger sees to it), or a hash of a
+    long one, which would not fit a file name."""
+    quoted = quote(harness_id, safe="")
+    return quoted if len(quoted) <= 100 else f"run-{hashlib.sha256(harness_id.encode()).hexdigest()[:16]}"
 
 
 def _owner(item_id: Any, trial: Any) -> str:
