@@ -273,7 +273,9 @@ class ReferenceHarness:
             if isinstance(session_id, str):
                 history = self._sessions.setdefault(session_id, [])
                 history.append(body["input"])
-            self._runs[run_id] = _Run(run_id, item_id, body, behavior, history=list(history), received=received)
+            self._runs[run_id] = _Run(
+                run_id, item_id, body, behavior, history=list(history), received=received
+            )
             self._active += 1
             self._max_active = max(self._max_active, self._active)
         return _json({"id": run_id}, 201)
