@@ -71,7 +71,7 @@ class Store:
         path = self._partition("runs", run_id) / "run.parquet"
         if not path.is_file():
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
-        rows = pq.read_table(path).to_pylist()
+        rows = _read(_schema.RUNS, [path]).to_dicts()
         if len(rows) != 1:
             raise StoreError(f"{path} holds {len(rows)} rows, expected 1")
         return {"run_id": run_id, **rows[0]}
@@ -175,34 +175,23 @@ class Store:
                 that no consumer takes a gauge for a scorer by forgetting a filter.
         """
         committed = {p.name for p in self._parts("items", run_id)}
-        parts = [p for p in self._parts("scores", run_id) if p.name in committed]
-        if not parts:
-            return pl.DataFrame(schema=pl.from_arrow(_schema.SCORES.empty_table()).schema)
-        frame = pl.read_parquet(parts)
+        frame = _read(_schema.SCORES, [p for p in self._parts("scores", run_id) if p.name in committed])
         return frame if kind is None else frame.filter(pl.col("kind") == kind.value)
 
     def run_turns(self, run_id: str) -> pl.DataFrame:
         """All committed session turns of one run (empty for a run without a policy or attempts)."""
         committed = {p.name for p in self._parts("items", run_id)}
-        parts = [p for p in self._parts("turns", run_id) if p.name in committed]
-        if not parts:
-            return pl.DataFrame(schema=pl.from_arrow(_schema.TURNS.empty_table()).schema)
-        return pl.read_parquet(parts)
+        return _read(_schema.TURNS, [p for p in self._parts("turns", run_id) if p.name in committed])
 
     def run_requests(self, run_id: str) -> pl.DataFrame:
         """All committed captured-request records of one run (a rescore's carried ones first)."""
         committed = {p.name for p in self._parts("items", run_id)} | {"carried.parquet"}
         parts = [p for p in self._parts("requests", run_id) if p.name in committed]
         parts.sort(key=lambda p: p.name != "carried.parquet")
-        if not parts:
-            return pl.DataFrame(schema=pl.from_arrow(_schema.REQUESTS.empty_table()).schema)
-        return pl.read_parquet(parts)
+        return _read(_schema.REQUESTS, parts)
 
     def _read_run_dataset(self, dataset: str, run_id: str, schema: pa.Schema) -> pl.DataFrame:
-        parts = self._parts(dataset, run_id)
-        if not parts:
-            return pl.DataFrame(schema=pl.from_arrow(schema.empty_table()).schema)
-        return pl.read_parquet(parts)
+        return _read(schema, self._parts(dataset, run_id))
 
     # -- the analyst's view -----------------------------------------------------------------------
 
@@ -210,10 +199,15 @@ class Store:
         if not any((self.root / dataset).glob(f"run_id=*/{pattern}")):
             schema = pl.from_arrow(getattr(_schema, dataset.upper()).empty_table()).schema
             return pl.LazyFrame(schema={"run_id": pl.String, **schema})
-        return pl.scan_parquet(
-            str(self.root / dataset / "**" / pattern),
-            hive_partitioning=True,
-            hive_schema={"run_id": pl.String},
+        return _with_defaults(
+            dataset,
+            pl.scan_parquet(
+                str(self.root / dataset / "**" / pattern),
+                schema=_polars_schema(getattr(_schema, dataset.upper())),
+                missing_columns="insert",
+                hive_partitioning=True,
+                hive_schema={"run_id": pl.String},
+            ),
         )
 
     def runs(self) -> pl.LazyFrame:
@@ -236,3 +230,36 @@ class Store:
     def turns(self) -> pl.LazyFrame:
         """Every session turn of every run."""
         return self._scan("turns", "part-*.parquet")
+
+
+# -- reading files an older Assay wrote ---------------------------------------------------------
+
+
+def _polars_schema(schema: pa.Schema) -> pl.Schema:
+    return pl.from_arrow(schema.empty_table()).schema
+
+
+def _read(schema: pa.Schema, parts: list[Path]) -> pl.DataFrame:
+    """Parts of one dataset under today's schema: a column an older Assay did not write reads as
+    null (or its default), so stores outlive schema additions."""
+    polars_schema = _polars_schema(schema)
+    if not parts:
+        return pl.DataFrame(schema=polars_schema)
+    dataset = next((name for name in _DEFAULTS if getattr(_schema, name.upper()) is schema), "")
+    frame = pl.scan_parquet(parts, schema=polars_schema, missing_columns="insert")
+    return _with_defaults(dataset, frame).collect()
+
+
+def _with_defaults(dataset: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    defaults = _DEFAULTS.get(dataset)
+    return frame.with_columns(**defaults) if defaults else frame
+
+
+# What a column added later means for rows written before it: every score row of an older store
+# is a score (gauges came later), its value its score.
+_DEFAULTS: dict[str, dict[str, pl.Expr]] = {
+    "scores": {
+        "kind": pl.col("kind").fill_null(RowKind.SCORE.value),
+        "value": pl.when(pl.col("kind").is_null()).then(pl.col("score")).otherwise(pl.col("value")),
+    },
+}

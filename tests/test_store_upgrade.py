@@ -1,0 +1,48 @@
+"""A store an older Assay wrote (before gauges, sessions and sandboxes added columns) still reads:
+missing columns are null or their default, and a run of today can sit beside it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assay import _schema
+from assay.store import Store
+from assay.summary import summarise
+from tests.conftest import openai_spec, run_assay
+
+
+def _drop(path, columns: list[str]) -> None:
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns([c for c in columns if c in table.column_names]), path)
+
+
+def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> None:
+    spec = openai_spec(tmp_path, mock.base_url, n=4)
+    store = tmp_path / "store"
+    assert run_assay("run", str(spec), "--store", str(store), "--quiet").returncode == 0
+    (run_dir,) = (store / "runs").glob("run_id=*")
+    run_id = run_dir.name.removeprefix("run_id=")
+    # What an older Assay wrote: no gauges (`kind`, `value`), no sandbox or session columns.
+    for part in (store / "scores").rglob("*.parquet"):
+        table = pq.read_table(part)
+        old = table.filter(pa.compute.equal(table["kind"], "score"))
+        pq.write_table(old.drop_columns(["kind", "value"]), part)
+    for part in (store / "items").rglob("*.parquet"):
+        _drop(part, ["artifacts", "sandbox", "teardown_error", "attempt", "attempts_made"])
+    _drop(run_dir / "run.parquet", ["policy", "attempts", "target_snapshot"])
+
+    data = Store(store)
+    scores = data.run_scores(run_id)
+    assert scores.height == 8 and set(scores["kind"]) == {"score"}
+    assert scores["value"].to_list() == scores["score"].to_list()
+    assert data.run_items(run_id)["sandbox"].null_count() == 4
+    assert data.read_run(run_id)["target_snapshot"] is None
+    assert set(data.scores().collect().columns) >= {name for name in _schema.SCORES.names}
+    summary = summarise(data, run_id)
+    assert {row["scorer"]: row["scored"] for row in summary["scorers"]} == {"exact": 4, "digits": 4}
+    assert summary["gauges"] == []
+    # Today's run beside the old one: both read through the analyst's view.
+    assert run_assay("run", str(spec), "--store", str(store), "--quiet").returncode == 0
+    kinds = data.scores().group_by("kind").len().collect()
+    assert set(kinds["kind"]) == {"score", "gauge"}
