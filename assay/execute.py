@@ -217,12 +217,7 @@ class Executor(ShardExecutor):
                 if attempt.failure is not None:
                     failure = attempt.failure
                     row = _failed_row(item, trial, started_at, started, failure)
-                    row.update(
-                        Accounting.uninstrumented().columns(),
-                        artifacts=failure.artifacts,
-                        sandbox=_json(failure.sandbox),
-                        queued_ms=queued_ms,
-                    )
+                    row.update(Accounting.uninstrumented().columns(), queued_ms=queued_ms)
                     finished = Finished(row, [], [])
                 else:
                     result = attempt.result
@@ -433,6 +428,9 @@ def _failed_row(
         "failure_retryable": failure.retryable,
         "failure_request_id": failure.request_id,
         "duration_ms": (time.perf_counter() - started) * 1000,
+        # What a failed attempt kept (a sandbox's transcript) is evidence too.
+        "artifacts": failure.artifacts,
+        "sandbox": _json(failure.sandbox),
     }
 
 

@@ -304,7 +304,7 @@ def test_a_long_harness_run_id_gets_a_hashed_folder(tmp_path, harness):
     assert re.fullmatch(rf"run_id={RUN}/q1/0/run-[0-9a-f]{{16}}/trajectory\.json", path), path
 
 
-def test_a_failed_run_keeps_nothing(tmp_path, harness):
+def test_a_failed_run_keeps_its_trajectory_but_not_its_files(tmp_path, harness):
     store = Store(tmp_path / "store")
     stale = store.artifacts_dir(RUN, "q1", 0) / "trajectory.json"
     stale.parent.mkdir(parents=True)
@@ -313,7 +313,12 @@ def test_a_failed_run_keeps_nothing(tmp_path, harness):
         behaviors={"*": {"status": "failed", "artifacts": [{"path": "a"}], "files": {"a": "x"}}}
     )
     failure = one(harness, store)
-    assert isinstance(failure, TargetFailure) and not store.artifacts_dir(RUN, "q1", 0).exists()
+    assert isinstance(failure, TargetFailure)
+    folder = store.artifacts_dir(RUN, "q1", 0)
+    (kept,) = failure.artifacts
+    assert kept.endswith("/trajectory.json") and (store.artifacts_root / kept).is_file()
+    assert files_under(folder) == {kept.split("/q1/0/", 1)[1]}  # the stale file gone, no `files/`
+    assert json.loads((store.artifacts_root / kept).read_text())["steps"]
 
 
 def test_without_a_workspace_or_a_store_no_file_is_kept(tmp_path, harness):

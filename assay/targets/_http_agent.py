@@ -666,12 +666,18 @@ class HttpAgent:
         if state.status != "completed":
             kind = FailureKind.TIMEOUT if state.status == "timeout" else FailureKind.EXCEPTION
             error = _error_text(state.error) or "no error given"
-            raise self._failure(
+            failure = self._failure(
                 f"harness run {harness_id} ended {state.status}: {error}"[:1000],
                 kind,
                 retryable=state.status == "timeout",
                 usage=self._spend(harness_id, state.status, trajectory),
             )
+            # A failed run's trajectory is the evidence of what went wrong: kept (its files not).
+            if folder is not None and trajectory.kept:
+                failure.artifacts, _ = await self._keep(
+                    caps, harness_id, folder / _run_folder(harness_id), [], trajectory
+                )
+            raise failure
         if state.answer is None and state.output is None:
             raise self._failure(
                 f"harness run {harness_id} completed with neither `answer` nor `output`",
