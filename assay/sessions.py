@@ -42,7 +42,7 @@ from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_le
 from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import SessionError, TargetFailure
-from assay.execute import Finished, _captured, _completed_row, _failed_row, _gauge_rows, _stopped_row
+from assay.execute import Finished, _captured, _completed_row, _failed_row, _stopped_row, gauge_values
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
@@ -475,12 +475,12 @@ class SessionRunner:
         )
         # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
         gauges = (
-            _gauge_rows(row, best.result, Accounting.total([a.generation for a in attempts]))
+            gauge_values(row, best.result, Accounting.total([a.generation for a in attempts]))
             if best.completed and best.result is not None
             else []
         )
         turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
-        return Finished(row, [*best.scores, *gauges], requests, turn_rows)
+        return Finished(row, best.scores, requests, turn_rows, gauges)
 
 
 def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:

@@ -97,6 +97,8 @@ class Scorer(BaseModel):
     # Parameters that change how a scorer runs, not what it decides (endpoints, timeouts): left
     # out of a run's identity, so a resume may change them.
     operational: ClassVar[frozenset[str]] = frozenset({"gold_check"})
+    # Scorers that import the spec's own code (`module:function`) set this True.
+    imports_code: ClassVar[bool] = False
 
     kind: str
     name: str = ""

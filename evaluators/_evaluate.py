@@ -95,7 +95,9 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
 
     # `except Exception` on purpose: CancelledError is a BaseException and must reach the caller.
     try:
-        add_search_path(search_path)
+        # Only code the spec names is imported from its folder (most scorers import nothing).
+        if scorer.applies is not None or type(scorer).imports_code:
+            add_search_path(search_path)
         if scorer.applies is not None:
             applies = import_callable(scorer.applies)
             if not await _resolve(applies(sample.output, sample.input, sample.annotations)):

@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
@@ -90,6 +90,8 @@ class UserCode(Scorer):
 
     kind: Literal["user_code"] = "user_code"
     function: str
+
+    imports_code: ClassVar[bool] = True
 
     @field_validator("function")
     @classmethod

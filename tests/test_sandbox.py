@@ -19,7 +19,7 @@ import pytest
 
 from assay.outcomes import RowKind
 from assay.sandbox.container import workspace_diff
-from assay.sandbox.hygiene import leftovers
+from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
@@ -322,12 +322,15 @@ def test_a_killed_run_leaves_containers_that_assay_clean_removes(tmp_path: Path,
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    left = len(leftovers(run_id))
-    assert left >= 3
-    result = run_assay("clean", run_id, "--store", str(store))
-    assert result.returncode == 0, result.stderr
-    assert f"removed {left} containers" in result.stdout
-    assert leftovers(run_id) == []
+    try:
+        left = len(leftovers(run_id))
+        assert left >= 3
+        result = run_assay("clean", run_id, "--store", str(store))
+        assert result.returncode == 0, result.stderr
+        assert f"removed {left} containers" in result.stdout
+        assert leftovers(run_id) == []
+    finally:
+        clean(run_id)  # a failed assertion above must not leave containers running
 
 
 def test_workspace_diff_names_binary_files_and_missing_newlines() -> None:
