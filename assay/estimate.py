@@ -65,6 +65,23 @@ def _line(
     }
 
 
+def _with_attempts(line: dict[str, Any], attempts: int) -> dict[str, Any]:
+    """With `attempts: K` an item runs once if it passes, up to K times if not: the expected
+    figures assume one attempt, the maximum K."""
+    if attempts > 1:
+        line["calls_max"] = line["calls"] * attempts
+        line["output_tokens_max"] *= attempts
+        line["cost_usd_max"] = None if line["cost_usd_max"] is None else line["cost_usd_max"] * attempts
+        line["note"] += f"; up to {attempts} attempts an item (maximum × {attempts})"
+    return line
+
+
+def _session_note(spec: EvalSpec) -> str:
+    if spec.policy is None:
+        return ""
+    return "; the policy's further prompts are not counted (each is one more call)"
+
+
 def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
     """Estimate every cell of a spec: generation calls and model-graded scorers' judging calls.
 
@@ -106,8 +123,8 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
         else:
             note = "no max_tokens and no stored run: output tokens not estimated"
         line = _line(target.model, calls, per_item * spec.trials, expected_out, max_out, prices)
-        line.update(cell=cell, kind="generation", note=note)
-        lines.append(line)
+        line.update(cell=cell, kind="generation", note=note + _session_note(cell_spec))
+        lines.append(_with_attempts(line, cell_spec.attempts))
         for scorer in cell_spec.scorers:
             if type(scorer).deterministic or not hasattr(scorer, "model"):
                 continue
@@ -118,7 +135,7 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
             judge_out = (getattr(scorer, "max_tokens", None) or 0) * calls
             judge = _line(scorer.model, calls, judge_in, judge_out, judge_out, prices)
             judge.update(cell=cell, kind="judging", scorer=scorer.name, note="output bounded by max_tokens")
-            lines.append(judge)
+            lines.append(_with_attempts(judge, cell_spec.attempts))
     known = [line for line in lines if line.get("cost_usd_expected") is not None]
     return {
         "spec": str(spec_path),

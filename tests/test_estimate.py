@@ -48,3 +48,34 @@ def test_unpriced_models_are_named(tmp_path, mock, capsys):
     assert report["unpriced_models"] == ["mock-1"] and report["lines"][0]["cost_usd_expected"] is None
     assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
     assert "not in the price table" in capsys.readouterr().out
+
+
+def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, capsys):
+    (tmp_path / "policies.py").write_text(
+        "async def twice(session):\n    await session.start(session.prompt)\n"
+    )
+    one = estimate(
+        capsys,
+        openai_spec(
+            tmp_path, mock.base_url, n=4, prices=PRICES, target=mock_target(mock.base_url, max_tokens=10)
+        ),
+        tmp_path / "s",
+    )["lines"][0]
+    three = estimate(
+        capsys,
+        openai_spec(
+            tmp_path,
+            mock.base_url,
+            n=4,
+            prices=PRICES,
+            target=mock_target(mock.base_url, max_tokens=10),
+            attempts=3,
+            policy="policies:twice",
+        ),
+        tmp_path / "s",
+    )["lines"][0]
+    assert three["calls"] == one["calls"] == 4 and three["calls_max"] == 12
+    assert three["output_tokens_max"] == 3 * one["output_tokens_max"]
+    assert three["cost_usd_max"] == pytest.approx(3 * one["cost_usd_max"])
+    assert three["cost_usd_expected"] == pytest.approx(one["cost_usd_expected"])
+    assert "up to 3 attempts" in three["note"] and "policy's further prompts" in three["note"]
