@@ -114,6 +114,11 @@ def print_summary(summary: dict[str, Any]) -> None:
                 row["gauge"], str(row["n"]), *(_measure(row[k]) for k in ("mean", "min", "p50", "p95", "max"))
             )
         console.print(gauges)
+    if summary.get("n_teardown_errors"):
+        console.print(
+            f"[yellow]warning: {summary['n_teardown_errors']} sandbox teardowns failed "
+            f"(`assay clean {summary['run_id']}` removes what is left): {summary['teardown_errors'][0]}[/yellow]"
+        )
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
     console.print(

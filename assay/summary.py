@@ -108,6 +108,9 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
         "gauges": gauges,
+        # Sandboxes whose removal failed: the results stand, but something may be left running.
+        "teardown_errors": items["teardown_error"].drop_nulls().head(3).to_list(),
+        "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
         "duration_ms": duration,
         "timing_by_model": timing,
         "tokens": {kind: accounting[f"tokens_{kind}"] for kind in _TOKEN_KINDS},

@@ -236,6 +236,7 @@ def test_stage_deadlines_name_their_stage_and_never_leave_containers(tmp_path: P
     # The result stands; the teardown's failure is recorded beside it.
     assert row["outcome"] == "completed"
     assert row["teardown_error"] == "cleanup stage exceeded its deadline of 0.001s (target.deadlines.cleanup)"
+    assert summary["n_teardown_errors"] == 1 and summary["teardown_errors"] == [row["teardown_error"]]
     for score in scores.to_dicts():
         assert score["outcome"] == "failed"
         assert score["error"] == "scoring stage exceeded its deadline of 1s (target.deadlines.scoring)"
