@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,10 @@ def write_report(
         baseline: a run of the same dataset to compare with.
         out: the HTML file to write (default `<store>/reports/<run_id>.html`).
     """
-    page = build_report(store, run_id, baseline=baseline)
     path = Path(out) if out is not None else default_path(store, run_id)
+    # Links to what attempts kept (transcripts, diffs, workspaces), relative to where the page is.
+    artifacts = os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())
+    page = build_report(store, run_id, baseline=baseline, artifacts_href=Path(artifacts).as_posix())
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}")
     tmp.write_text(page, encoding="utf-8")
@@ -86,8 +89,18 @@ def write_report(
     return path
 
 
-def build_report(store: Store, run_id: str, *, baseline: str | None = None) -> str:
-    """The report as one HTML document (a string)."""
+def build_report(
+    store: Store, run_id: str, *, baseline: str | None = None, artifacts_href: str = "../artifacts"
+) -> str:
+    """The report as one HTML document (a string).
+
+    Args:
+        store: the store.
+        run_id: the run.
+        baseline: a run of the same dataset to compare with.
+        artifacts_href: the store's artifacts folder, relative to where the page will be; the
+            items' kept files (transcripts, diffs) link into it.
+    """
     data = _RunData(store, run_id)
     figures = _Figures()
     sections = [_header(data)]
@@ -99,7 +112,7 @@ def build_report(store: Store, run_id: str, *, baseline: str | None = None) -> s
         _timing_cost_section(data, figures),
         _models_section(data),
         _failures_section(data),
-        _browser_section(data),
+        _browser_section(data, artifacts_href),
     ]
     return _page(data, sections)
 
@@ -999,12 +1012,14 @@ def browser_rows(data: _RunData) -> list[dict[str, Any]]:
                 "expected": _cut(_text(r["expected"])) if r["expected"] is not None else "",
                 "output": _cut(r["output_text"] if r["output_text"] is not None else _text(r["output"])),
                 "error": _cut(r["error"] or ""),
+                # Files the attempt kept, linked from its row; a workspace folder is one link.
+                "files": [f for f in r.get("artifacts") or [] if not f.endswith("/workspace")],
             }
         )
     return rows
 
 
-def _browser_section(data: _RunData) -> str:
+def _browser_section(data: _RunData, artifacts_href: str) -> str:
     outcomes = sorted(set(data.items["outcome"].to_list()))
     payload = {
         "scorers": data.scorers,
@@ -1012,6 +1027,7 @@ def _browser_section(data: _RunData) -> str:
         "page": BROWSER_PAGE,
         "clip": CLIP_CHARS,
         "rows": browser_rows(data),
+        "artifacts": artifacts_href,
     }
     outcome_options = "".join(f'<option value="{_e(o)}">{_e(o)}</option>' for o in outcomes)
     scorer_options = "".join(f'<option value="{_e(s)}">{_e(s)}</option>' for s in data.scorers)
@@ -1074,6 +1090,7 @@ code { font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; backg
 .clip.long:not(.open) { max-height:5.9em; overflow:hidden;
   -webkit-mask-image:linear-gradient(#000 60%,transparent); mask-image:linear-gradient(#000 60%,transparent); }
 .clip.error { color:#b42318; }
+.files a { margin-right:8px; font-size:12px; color:var(--accent); }
 button.more, .show-more { border:1px solid var(--line); background:#fff; color:var(--accent); border-radius:4px;
   font-size:11px; padding:0 6px; cursor:pointer; margin-top:2px; }
 .show-more { font-size:13px; padding:4px 12px; margin:10px 0; }
@@ -1152,8 +1169,19 @@ _SCRIPT = r"""
     });
     textCell(tr, r.input);
     textCell(tr, r.expected);
-    if (r.outcome === "completed" || !r.error) textCell(tr, r.output);
-    else textCell(tr, r.error, "error");
+    var last = (r.outcome === "completed" || !r.error) ? textCell(tr, r.output) : textCell(tr, r.error, "error");
+    if (r.files.length) {
+      var links = document.createElement("div");
+      links.className = "files";
+      r.files.forEach(function (path) {
+        var a = document.createElement("a");
+        a.href = data.artifacts + "/" + path.split("/").map(encodeURIComponent).join("/");
+        a.textContent = path.split("/").pop();
+        a.rel = "noopener";
+        links.appendChild(a);
+      });
+      last.appendChild(links);
+    }
     tr.hidden = true;
     tbody.appendChild(tr);
     var hay = [r.id, r.input, r.expected, r.output, r.error].join("\n").toLowerCase();

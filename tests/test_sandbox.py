@@ -468,3 +468,53 @@ def test_agent_preflight_refuses_moving_models_and_missing_keys(tmp_path: Path, 
     assert "target.agent.model" in result.stderr and "sonnet" in result.stderr
     assert "ANTHROPIC_API_KEY" in result.stderr
     assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_the_report_links_each_item_to_what_its_attempt_kept(tmp_path: Path, image: str) -> None:
+    import html as html_module
+    import re
+    from urllib.parse import unquote
+
+    from assay.report import write_report
+
+    spec = _eval(tmp_path, image, "echo 42 > answer.txt; echo 42")
+    summary, _, _ = _run(spec, tmp_path / "store")
+    for out in (None, tmp_path / "elsewhere" / "deep" / "report.html"):
+        page = write_report(Store(tmp_path / "store"), summary["run_id"], out=out)
+        (payload,) = re.findall(
+            r'<script type="application/json" id="items-data">(.*?)</script>', page.read_text(), re.DOTALL
+        )
+        data = json.loads(html_module.unescape(payload))
+        (row,) = data["rows"]
+        assert sorted(Path(f).name for f in row["files"]) == ["diff.patch", "stderr.txt", "transcript.txt"]
+        # What the page's links resolve to, from where the page is: the kept files.
+        for path in row["files"]:
+            target = (page.parent / data["artifacts"] / unquote(path)).resolve()
+            assert target.is_file(), target
+
+
+def test_the_reports_file_links_work_in_chromium(tmp_path: Path, image: str) -> None:
+    from urllib.parse import unquote, urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    from assay.report import write_report
+    from tests.test_report import CHROMIUM, CHROMIUM_FLAGS, Opened
+
+    spec = _eval(tmp_path, image, "echo 42 > answer.txt; echo 42")
+    summary, _, _ = _run(spec, tmp_path / "store")
+    page_path = write_report(Store(tmp_path / "store"), summary["run_id"])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            opened = Opened(browser, page_path)
+            hrefs = opened.page.eval_on_selector_all("#items .files a", "links => links.map(a => a.href)")
+            assert opened.errors == []
+            opened.close()
+        finally:
+            browser.close()
+    assert len(hrefs) == 3
+    for href in hrefs:
+        assert Path(unquote(urlparse(href).path)).is_file(), href
