@@ -155,7 +155,7 @@ class ShardExecutor:
         budget = self.plan.budget
         if budget.closed and not type(scorer).deterministic:
             budget.note_closure("scorer")
-            return _budget_skipped_score(scorer), Accounting(), None
+            return _unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, "budget reached"), Accounting(), None
         scope = self.plan.capture.scope(item.item_id, trial, scorer.name)
         with measuring(
             SpendKind.JUDGING, self.plan.prices, budget, scope, self.plan.response_cache
@@ -258,7 +258,7 @@ class Executor(ShardExecutor):
                 f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s "
                 "(target.deadlines.scoring)"
             )
-            records = [_failed_score(scorer, why) for scorer in self.plan.spec.scorers]
+            records = [_unscored(scorer, ScorerOutcome.FAILED, why) for scorer in self.plan.spec.scorers]
             return [_score_row(item, trial, r, _NO_SPEND, None) for r in records], [], []
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
@@ -448,26 +448,15 @@ def _failed_row(
     }
 
 
-def _failed_score(scorer: Scorer, why: str) -> ScoreRecord:
+def _unscored(scorer: Scorer, outcome: ScorerOutcome, why: str) -> ScoreRecord:
+    """A scorer's record when it did not get to score (the budget, a stage deadline)."""
     return ScoreRecord(
         scorer=scorer.name,
         scorer_kind=scorer.kind,
         scorer_version=type(scorer).version,
         score=None,
-        outcome=ScorerOutcome.FAILED,
+        outcome=outcome,
         error=why,
-        duration_ms=0.0,
-    )
-
-
-def _budget_skipped_score(scorer: Scorer) -> ScoreRecord:
-    return ScoreRecord(
-        scorer=scorer.name,
-        scorer_kind=scorer.kind,
-        scorer_version=type(scorer).version,
-        score=None,
-        outcome=ScorerOutcome.BUDGET_SKIPPED,
-        error="budget reached",
         duration_ms=0.0,
     )
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from assay.mock_openai import MockOpenAIServer
+from tests.harness_server import HarnessServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,6 +34,20 @@ def _isolated_prefect(tmp_path_factory: pytest.TempPathFactory) -> None:
 def mock_server() -> Iterator[MockOpenAIServer]:
     with MockOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def harness_server() -> Iterator[HarnessServer]:
+    """The reference harness (tests/harness_server.py) on 127.0.0.1, one for the session."""
+    with HarnessServer() as server:
+        yield server
+
+
+@pytest.fixture
+def harness(harness_server: HarnessServer) -> HarnessServer:
+    """The session's reference harness, reset for this test."""
+    harness_server.reset()
+    return harness_server
 
 
 @pytest.fixture

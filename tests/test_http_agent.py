@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -31,18 +31,6 @@ QUESTION_SCHEMA = {
     "required": ["question"],
     "properties": {"question": {"type": "string"}, "level": {"type": "integer"}},
 }
-
-
-@pytest.fixture(scope="session")
-def harness_server() -> Iterator[HarnessServer]:
-    with HarnessServer() as server:
-        yield server
-
-
-@pytest.fixture
-def harness(harness_server: HarnessServer) -> HarnessServer:
-    harness_server.reset()
-    return harness_server
 
 
 def caps(**sections: Any) -> dict[str, Any]:

@@ -34,18 +34,6 @@ RUN = "run-assay-1"
 AWKWARD = bytes(range(256)) + b"\r\n--boundary\r\n\r\n" + bytes(range(255, -1, -1))
 
 
-@pytest.fixture(scope="module")
-def harness_server() -> Iterator[HarnessServer]:
-    with HarnessServer() as server:
-        yield server
-
-
-@pytest.fixture
-def harness(harness_server: HarnessServer) -> HarnessServer:
-    harness_server.reset()
-    return harness_server
-
-
 def caps(**accepts: Any) -> dict[str, Any]:
     return {**DEFAULT_CAPABILITIES, "accepts": {**DEFAULT_CAPABILITIES["accepts"], **accepts}}
 
