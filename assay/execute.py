@@ -214,6 +214,10 @@ class Executor(ShardExecutor):
             started_at = datetime.now(UTC)
             started = time.perf_counter()
             queued_ms = (started - waited) * 1000
+            if self.plan.budget.closed:  # judges' spend counts; no new sandbox once it is reached
+                self.plan.budget.note_closure("case")
+                row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached")
+                return Finished(row, [], [])
             attempt = await self.target.begin(item, trial)  # type: ignore[attr-defined]
             try:
                 if attempt.failure is not None:

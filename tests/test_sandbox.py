@@ -518,3 +518,24 @@ def test_the_reports_file_links_work_in_chromium(tmp_path: Path, image: str) -> 
     assert len(hrefs) == 3
     for href in hrefs:
         assert Path(unquote(urlparse(href).path)).is_file(), href
+
+
+def test_a_judges_spend_reaching_the_budget_starts_no_more_sandboxes(
+    tmp_path: Path, image: str, mock
+) -> None:
+    mock.configure(answers={"*": '{"score": 10, "explanation": "ok"}'})
+    rows = [{"id": f"i{n}", "input": "x"} for n in range(4)]
+    judge = {
+        "kind": "llm_judge", "name": "judge", "base_url": mock.base_url, "model": "mock-judge",
+        "rubric": "Grade {output}.", "scale": 10,
+    }  # fmt: skip
+    spec = _eval(tmp_path, image, "echo 42", rows=rows, scorers=[judge])
+    spec.write_text(
+        spec.read_text()
+        + "concurrency: 1\nbudget: $0.000001\nprices: {mock-judge: {input: 10.0, output: 30.0}}\n"
+    )
+    summary, items, _ = _run(spec, tmp_path / "store")
+    # The first attempt's judge closes the budget: the others are never given a container.
+    assert items.sort("item_index")["outcome"].to_list() == ["completed"] + ["budget_skipped"] * 3
+    assert items["sandbox"].null_count() == 3
+    assert leftovers(summary["run_id"]) == []
