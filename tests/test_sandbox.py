@@ -444,10 +444,21 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert json.loads(row["output"]).startswith("Fixed the off-by-one")
     assert row["model"] == "claude-sonnet-4-20250514"
     assert row["caller_cost_usd"] == pytest.approx(0.0712345)
-    assert (row["tokens_input"], row["tokens_output"], row["tokens_cached"]) == (49409, 612, 41250)
+    # The agent's own token counts are caller-reported: kept apart from Assay's measured columns.
+    assert (row["tokens_input"], row["tokens_output"]) == (None, None)
+    assert json.loads(row["caller_reserved"]) == {"tokens": {"input": 49409, "output": 612, "cached": 41250}}
+    assert json.loads(row["caller_metadata"])["turns"] == 4
     assert row["cost_completeness"] != "complete"  # Assay did not measure the agent's calls itself
     by_name = {r["scorer"]: r for r in scores.to_dicts()}
     assert json.loads(by_name["user_code"]["metadata"]) == {"steps": 8}
+    gauges = {
+        r["scorer"]: r["value"]
+        for r in Store(tmp_path / "store").run_scores(summary["run_id"], kind=RowKind.GAUGE).to_dicts()
+    }
+    assert (gauges["gauge.steps"], gauges["gauge.tool_calls"]) == (
+        8,
+        3,
+    ) and "gauge.tokens_input" not in gauges
     assert by_name["code_exec"]["score"] == 1.0
     argv = _artifact(tmp_path / "store", summary["run_id"], "a/0/workspace/argv.txt").read_text()
     assert "--output-format stream-json" in argv and "claude-sonnet-4-20250514" in argv

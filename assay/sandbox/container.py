@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,6 @@ from typing import Any
 
 import docker.errors
 
-from assay.accounting import Usage
 from assay.capture import Redactor
 from assay.dataset import Item
 from assay.errors import SpecError, TargetFailure
@@ -47,7 +47,6 @@ from assay.sandbox._docker import (
     ImageFacts,
     Limits,
     Sandbox,
-    SandboxError,
     client,
     folder_files,
     inspect_image,
@@ -101,7 +100,7 @@ def prepare_container(
             if folder is None or not folder.is_dir():
                 problems.append(
                     f"target.{field_name}: item {item.item_index} (id {item.item_id!r}): "
-                    f"no folder {template!r} → {str(folder) if folder else 'unfillable template'}"
+                    f"no folder {template!r} → {str(folder) if folder else 'unfillable, or outside the spec folder'}"
                 )
                 break
     problems += _agent_problems(spec)
@@ -132,10 +131,13 @@ def _agent_problems(spec: ContainerTarget) -> list[str]:
 
 
 def _folder(template: str, item: Item, spec_dir: Path) -> Path | None:
+    """The folder a template names for an item; None when it cannot be filled or leaves the
+    spec's folder (an item's fields are data: `../..` must not copy the machine into a sandbox)."""
     try:
-        return (spec_dir / render(template, item)).resolve()
+        folder = (spec_dir / render(template, item)).resolve()
     except (KeyError, IndexError, ValueError):
         return None
+    return folder if folder.is_relative_to(spec_dir.resolve()) else None
 
 
 @dataclass
@@ -175,11 +177,13 @@ class LiveSandbox:
     Args:
         sandbox: the container.
         run: how blocking calls are run off the event loop.
+        redactor: the attempt's secrets and patterns, kept out of what a scorer sees.
     """
 
-    def __init__(self, sandbox: Sandbox, run: Any) -> None:
+    def __init__(self, sandbox: Sandbox, run: Any, redactor: Redactor) -> None:
         self._sandbox = sandbox
         self._run = run
+        self._redactor = redactor
 
     async def exec(
         self,
@@ -189,14 +193,94 @@ class LiveSandbox:
         workdir: str = WORKSPACE,
         as_root: bool = False,
     ) -> ExecResult:
-        """Run `argv` in the live container (as the attempt's user unless `as_root`)."""
-        return await self._run(
+        """Run `argv` in the live container (as the attempt's user unless `as_root`); its output
+        comes back redacted (a scorer keeps it in its metadata)."""
+        result = await self._run(
             self._sandbox.exec, argv, timeout=timeout, workdir=workdir, user="0" if as_root else None
+        )
+        return dataclasses.replace(
+            result,
+            stdout=_redacted_bytes(result.stdout, self._redactor),
+            stderr=_redacted_bytes(result.stderr, self._redactor),
         )
 
     async def put_files(self, folder: str, files: dict[str, bytes]) -> None:
         """Write files (relative path → bytes) under `folder`, as root."""
         await self._run(self._sandbox.put_files, folder, files, as_root=True)
+
+
+class _AttemptState:
+    """What one attempt has made so far (its container, its egress, its kept files), so that a
+    failure at any stage can still be recorded with its evidence and torn down.
+
+    Args:
+        agent: the target.
+        folder: the attempt's artifacts folder.
+    """
+
+    def __init__(self, agent: ContainerAgent, folder: Path) -> None:
+        self.agent = agent
+        self.folder = folder
+        self.kept: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.facts: dict[str, Any] = {
+            "image": agent.facts.tag,
+            "image_id": agent.facts.image_id,
+            "user": agent.facts.user,
+            "stage_ms": self.timings,
+        }
+        self.sandbox: Sandbox | None = None
+        self.egress: Any = None
+        self.baseline: dict[str, bytes] = {}
+        self.scoring_started: float | None = None
+
+    def save(self, name: str, data: bytes) -> None:
+        (self.folder / name).write_bytes(data)
+        self.kept.append(name)
+
+    def relative(self) -> list[str]:
+        """The kept files as `items.artifacts` lists them (relative to `<store>/artifacts`)."""
+        root = self.agent.store.artifacts_root
+        return [(self.folder / name).relative_to(root).as_posix() for name in self.kept]
+
+    def failed(self, message: str, kind: FailureKind) -> ContainerAttempt:
+        failure = TargetFailure(
+            self.agent.redactor.text(message),
+            kind=kind,
+            provider=f"container:{self.agent.facts.tag}",
+            artifacts=self.relative(),
+            sandbox=self.facts,
+        )
+        return ContainerAttempt(None, failure, facts=self.facts, _close=self.teardown)
+
+    async def teardown(self) -> str | None:
+        """Remove the container, then the egress sidecar and network, each on its own (one
+        failing does not leave the other); returns what failed, or None."""
+        started = time.perf_counter()
+        if self.scoring_started is not None:
+            self.timings["scoring"] = _ms(self.scoring_started)
+        seconds = self.agent.spec.deadlines.cleanup
+        errors = []
+        for part in (self.sandbox, self.egress):
+            if part is None:
+                continue
+            try:
+                await asyncio.wait_for(self.agent._run(_teardown_of(part)), seconds)
+            except TimeoutError:
+                errors.append(str(StageTimeout("cleanup", seconds)))
+            except Exception as exc:  # noqa: BLE001 - recorded on the item, never masks its result
+                errors.append(f"teardown failed: {type(exc).__name__}: {exc}")
+        self.timings["cleanup"] = _ms(started)
+        return "; ".join(errors) or None
+
+
+def _teardown_of(part: Any) -> Any:
+    return part.remove if isinstance(part, Sandbox) else part.teardown
+
+
+def _fresh_folder(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
 
 
 class ContainerAgent:
@@ -259,63 +343,30 @@ class ContainerAgent:
             await attempt.close()
 
     async def begin(self, item: Item, trial: int) -> ContainerAttempt:
-        """Provision, run, save the transcript, diff and export; the sandbox stays alive."""
-        deadlines = self.spec.deadlines
+        """Provision, run, save the transcript, diff and export; the sandbox stays alive. Never
+        raises for the sandbox's or the engine's faults: they are a failed attempt."""
         folder = self.store.artifacts_dir(self.run_id, item.item_id, trial)
-        shutil.rmtree(folder, ignore_errors=True)  # a killed earlier try of this attempt
-        folder.mkdir(parents=True)
-        kept: list[str] = []
-        facts: dict[str, Any] = {
-            "image": self.facts.tag,
-            "image_id": self.facts.image_id,
-            "user": self.facts.user,
-        }
-        timings: dict[str, float] = {}
-        facts["stage_ms"] = timings
-        egress = None
-        sandbox: Sandbox | None = None
-        scoring_started: list[float] = []
+        await self._run(_fresh_folder, folder)  # a killed earlier try of this attempt left files
+        state = _AttemptState(self, folder)
+        try:
+            return await self._stages(item, trial, state)
+        except Exception as exc:  # noqa: BLE001 - an engine or sandbox fault is data, not a crash
+            return state.failed(f"sandbox error: {type(exc).__name__}: {exc}", FailureKind.EXCEPTION)
 
-        async def teardown() -> str | None:
-            errors = []
-            started = time.perf_counter()
-            if scoring_started:
-                timings["scoring"] = _ms(scoring_started[0])
-            try:
-                if sandbox is not None:
-                    await asyncio.wait_for(self._run(sandbox.remove), deadlines.cleanup)
-                if egress is not None:
-                    await asyncio.wait_for(self._run(egress.teardown), deadlines.cleanup)
-            except TimeoutError:
-                errors.append(str(StageTimeout("cleanup", deadlines.cleanup)))
-            except Exception as exc:  # noqa: BLE001 - recorded on the item, never masks its result
-                errors.append(f"teardown failed: {type(exc).__name__}: {exc}")
-            timings["cleanup"] = _ms(started)
-            return "; ".join(errors) or None
-
-        def failed(message: str, kind: FailureKind) -> ContainerAttempt:
-            failure = TargetFailure(
-                self.redactor.text(message),
-                kind=kind,
-                provider=f"container:{self.facts.tag}",
-                artifacts=_relative(kept, folder, self.store.artifacts_root),
-                sandbox=facts,
-            )
-            return ContainerAttempt(None, failure, facts=facts, _close=teardown)
-
+    async def _stages(self, item: Item, trial: int, state: _AttemptState) -> ContainerAttempt:
+        deadlines = self.spec.deadlines
+        timings = state.timings
         prompt = render(self.spec.prompt, item)
         # -- provision ------------------------------------------------------------------------
         started = time.perf_counter()
         try:
-            sandbox, egress, baseline = await self._deadline(
-                "provision", deadlines.provision, self._provision(item, trial, prompt)
-            )
+            await self._deadline("provision", deadlines.provision, self._provision(item, prompt, state))
         except StageTimeout as exc:
-            return failed(str(exc), FailureKind.TIMEOUT)
-        except (SandboxError, docker.errors.DockerException) as exc:
-            return failed(f"provision failed: {exc}", FailureKind.EXCEPTION)
+            return state.failed(str(exc), FailureKind.TIMEOUT)
         finally:
             timings["provision"] = _ms(started)
+        sandbox = state.sandbox
+        assert sandbox is not None
         # -- agent ------------------------------------------------------------------------------
         started = time.perf_counter()
         outcome = await self._run(
@@ -325,24 +376,24 @@ class ContainerAgent:
             environment=self._environment(),
         )
         timings["agent"] = _ms(started)
-        facts["exit_code"] = outcome.exit_code
+        state.facts["exit_code"] = outcome.exit_code
         # -- transcript: always, whatever happened ----------------------------------------------
-        stdout = outcome.stdout.decode("utf-8", "replace")
-        stderr = outcome.stderr.decode("utf-8", "replace")
-        self._save(folder, "transcript.txt", self.redactor.text(stdout), kept)
-        self._save(folder, "stderr.txt", self.redactor.text(stderr), kept)
-        if egress is not None:
+        stdout = self.redactor.text(outcome.stdout.decode("utf-8", "replace"))
+        stderr = self.redactor.text(outcome.stderr.decode("utf-8", "replace"))
+        await self._run(state.save, "transcript.txt", stdout.encode())
+        await self._run(state.save, "stderr.txt", stderr.encode())
+        if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
-            denials = await self._run(egress.denials)
-            self._save(folder, "egress-denials.json", json.dumps(denials, indent=1), kept)
-            facts["egress_denied"] = len(denials)
+            denials = await self._run(state.egress.denials)
+            await self._run(state.save, "egress-denials.json", json.dumps(denials, indent=1).encode())
+            state.facts["egress_denied"] = len(denials)
         if outcome.timed_out:
-            return failed(
+            return state.failed(
                 f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
             )
         if outcome.exit_code != 0:
             tail = stderr.strip()[-_STDERR_IN_ERROR:]
-            return failed(
+            return state.failed(
                 f"command exited {outcome.exit_code}: {tail or '(no stderr)'}", FailureKind.EXCEPTION
             )
         # -- diff and export, the container still alive --------------------------------------------
@@ -350,44 +401,43 @@ class ContainerAgent:
         try:
             files = await self._deadline("export", deadlines.export, self._run(sandbox.get_files, WORKSPACE))
         except StageTimeout as exc:
-            return failed(str(exc), FailureKind.TIMEOUT)
-        except SandboxError as exc:
-            return failed(f"export failed: {exc}", FailureKind.EXCEPTION)
-        self._save(folder, "diff.patch", self.redactor.text(workspace_diff(baseline, files)), kept)
-        workspace = folder / "workspace"
-        for name, data in files.items():
-            path = workspace / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(_redacted_bytes(data, self.redactor))
-        kept.append("workspace")
+            return state.failed(str(exc), FailureKind.TIMEOUT)
+        workspace = await self._run(self._keep_workspace, state, files)
         timings["export"] = _ms(started)
         report = None
         if self.spec.agent is not None:
             from assay.sandbox.agents import parse_stream
 
+            # The redacted stream: its report and trajectory reach the store and scorers.
             report = parse_stream(self.spec.agent.parser_name, stdout)
         try:
             output = self._output(stdout, files, report)
         except KeyError as exc:
-            return failed(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL)
+            return state.failed(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL)
         result = TargetResult(
             output=self.redactor.text(output) if isinstance(output, str) else output,
             model=getattr(self.spec.agent, "model", None),
-            usage=_usage(report),
             wire_ms=timings["agent"],
             caller_cost=getattr(report, "cost_usd", None),
             caller_metadata=_report_metadata(report),
-            artifacts=_relative(kept, folder, self.store.artifacts_root),
-            sandbox=facts,
+            # Token counts the agent's own stream reported: kept apart from measured figures.
+            caller_reserved=_report_tokens(report),
+            artifacts=state.relative(),
+            sandbox=state.facts,
             trajectory=getattr(report, "trajectory", None) or None,
+            steps=len(report.trajectory) if report is not None and report.trajectory else None,
+            tool_calls=getattr(report, "tool_calls", None),
         )
-        live = LiveSandbox(sandbox, self._run)
+        live = LiveSandbox(sandbox, self._run, self.redactor)
 
         async def before_scoring() -> None:
-            scoring_started.append(time.perf_counter())
+            state.scoring_started = time.perf_counter()
+            # Whatever the agent left running is stopped (it could read the checks, or change the
+            # workspace under them); the container's init survives a kill of every process.
+            await live.exec(["kill", "-KILL", "-1"], workdir="/")
             if self.spec.checks is None:
                 return
-            checks = folder_files(_folder(self.spec.checks, item, self.spec_dir))  # type: ignore[arg-type]
+            checks = await self._run(folder_files, _folder(self.spec.checks, item, self.spec_dir))
             # Whatever the agent left at that path is gone first: only the eval's checks are trusted.
             await live.exec(["rm", "-rf", CHECKS_DIR], as_root=True, workdir="/")
             await live.put_files(CHECKS_DIR, checks or {".keep": b""})
@@ -397,61 +447,61 @@ class ContainerAgent:
             None,
             {"workspace": workspace, "sandbox": live},
             deadlines.scoring,
-            facts=facts,
-            _close=teardown,
+            facts=state.facts,
+            _close=state.teardown,
             _before_scoring=before_scoring,
         )
 
-    async def _provision(self, item: Item, trial: int, prompt: str) -> tuple[Sandbox, Any, dict[str, bytes]]:
+    def _keep_workspace(self, state: _AttemptState, files: dict[str, bytes]) -> Path:
+        """The diff and the exported workspace, redacted, into the attempt's folder (a thread)."""
+        state.save("diff.patch", self.redactor.text(workspace_diff(state.baseline, files)).encode())
+        workspace = state.folder / "workspace"
+        for name, data in files.items():
+            path = workspace / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(_redacted_bytes(data, self.redactor, self.secret_values))
+        state.kept.append("workspace")
+        return workspace
+
+    async def _provision(self, item: Item, prompt: str, state: _AttemptState) -> None:
+        """Egress (if any), the container, the fixtures, the prompt and the secrets; what exists is
+        on `state` as soon as it does, so a failure or a deadline still tears it down."""
         labels = {RUN_LABEL: self.run_id, "assay.role": "attempt"}
-        egress = None
         if self.spec.egress:
             from assay.sandbox.egress import start_egress
 
-            egress = await self._run(
+            # A fresh name per attempt: a resumed or retried attempt never meets an old network.
+            state.egress = await self._run(
                 start_egress,
                 self._engine,
                 self.run_id,
-                f"{item.item_index}-{trial}",
+                f"{item.item_index}-{uuid.uuid4().hex[:8]}",
                 list(self.spec.egress),
                 self.spec.egress_proxy_image,
                 labels,
             )
-        try:
-            if egress is None:
-                sandbox = await self._take_spare()
-            else:
-                sandbox = await self._run(
-                    Sandbox.create,
-                    self._engine,
-                    self.facts,
-                    labels=labels,
-                    limits=self.limits,
-                    network=egress.network,
-                    dns=["127.0.0.1"],
-                )
-        except BaseException:
-            if egress is not None:
-                await self._run(egress.teardown)
-            raise
-        try:
-            baseline = (
-                folder_files(_folder(self.spec.fixtures, item, self.spec_dir)) if self.spec.fixtures else {}
-            )  # type: ignore[arg-type]
-            if baseline:
-                await self._run(sandbox.put_files, WORKSPACE, baseline)
-            await self._run(sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, as_root=True)
-            secrets = {k: v for k, v in self.secret_values.items() if v}
-            if egress is not None:
-                secrets.update(egress.proxy_env())
-            if secrets:
-                await self._run(sandbox.put_files, "/tmp", {".assay-env": env_file(secrets)}, mode=0o600)
-        except BaseException:
-            await self._run(sandbox.remove)
-            if egress is not None:
-                await self._run(egress.teardown)
-            raise
-        return sandbox, egress, baseline
+        if state.egress is None:
+            state.sandbox = await self._take_spare()
+        else:
+            state.sandbox = await self._run(
+                Sandbox.create,
+                self._engine,
+                self.facts,
+                labels=labels,
+                limits=self.limits,
+                network=state.egress.network,
+                dns=["127.0.0.1"],
+            )
+        if self.spec.fixtures:
+            state.baseline = await self._run(folder_files, _folder(self.spec.fixtures, item, self.spec_dir))
+        if state.baseline:
+            await self._run(state.sandbox.put_files, WORKSPACE, state.baseline)
+        await self._run(state.sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, as_root=True)
+        secrets = {k: v for k, v in self.secret_values.items() if v}
+        if state.egress is not None:
+            secrets.update(state.egress.proxy_env())
+        if secrets:
+            await self._run(state.sandbox.put_files, "/tmp", {".assay-env": env_file(secrets)}, mode=0o600)
 
     async def _deadline(self, stage: str, seconds: float, work: Any) -> Any:
         try:
@@ -482,11 +532,6 @@ class ContainerAgent:
             raise KeyError(f"the attempt left no file {name!r} in /workspace")
         return files[name].decode("utf-8", "replace")
 
-    @staticmethod
-    def _save(folder: Path, name: str, text: str, kept: list[str]) -> None:
-        (folder / name).write_text(text, encoding="utf-8")
-        kept.append(name)
-
     async def _take_spare(self) -> Sandbox:
         """A fresh container, started ahead of its attempt: the one started while the previous
         attempt ran, if any; and the next is started now. No attempt ever gets a used container;
@@ -516,8 +561,8 @@ class ContainerAgent:
 def env_file(values: dict[str, str]) -> bytes:
     """The env file's bytes, `KEY=value` per line; a value with a newline cannot be passed."""
     for name, value in values.items():
-        if "\n" in value or "\r" in value:
-            raise SpecError(f"target.secrets: {name}'s value holds a line break; it cannot be passed")
+        if "\n" in value or "\r" in value or "\0" in value:
+            raise SpecError(f"target.secrets: {name}'s value holds a line break or NUL; it cannot be passed")
     return "".join(f"{name}={value}\n" for name, value in values.items()).encode()
 
 
@@ -547,32 +592,33 @@ def workspace_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
     return "".join(chunks)
 
 
-def _redacted_bytes(data: bytes, redactor: Redactor) -> bytes:
+def _redacted_bytes(data: bytes, redactor: Redactor, secrets: dict[str, str] | None = None) -> bytes:
+    """Text through the redactor; binary data with each secret's bytes replaced."""
     try:
         return redactor.text(data.decode()).encode()
     except UnicodeDecodeError:
+        for value in (secrets or {}).values():
+            if value:
+                data = data.replace(value.encode(), b"[REDACTED]")
         return data
 
 
-def _relative(kept: list[str], folder: Path, root: Path) -> list[str]:
-    return [(folder / name).relative_to(root).as_posix() for name in kept]
+def _report_tokens(report: Any) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    tokens = {
+        kind: getattr(report, f"{kind}_tokens")
+        for kind in ("input", "output", "cached")
+        if getattr(report, f"{kind}_tokens") is not None
+    }
+    return {"tokens": tokens} if tokens else None
 
 
 def _report_metadata(report: Any) -> dict[str, Any] | None:
     if report is None:
         return None
-    keys = ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_tokens", "problems")
+    keys = ("turns", "tool_calls", "problems")
     return {k: getattr(report, k) for k in keys if getattr(report, k, None) not in (None, [])}
-
-
-def _usage(report: Any) -> Usage | None:
-    if report is None or (report.input_tokens is None and report.output_tokens is None):
-        return None
-    return Usage(
-        input_tokens=report.input_tokens,
-        output_tokens=report.output_tokens,
-        cached_tokens=report.cached_tokens,
-    )
 
 
 def _ms(started: float) -> float:
