@@ -107,11 +107,12 @@ class ShardExecutor:
         return report
 
     async def _score(
-        self, item: Item, trial: int, output: Any, **context: Any
+        self, item: Item, trial: int, output: Any, *, cut_off: _CutOff | None = None, **context: Any
     ) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
         """Score one output; returns the score rows, each scorer's judging spend, and the capture
         scopes of the scorers that may have called a model. `context`: more `Sample` fields (an
-        agent's trajectory, a sandbox's workspace)."""
+        agent's trajectory, a sandbox's workspace). `cut_off`: a deadline for the scorers; one it
+        cuts off (or that would start after it) fails with its message, the others keep theirs."""
         sample = Sample(
             output=output,
             input=item.input,
@@ -122,18 +123,32 @@ class ShardExecutor:
         )
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
         # They cannot await a model call either, so they have nothing to measure.
-        results = [
-            (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None)
-            for s in self._sync_scorers
-        ]
-        if len(self._async_scorers) == 1:
+        if cut_off is None:
+            results = [
+                (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None)
+                for s in self._sync_scorers
+            ]
+        else:
+            results = [
+                (await evaluate(s, sample, search_path=self._search_path), _NO_SPEND, None)
+                if not cut_off.passed()
+                else (_unscored(s, ScorerOutcome.FAILED, cut_off.why), _NO_SPEND, None)
+                for s in self._sync_scorers
+            ]
+        if len(self._async_scorers) == 1 and cut_off is None:
             results.append(await self._measured(self._async_scorers[0], sample, item, trial))
         elif self._async_scorers:
             limiter = asyncio.Semaphore(self.plan.spec.scorer_concurrency)
 
             async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting, Scope | None]:
                 async with limiter:
-                    return await self._measured(scorer, sample, item, trial)
+                    if cut_off is None:
+                        return await self._measured(scorer, sample, item, trial)
+                    try:
+                        async with asyncio.timeout_at(cut_off.at):
+                            return await self._measured(scorer, sample, item, trial)
+                    except TimeoutError:
+                        return _unscored(scorer, ScorerOutcome.FAILED, cut_off.why), Accounting(), None
 
             results += await asyncio.gather(*(bounded(s) for s in self._async_scorers))
         # A scorer that answered several named scores (a remote evaluator) is stored as one row each;
@@ -162,6 +177,17 @@ class ShardExecutor:
         ) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
         return record, ledger.total(), scope
+
+
+@dataclass(frozen=True, slots=True)
+class _CutOff:
+    """A deadline for scorers (event-loop time), and what a scorer it cuts off records."""
+
+    at: float
+    why: str
+
+    def passed(self) -> bool:
+        return asyncio.get_running_loop().time() >= self.at
 
 
 class Finished(NamedTuple):
@@ -248,22 +274,33 @@ class Executor(ShardExecutor):
     async def _score_live(
         self, item: Item, trial: int, attempt: Any
     ) -> tuple[list[dict[str, Any]], list[Accounting], list[Scope]]:
-        """Score an attempt whose sandbox is alive, within the scoring stage's deadline; scorers
-        cut off by it fail, naming the deadline."""
+        """Score an attempt whose sandbox is alive, within the scoring stage's deadline: scorers it
+        cuts off fail naming it, the others keep their scores; a sandbox that cannot be prepared
+        for scoring fails every scorer, never the run."""
         result = attempt.result
+        cut_off = _CutOff(
+            asyncio.get_running_loop().time() + attempt.scoring_deadline,
+            f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s (target.deadlines.scoring)",
+        )
         try:
-            async with asyncio.timeout(attempt.scoring_deadline):
+            async with asyncio.timeout_at(cut_off.at):
                 await attempt.before_scoring()
-                return await self._score(
-                    item, trial, result.output, trajectory=result.trajectory, **attempt.sample_context
-                )
-        except TimeoutError:
+        except Exception as exc:  # noqa: BLE001 - a scorer's failure, not the run's
             why = (
-                f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s "
-                "(target.deadlines.scoring)"
+                cut_off.why
+                if isinstance(exc, TimeoutError)
+                else f"preparing the sandbox for scoring failed: {exc}"
             )
             records = [_unscored(scorer, ScorerOutcome.FAILED, why) for scorer in self.plan.spec.scorers]
             return [_score_row(item, trial, r, _NO_SPEND, None) for r in records], [], []
+        return await self._score(
+            item,
+            trial,
+            result.output,
+            cut_off=cut_off,
+            trajectory=result.trajectory,
+            **attempt.sample_context,
+        )
 
     async def _run_item(self, item: Item, trial: int) -> Finished:
         if self._sandboxed:
