@@ -114,7 +114,12 @@ class Store:
     def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
         """The folder of one attempt's kept files (not created); item ids are quoted into one
         safe path segment."""
-        return self._partition("artifacts", run_id) / quote(item_id, safe="") / str(trial)
+        segment = quote(item_id, safe="")
+        # `.`, `..` and an empty id are not names of their own in a path: spelled out instead
+        # (`%` alone or before dots is no output of `quote`, so these cannot collide).
+        if segment in {"", ".", ".."}:
+            segment = "%" + "2E" * len(segment) if segment else "%"
+        return self._partition("artifacts", run_id) / segment / str(trial)
 
     @property
     def artifacts_root(self) -> Path:

@@ -341,8 +341,23 @@ def test_a_killed_run_leaves_containers_that_assay_clean_removes(tmp_path: Path,
 
 def test_workspace_diff_names_binary_files_and_missing_newlines() -> None:
     diff = workspace_diff({"a.bin": b"\xff\x00", "t.txt": b"x"}, {"a.bin": b"\xfe", "t.txt": b"y"})
-    assert "Binary files a/a.bin and b/a.bin differ" in diff
-    assert "-x\n\\ No newline at end of file\n" in diff or "+y\n\\ No newline at end of file\n" in diff
+    assert diff == (
+        "Binary files a/a.bin and b/a.bin differ\n"
+        "--- a/t.txt\n+++ b/t.txt\n@@ -1 +1 @@\n"
+        "-x\n\\ No newline at end of file\n"
+        "+y\n\\ No newline at end of file\n"
+    )
+    grown = workspace_diff({"t.txt": b"a\nx"}, {"t.txt": b"a\nx\ny\n"})
+    assert grown.endswith("-x\n\\ No newline at end of file\n+x\n+y\n")
+
+
+def test_artifact_folders_of_odd_item_ids_stay_inside_the_run(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    partition = store.artifacts_dir("r1", "x", 0).parent.parent
+    folders = {item_id: store.artifacts_dir("r1", item_id, 0) for item_id in ("", ".", "..", "0", "a/b", "%")}
+    assert len(set(folders.values())) == len(folders)
+    for folder in folders.values():
+        assert folder.resolve().parent.parent == partition.resolve()
 
 
 def test_containers_alive_at_once_follow_concurrency(tmp_path: Path, image: str) -> None:

@@ -579,16 +579,14 @@ def workspace_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
         except UnicodeDecodeError:
             chunks.append(f"Binary files a/{name} and b/{name} differ\n")
             continue
-        chunks.extend(
-            difflib.unified_diff(
-                old_lines,
-                new_lines,
-                "/dev/null" if old is None else f"a/{name}",
-                "/dev/null" if new is None else f"b/{name}",
-            )
-        )
-        if chunks and not chunks[-1].endswith("\n"):
-            chunks[-1] += "\n\\ No newline at end of file\n"
+        for line in difflib.unified_diff(
+            old_lines,
+            new_lines,
+            "/dev/null" if old is None else f"a/{name}",
+            "/dev/null" if new is None else f"b/{name}",
+        ):
+            # Any line of a file's end without a newline (old side, new side or both) says so.
+            chunks.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(chunks)
 
 
