@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import docker
 import docker.errors
@@ -133,7 +133,10 @@ def test_docker_names() -> None:
 
 
 class _Upstream(BaseHTTPRequestHandler):
+    headers_seen: ClassVar[list[dict[str, str]]] = []
+
     def do_GET(self) -> None:
+        self.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
         body = f"{CONTENT} {self.path}".encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -192,6 +195,21 @@ def test_proxy_program_forwards_allowed_and_refuses_the_rest(local_proxy: tuple[
         {"type": "egress", "host": "invalid-host", "decision": "denied", "reason": "unsupported-request"},
     ]
     assert "secret" not in log and "hunter2" not in log and "evil" not in log
+
+
+def test_the_proxy_sends_the_allowed_host_and_keeps_its_own_headers(
+    local_proxy: tuple[int, int, Any],
+) -> None:
+    upstream_port, proxy_port, _ = local_proxy
+    _Upstream.headers_seen.clear()
+    request = (
+        f"GET http://127.0.0.1:{upstream_port}/ HTTP/1.1\r\nHost: evil.test\r\n"
+        "Proxy-Authorization: Basic c2VjcmV0\r\nProxy-Trace: 1\r\nX-Kept: yes\r\n\r\n"
+    )
+    assert _raw(proxy_port, request).startswith("HTTP/1.0 200")
+    (seen,) = _Upstream.headers_seen
+    assert seen["host"] == f"127.0.0.1:{upstream_port}"  # not the client's `evil.test`
+    assert seen["x-kept"] == "yes" and not [k for k in seen if k.startswith("proxy-")]
 
 
 def _raw(port: int, request: str) -> str:

@@ -209,17 +209,16 @@ def _parse_target(head: bytes, allowlist: list[str]) -> tuple[bool, str, int, by
     name = _decide(host, port, allowlist)
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     lines = [f"{method} {path} {version}".encode("latin-1")]
-    has_host = False
     for line in rest.split(b"\r\n"):
         if not line:
             continue
         key = line.split(b":", 1)[0].strip().lower()
-        if key in _DROPPED_HEADERS:
+        # The client's own Host could name another site on the allowed host's address: the Host
+        # sent is always the allowed one's. Proxy-* headers are for this proxy, never forwarded.
+        if key in _DROPPED_HEADERS or key == b"host" or key.startswith(b"proxy-"):
             continue
-        has_host = has_host or key == b"host"
         lines.append(line)
-    if not has_host:
-        lines.append(b"Host: " + url.netloc.rpartition("@")[2].encode("latin-1"))
+    lines.append(b"Host: " + url.netloc.rpartition("@")[2].encode("latin-1"))
     lines.append(b"Connection: close")
     return False, name, port, b"\r\n".join(lines) + b"\r\n\r\n"
 
