@@ -87,7 +87,7 @@ def test_local_fixture_files_are_uploaded_as_multipart_and_arrive_intact(tmp_pat
     (tmp_path / "notes.txt").write_text("naïve café\n")
     files = [
         {"path": "data/a.bin", "file": "fx/a.bin"},  # relative to the spec's folder
-        {"path": "b.txt", "file": str(tmp_path / "notes.txt")},  # or absolute
+        {"path": "b.txt", "file": str(tmp_path / "notes.txt")},  # absolute, inside the spec's folder
         {"path": "c.csv", "url": "https://files.example/c.csv"},
     ]
     result = one(harness, None, item("q1", files=files), base_dir=tmp_path)
@@ -166,6 +166,33 @@ def test_a_missing_local_fixture_file_is_a_dataset_error_or_a_failed_item(tmp_pa
     assert isinstance(failure, TargetFailure) and failure.kind == "exception"
     assert "fixture file 'nope/a.txt' cannot be read" in failure.message
     assert "create" not in harness.stats()["requests"], "no run started without its files"
+
+
+@pytest.mark.parametrize("name", ["/proc/self/environ", "../outside.txt", "sub/../../outside.txt"])
+def test_a_local_file_outside_the_spec_folder_is_never_uploaded(tmp_path, harness, name):
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "outside.txt").write_text("not yours")
+    escaping = item("e", files=[{"path": "a.txt", "file": name}])
+
+    async def prepare() -> None:
+        agent = HttpAgent(
+            HttpAgentTarget(kind="http_agent", base_url=harness.base_url),
+            concurrency=1,
+            base_dir=tmp_path / "spec",
+        )
+        try:
+            await agent.prepare([escaping])
+        finally:
+            await agent.aclose()
+
+    with pytest.raises(DatasetError) as bad:
+        asyncio.run(prepare())
+    assert bad.value.problems == [
+        f"item 'e': field 'files': fixture file {name!r} is outside the spec's folder: not uploaded"
+    ]
+    failure = one(harness, None, escaping, base_dir=tmp_path / "spec")
+    assert isinstance(failure, TargetFailure) and "outside the spec's folder" in failure.message
+    assert "create" not in harness.stats()["requests"]
 
 
 def test_a_files_entry_needs_a_url_or_a_file_not_both(harness):

@@ -276,16 +276,22 @@ def item_files(item: Item) -> list[dict[str, str]]:
     return files
 
 
-def _local_file(base_dir: Path | None, name: str) -> Path:
-    path = Path(name).expanduser()
-    return path if path.is_absolute() or base_dir is None else base_dir / path
+def _local_file(base_dir: Path | None, name: str) -> Path | None:
+    """The local fixture file a dataset row names, or None when it lies outside the spec's folder
+    (the working directory without one): rows are data, and `/proc/self/environ` or `~/.ssh`
+    must never be uploaded to a harness."""
+    root = (base_dir or Path.cwd()).resolve()
+    path = (root / name).resolve()
+    return path if path.is_relative_to(root) else None
 
 
 def _local_problem(base_dir: Path | None, files: list[dict[str, str]]) -> str | None:
-    """Why the item's first missing local fixture file cannot be uploaded, if one is missing."""
+    """Why the item's first unusable local fixture file cannot be uploaded, if one is."""
     for entry in files:
         if "file" in entry:
             path = _local_file(base_dir, entry["file"])
+            if path is None:
+                return f"fixture file {entry['file']!r} is outside the spec's folder: not uploaded"
             if not path.is_file():
                 return f"fixture file {entry['file']!r} not found (looked for {path})"
     return None
@@ -599,6 +605,11 @@ class HttpAgent:
         uploads = []
         for entry in local:
             path = _local_file(self._base_dir, entry["file"])
+            if path is None:
+                raise self._failure(
+                    f"item {item.item_id!r}: fixture file {entry['file']!r} is outside the spec's folder",
+                    FailureKind.PROTOCOL,
+                )
             try:
                 uploads.append((entry["path"], path.read_bytes()))
             except OSError as exc:
