@@ -570,3 +570,22 @@ def test_a_judges_spend_reaching_the_budget_starts_no_more_sandboxes(
     assert items.sort("item_index")["outcome"].to_list() == ["completed"] + ["budget_skipped"] * 3
     assert items["sandbox"].null_count() == 3
     assert leftovers(summary["run_id"]) == []
+
+
+def test_preflight_refuses_bad_egress_a_missing_proxy_image_and_multiline_secrets(
+    tmp_path: Path, image: str
+) -> None:
+    spec = _eval(
+        tmp_path, image, "true", secrets=["ASSAY_PEM"], egress=["api.test:99999", "ok.test"],
+        egress_proxy_image="assay-test/no-such-proxy:1",
+    )  # fmt: skip
+    result = run_assay(
+        "run", str(spec), "--store", str(tmp_path / "store"),
+        env={**os.environ, "ASSAY_PEM": "-----BEGIN KEY-----\nabc\n-----END KEY-----"},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "target.egress:" in result.stderr and "99999" in result.stderr
+    assert "target.egress_proxy_image:" in result.stderr and "no-such-proxy" in result.stderr
+    assert "target.secrets: ASSAY_PEM's value holds a line break or NUL" in result.stderr
+    assert "BEGIN KEY" not in result.stderr
+    assert not (tmp_path / "store" / "runs").exists()

@@ -90,8 +90,12 @@ def prepare_container(
     """
     problems = []
     for name in spec.secrets:
-        if not os.environ.get(name):
+        value = os.environ.get(name)
+        if not value:
             problems.append(f"target.secrets: environment variable {name!r} is not set")
+        elif any(c in value for c in "\r\n\0"):
+            problems.append(f"target.secrets: {name}'s value holds a line break or NUL; it cannot be passed")
+    problems += _egress_problems(spec)
     for field_name, template in (("fixtures", spec.fixtures), ("checks", spec.checks)):
         if template is None:
             continue
@@ -104,6 +108,8 @@ def prepare_container(
                 )
                 break
     problems += _agent_problems(spec)
+    if spec.egress and spec.egress_proxy_image and stored is None:
+        problems += _image_problems("target.egress_proxy_image", spec.egress_proxy_image)
     facts: ImageFacts | None = None
     if stored is not None:
         facts = ImageFacts(**stored["image"])
@@ -120,6 +126,28 @@ def prepare_container(
         raise SpecError(problems)
     assert facts is not None
     return {"image": dataclasses.asdict(facts)}
+
+
+def _egress_problems(spec: ContainerTarget) -> list[str]:
+    if not spec.egress:
+        return []
+    from assay.sandbox.egress import allowlist_problems
+
+    return [f"target.egress: {problem}" for problem in allowlist_problems(list(spec.egress))]
+
+
+def _image_problems(where: str, image: str) -> list[str]:
+    try:
+        engine = client()
+        try:
+            engine.images.get(image)
+        finally:
+            engine.close()
+    except docker.errors.ImageNotFound as exc:
+        return [f"{where}: {exc.explanation or exc}"]
+    except docker.errors.DockerException as exc:
+        return [f"{where}: the Docker engine did not answer: {exc}"]
+    return []
 
 
 def _agent_problems(spec: ContainerTarget) -> list[str]:

@@ -72,6 +72,15 @@ class _Allowlist(BaseModel):
         return sorted({p.strip().lower() for p in patterns})
 
 
+def allowlist_problems(patterns: list[str]) -> list[str]:
+    """What is wrong with an allowlist's entries (empty when nothing is): for preflight."""
+    try:
+        _Allowlist(patterns=patterns)
+    except ValidationError as error:
+        return [e["msg"] for e in error.errors()]
+    return []
+
+
 def sanitize_host(host: Any) -> str:
     """A host from the sidecar's log as it may be recorded: only hostname characters, at most
     253 of them, else "invalid-host". Anything path-, query- or header-like cannot pass.
