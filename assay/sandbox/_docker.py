@@ -32,6 +32,8 @@ CONTROL = "/assay"
 _IDLE = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 _READ_CHUNK = 65536
 _OUTPUT_LIMIT = 8 * 1024 * 1024
+# A workspace comes back as one tar stream: it may be as large as its tmpfs allows.
+_EXPORT_LIMIT = 4 * 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class ExecResult:
         stdout, stderr: its output (cut at 8 MiB each).
         timed_out: whether the deadline fired first.
         duration_ms: wall time.
+        truncated: whether output past the limit was dropped.
     """
 
     exit_code: int | None
@@ -67,6 +70,7 @@ class ExecResult:
     stderr: bytes
     timed_out: bool
     duration_ms: float
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -209,6 +213,7 @@ class Sandbox:
         workdir: str = WORKSPACE,
         timeout: float | None = None,
         environment: dict[str, str] | None = None,
+        output_limit: int = _OUTPUT_LIMIT,
     ) -> ExecResult:
         """Run `argv` in the container and wait for it, at most `timeout` seconds.
 
@@ -220,6 +225,7 @@ class Sandbox:
             timeout: seconds; at the deadline the output so far is returned with `timed_out`
                 (the process is left to the container's teardown).
             environment: plain (non-secret) variables; secrets go through an env file.
+            output_limit: bytes kept of stdout and of stderr each (the rest is dropped).
         """
         started = time.perf_counter()
         api = self.engine.api
@@ -237,11 +243,15 @@ class Sandbox:
             if stdin is not None:
                 raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)
-            stdout, stderr, timed_out = _read_frames(raw, None if timeout is None else started + timeout)
+            stdout, stderr, timed_out, truncated = _read_frames(
+                raw, None if timeout is None else started + timeout, output_limit
+            )
         finally:
             sock.close()
         exit_code = None if timed_out else api.exec_inspect(created["Id"]).get("ExitCode")
-        return ExecResult(exit_code, stdout, stderr, timed_out, (time.perf_counter() - started) * 1000)
+        return ExecResult(
+            exit_code, stdout, stderr, timed_out, (time.perf_counter() - started) * 1000, truncated
+        )
 
     def put_files(
         self, folder: str, files: dict[str, bytes], *, as_root: bool = False, mode: int = 0o644
@@ -259,9 +269,16 @@ class Sandbox:
 
     def get_files(self, folder: str, *, timeout: float | None = None) -> dict[str, bytes]:
         """Every regular file under `folder` (relative path → bytes); links and devices are left out."""
-        result = self.exec(["tar", "-c", "-f", "-", "-C", folder, "."], workdir="/", timeout=timeout)
+        result = self.exec(
+            ["tar", "-c", "-f", "-", "-C", folder, "."],
+            workdir="/",
+            timeout=timeout,
+            output_limit=_EXPORT_LIMIT,
+        )
         if result.timed_out:
             raise TimeoutError
+        if result.truncated:
+            raise SandboxError(f"{folder} is larger than {_EXPORT_LIMIT >> 20} MiB: not exported")
         if not result.ok:
             raise SandboxError(f"reading {folder} failed: {_tail(result.stderr)}")
         return untar(result.stdout)
@@ -281,30 +298,33 @@ class SandboxError(Exception):
     """The sandbox did not do what Assay asked of it (copy in, copy out)."""
 
 
-def _read_frames(raw: socket.socket, deadline: float | None) -> tuple[bytes, bytes, bool]:
+def _read_frames(raw: socket.socket, deadline: float | None, limit: int) -> tuple[bytes, bytes, bool, bool]:
     """Demultiplex the engine's framed stream (8-byte headers: stream id, length) until EOF or
-    the deadline."""
+    the deadline; returns stdout, stderr, whether the deadline fired, whether output was cut."""
+    truncated = False
     buffer = bytearray()
     out: list[bytearray] = [bytearray(), bytearray(), bytearray()]
     while True:
         if deadline is not None:
             left = deadline - time.perf_counter()
             if left <= 0:
-                return bytes(out[1]), bytes(out[2]), True
+                return bytes(out[1]), bytes(out[2]), True, truncated
             ready, _, _ = select.select([raw], [], [], left)
             if not ready:
                 continue
         chunk = raw.recv(_READ_CHUNK)
         if not chunk:
-            return bytes(out[1]), bytes(out[2]), False
+            return bytes(out[1]), bytes(out[2]), False, truncated
         buffer += chunk
         while len(buffer) >= 8:
             stream, length = struct.unpack(">BxxxL", buffer[:8])
             if len(buffer) < 8 + length:
                 break
             target = out[stream] if stream in (1, 2) else out[0]
-            if len(target) < _OUTPUT_LIMIT:
+            if len(target) + length <= limit:
                 target += buffer[8 : 8 + length]
+            else:
+                truncated = True
             del buffer[: 8 + length]
 
 
