@@ -14,6 +14,7 @@ from assay import progress
 from assay.lease import renewing
 from assay.plan import new_run_id
 from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
+from assay.sandbox.hygiene import clean_after
 from assay.store import Store
 from assay.summary import close_run
 from tasks import orchestrated, run_shard, shard_limit
@@ -64,9 +65,13 @@ async def rescore_run(
     executor = RescoreExecutor(plan, source_rows)
     try:
         async with renewing([plan.lease] if plan.lease is not None else []):
-            await asyncio.gather(
-                *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
-            )
+            try:
+                await asyncio.gather(
+                    *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
+                )
+            finally:
+                if any(getattr(s, "where", None) == "fresh" for s in plan.spec.scorers):
+                    await clean_after(plan.run_id)  # a cancelled scorer's fresh sandbox
     except BaseException as stop:
         if isinstance(stop, Exception):
             raise  # a crash: the rescore stays `running`, and resume finishes it

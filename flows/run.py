@@ -16,9 +16,10 @@ from assay.gold import gold_check_failures
 from assay.leaderboard import build_leaderboard
 from assay.lease import renewing
 from assay.plan import RunPlan, new_run_id, open_runs
+from assay.sandbox.hygiene import clean_after, makes_containers
 from assay.store import Store
 from assay.summary import close_run, mark_unavailable, matrix_summary
-from assay.targets import SandboxedTarget, open_target
+from assay.targets import open_target
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 
@@ -128,8 +129,5 @@ async def _execute(plan: RunPlan) -> None:
         )
     finally:
         await target.aclose()
-        if isinstance(target, SandboxedTarget):
-            # Whatever an attempt could not remove itself (a provision cut off by its deadline).
-            from assay.sandbox.hygiene import clean
-
-            await asyncio.to_thread(clean, plan.run_id)
+        if makes_containers(plan.spec):
+            await clean_after(plan.run_id)

@@ -7,12 +7,11 @@ not: one run's, or every run's.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 from dataclasses import dataclass
-
-import docker.errors
-
-from assay.sandbox._docker import RUN_LABEL, client
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +25,11 @@ class Cleaned:
 def clean(run_id: str | None = None) -> Cleaned:
     """Remove the containers (with their anonymous volumes), then the networks, labelled with
     `run_id` — or with any run id when it is None."""
+    # Imported here: a run that makes no container never loads the Docker SDK.
+    import docker.errors
+
+    from assay.sandbox._docker import RUN_LABEL, client
+
     label = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
     engine = client()
     try:
@@ -51,15 +55,40 @@ def clean(run_id: str | None = None) -> Cleaned:
         engine.close()
 
 
-def _wait_until_gone(engine: docker.DockerClient, label: str, seconds: float = 30.0) -> None:
+def _wait_until_gone(engine: Any, label: str, seconds: float = 30.0) -> None:
     """Removals still in progress (another caller's) finish before networks can go."""
     deadline = time.monotonic() + seconds
     while engine.api.containers(all=True, filters={"label": label}) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
+def makes_containers(spec: Any) -> bool:
+    """Whether a run of this spec creates containers: a `container` target, or a `code_exec`
+    scorer with fresh sandboxes."""
+    target = getattr(spec, "target", None)
+    return getattr(target, "kind", None) == "container" or any(
+        getattr(scorer, "kind", None) == "code_exec" and getattr(scorer, "where", None) == "fresh"
+        for scorer in spec.scorers
+    )
+
+
+async def clean_after(run_id: str) -> None:
+    """At a run's end, remove what its attempts could not (a provision cut off by its deadline, a
+    cancelled scorer's fresh sandbox). Never raises: a failure here must not hide how the run
+    ended; `assay clean` can finish the job."""
+    try:
+        await asyncio.to_thread(clean, run_id)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised (see above)
+        print(
+            f"warning: could not remove run {run_id}'s containers: {exc}; run `assay clean {run_id}`",
+            file=sys.stderr,
+        )
+
+
 def leftovers(run_id: str) -> list[str]:
     """Names of the run's containers and networks still on the engine (for checks and tests)."""
+    from assay.sandbox._docker import RUN_LABEL, client
+
     engine = client()
     try:
         label = f"{RUN_LABEL}={run_id}"
