@@ -11,7 +11,6 @@ The sample streams were written from the CLIs' documented formats (tests/data/ag
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -23,11 +22,11 @@ from assay.sandbox.agents import (
     AgentReport,
     AgentSpec,
     command_line,
+    env_file_text,
     model_pin_problem,
     parse_stream,
     preflight,
     secret_values,
-    write_env_file,
 )
 
 STREAMS = Path(__file__).parent / "data" / "agent_streams"
@@ -404,50 +403,26 @@ def test_model_placeholder_without_a_model_is_an_error() -> None:
 # -- secrets and the env-file ------------------------------------------------------------------
 
 
-def test_env_file_is_0600_with_one_variable_per_line(tmp_path: Path) -> None:
-    values = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "EXTRA": "a = b # not a comment", "EMPTY_OK": " x"}
-
-    path = write_env_file(values, tmp_path)
-
-    assert path.parent == tmp_path
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert (
-        path.read_text() == f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nEXTRA=a = b # not a comment\nEMPTY_OK= x\n"
+def test_env_file_holds_one_variable_per_line_taken_literally() -> None:
+    values = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "EXTRA": "a = b # not a comment $HOME", "EMPTY_OK": " x"}
+    assert env_file_text(values) == (
+        f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nEXTRA=a = b # not a comment $HOME\nEMPTY_OK= x\n"
     )
 
 
-def test_env_file_is_0600_even_under_a_permissive_umask(tmp_path: Path) -> None:
-    old = os.umask(0)
-    try:
-        path = write_env_file({"K": "v"}, tmp_path)
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-
-
-def test_env_files_never_overwrite_each_other(tmp_path: Path) -> None:
-    first = write_env_file({"K": "1"}, tmp_path)
-    second = write_env_file({"K": "2"}, tmp_path)
-    assert first != second
-    assert (first.read_text(), second.read_text()) == ("K=1\n", "K=2\n")
-
-
 @pytest.mark.parametrize("value", ["line one\nline two", "carriage\rreturn", "nul\x00byte"])
-def test_env_file_refuses_values_it_cannot_carry(tmp_path: Path, value: str) -> None:
+def test_env_file_refuses_values_it_cannot_carry(value: str) -> None:
     with pytest.raises(InputError, match="the value of BAD holds a line break or NUL") as caught:
-        write_env_file({"GOOD": "fine", "BAD": value}, tmp_path)
-
+        env_file_text({"GOOD": "fine", "BAD": value})
     assert value not in str(caught.value)  # the value itself is never shown
-    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-def test_env_file_refuses_bad_names_and_undecodable_values(tmp_path: Path) -> None:
+def test_env_file_refuses_bad_names_and_undecodable_values() -> None:
     with pytest.raises(InputError) as caught:
-        write_env_file({"NOT A NAME": "x", "RAW": "caf\udce9"}, tmp_path)
-
+        env_file_text({"NOT A NAME": "x", "RAW": "caf\udce9"})
     assert caught.value.problems == [
         "'NOT A NAME' is not an environment variable name (letters, digits, _)",
-        "the value of RAW is not valid UTF-8, which docker's env-file requires",
+        "the value of RAW is not valid UTF-8",
     ]
 
 

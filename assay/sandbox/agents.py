@@ -13,7 +13,7 @@ A container target uses them in this order:
 
     preflight(spec, environ)             every problem at once, before any container starts
     secret_values(spec, environ)         the provider keys and `secrets`, read from the host
-    write_env_file(values, folder)       a 0600 file for `docker run --env-file`: never argv
+    env_file_text(values)                the 0600 env file's text: secrets never go in argv
     command_line(spec, prompt, file)     the argv run inside the container
     parse_stream(spec.parser_name, out)  final report, tokens, cost, turns, tool calls, steps
 
@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import string
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -322,24 +319,17 @@ def secret_values(spec: AgentSpec, environ: Mapping[str, str]) -> dict[str, str]
     return {name: environ[name] for name in names}
 
 
-def write_env_file(values: Mapping[str, str], folder: str | Path) -> Path:
-    """Write `values` as a file for `docker run --env-file`, readable by its owner only (0600).
-
-    The file is created with mode 0600 in the same call that creates it (never world-readable for a
-    moment) and exclusively (an existing file or symlink there is an error, never followed). The
-    format is docker's: one `KEY=value` per line, the value taken literally (no quotes, no `$`
-    expansion). Delete the file once the container is created.
+def env_file_text(values: Mapping[str, str]) -> str:
+    """The env file's text: one `KEY=value` per line, values taken literally (no quotes, no `$`
+    expansion). The container target writes it into the attempt's container (mode 0600, owned by
+    the attempt's user), where a preamble exports it and deletes it before the command starts.
 
     Args:
         values: variable name to value.
-        folder: where the file goes (a private, per-attempt folder).
-
-    Returns:
-        The file's path.
 
     Raises:
         InputError: a name is not a variable name, or a value holds a line break or NUL or is
-            not valid UTF-8 (each named; values are never shown). Nothing is written then.
+            not valid UTF-8 (each named; values are never shown).
     """
     problems = []
     for name, value in values.items():
@@ -351,20 +341,10 @@ def write_env_file(values: Mapping[str, str], folder: str | Path) -> Path:
                 "line, so it cannot carry that value"
             )
         elif not _utf8(value):
-            problems.append(f"the value of {name} is not valid UTF-8, which docker's env-file requires")
+            problems.append(f"the value of {name} is not valid UTF-8")
     if problems:
         raise InputError(problems, source="env-file")
-    path = Path(folder) / f"agent-{uuid.uuid4().hex[:12]}.env"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            # The umask can only clear bits of 0o600, never add any: the mode is exact already.
-            handle.write("".join(f"{name}={value}\n" for name, value in values.items()))
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return path
+    return "".join(f"{name}={value}\n" for name, value in values.items())
 
 
 def _utf8(value: str) -> bool:

@@ -343,17 +343,17 @@ class ContainerAgent:
         self.run_id = run_id
         self.spec_dir = spec_dir
         self.limits = Limits(**spec.limits.model_dump())
-        self.secret_values = {name: os.environ.get(name, "") for name in self._secret_names()}
+        self.secret_values = {name: os.environ.get(name, "") for name in spec.secrets}
+        if spec.agent is not None:
+            from assay.sandbox.agents import secret_values
+
+            self.secret_values.update(secret_values(spec.agent, os.environ))
         self.redactor = Redactor([v for v in self.secret_values.values() if v], redact or [])
         self._engine = client()
         # Every blocking engine call of every live attempt needs a thread; the default pool
         # (cores + 4) would queue attempts behind each other.
         self._spare: asyncio.Future[Sandbox] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2 * concurrency + 4, thread_name_prefix="assay-sandbox")
-
-    def _secret_names(self) -> list[str]:
-        agent_secrets = self.spec.agent.secret_names if self.spec.agent is not None else []
-        return list(dict.fromkeys([*self.spec.secrets, *agent_secrets]))
 
     async def _run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -587,11 +587,10 @@ class ContainerAgent:
 
 
 def env_file(values: dict[str, str]) -> bytes:
-    """The env file's bytes, `KEY=value` per line; a value with a newline cannot be passed."""
-    for name, value in values.items():
-        if "\n" in value or "\r" in value or "\0" in value:
-            raise SpecError(f"target.secrets: {name}'s value holds a line break or NUL; it cannot be passed")
-    return "".join(f"{name}={value}\n" for name, value in values.items()).encode()
+    """The env file's bytes (`agents.env_file_text`: checked, one `KEY=value` per line)."""
+    from assay.sandbox.agents import env_file_text
+
+    return env_file_text(values).encode()
 
 
 def workspace_diff(before: dict[str, bytes], after: dict[str, bytes]) -> str:
