@@ -30,7 +30,6 @@ Rules the session enforces (docs/sessions.md):
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -42,7 +41,7 @@ from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_le
 from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import SessionError, TargetFailure
-from assay.execute import Finished, _captured, _completed_row, _failed_row, _stopped_row, gauge_values
+from assay.execute import Finished, _captured, _completed_row, _failed_row, _json, _stopped_row, gauge_values
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
@@ -529,7 +528,3 @@ def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
         }
         for t in turns
     ]
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)

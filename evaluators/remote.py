@@ -47,7 +47,10 @@ class Remote(Scorer):
             "output": sample.output,
             # The agent's steps as its target recorded them (an http_agent's validated trajectory);
             # null for targets that record none, and for a rescore (outputs only are stored).
-            "trajectory": sample.trajectory,
+            # (else a `trajectory` field of the dataset row, for evals that carry recorded ones).
+            "trajectory": sample.trajectory
+            if sample.trajectory is not None
+            else sample.fields.get("trajectory"),
         }
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             response = await client.post(self.url, json=body, headers=headers)

@@ -74,6 +74,18 @@ def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.Data
     return summary, data.run_items(run_id).sort("item_id"), data.run_scores(run_id).sort("item_id", "scorer")
 
 
+def _stored(store: Path) -> bytes:
+    """Everything the store holds as a reader sees it: every file's bytes, and every Parquet
+    file's rows decoded (zstd pages would hide a value from a byte search)."""
+    out = []
+    for path in sorted(store.rglob("*")):
+        if path.suffix == ".parquet":
+            out.append(json.dumps(pl.read_parquet(path).to_dicts(), default=str).encode())
+        elif path.is_file():
+            out.append(path.read_bytes())
+    return b"\n".join(out)
+
+
 def _artifact(store: Path, run_id: str, relative: str) -> Path:
     return Store(store).artifacts_dir(run_id, "a", 0).parent.parent / relative
 
@@ -131,22 +143,28 @@ def test_secrets_go_through_the_env_file_and_are_redacted_everywhere(
     command = (
         'echo "token=$SANDBOX_TOKEN"; echo "$SANDBOX_TOKEN" > leaked.txt; '
         "tr '\\0' ' ' < /proc/1/cmdline; tr '\\0' ' ' < /proc/1/environ; ls -la /tmp; "
-        'echo "stderr $SANDBOX_TOKEN" >&2; echo 42'
+        'echo "stderr $SANDBOX_TOKEN" >&2; printf "\\377\\376$SANDBOX_TOKEN" > leaked.bin; echo 42'
     )
-    spec = _eval(tmp_path, image, command, secrets=["SANDBOX_TOKEN"])
-    summary, items, _ = _run(spec, tmp_path / "store")
+    spec = _eval(
+        tmp_path, image, command, secrets=["SANDBOX_TOKEN"],
+        scorers=[{"kind": "code_exec", "checks": ["cat leaked.txt", "cat leaked.txt >&2; false"]}],
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
     assert items["outcome"].to_list() == ["completed"]
     transcript = _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
     # The command saw the value (it was redacted on the way into the store), the container's own
     # environment and argv never held it, and the env file was gone before the command ran.
     assert "token=[REDACTED]" in transcript
     assert ".assay-env" not in transcript
-    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
-    assert SECRET.encode() not in stored
-    assert (
-        b"[REDACTED]"
-        in (_artifact(tmp_path / "store", summary["run_id"], "a/0/workspace/leaked.txt")).read_bytes()
-    )
+    # A scorer that prints the secret from the live container keeps only its redacted output.
+    checks = json.loads(scores.to_dicts()[0]["metadata"])["checks"]
+    assert checks[0]["stdout"] == "[REDACTED]\n" and checks[1]["stderr"] == "[REDACTED]\n"
+    stored = _stored(tmp_path / "store")
+    assert SECRET.encode() not in stored and b"[REDACTED]" in stored
+    run = summary["run_id"]
+    assert _artifact(tmp_path / "store", run, "a/0/workspace/leaked.txt").read_bytes() == b"[REDACTED]\n"
+    binary = _artifact(tmp_path / "store", run, "a/0/workspace/leaked.bin").read_bytes()
+    assert binary == b"\xff\xfe[REDACTED]"  # not UTF-8: the secret's bytes replaced all the same
 
 
 def test_a_timeout_is_an_incomplete_attempt_that_keeps_its_transcript(tmp_path: Path, image: str) -> None:
@@ -482,7 +500,7 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert by_name["code_exec"]["score"] == 1.0
     argv = _artifact(tmp_path / "store", summary["run_id"], "a/0/workspace/argv.txt").read_text()
     assert "--output-format stream-json" in argv and "claude-sonnet-4-20250514" in argv
-    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    stored = _stored(tmp_path / "store")
     assert SECRET.encode() not in stored and b"using [REDACTED]" in stored
 
 
