@@ -607,3 +607,23 @@ def test_preflight_refuses_bad_egress_a_missing_proxy_image_and_multiline_secret
     assert "target.secrets: ASSAY_PEM's value holds a line break or NUL" in result.stderr
     assert "BEGIN KEY" not in result.stderr
     assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_what_the_agent_left_running_is_stopped_before_the_checks_go_in(tmp_path: Path, image: str) -> None:
+    """The agent answers wrong and leaves a process behind that waits for the checks to appear,
+    then rewrites the answer under them. It is killed before the checks are copied in."""
+    watcher = (
+        "while [ ! -e /assay/checks/test.sh ]; do sleep 0.05; done; "
+        "cp /assay/checks/test.sh stolen.sh; echo 42 > answer.txt"
+    )
+    command = f"echo 41 > answer.txt; sh -c '{watcher}' >/dev/null 2>&1 & echo 41"
+    spec = _eval(
+        tmp_path, image, command,
+        scorers=[{"kind": "code_exec", "checks": ["sleep 0.5; sh /assay/checks/test.sh", "test ! -e stolen.sh"]}],
+    )  # fmt: skip
+    _, items, scores = _run(spec, tmp_path / "store")
+    assert items["outcome"].to_list() == ["completed"]
+    (score,) = scores.to_dicts()
+    checks = json.loads(score["metadata"])["checks"]
+    assert [c["exit_code"] for c in checks] == [1, 0]  # answer still 41; the checks never read
+    assert score["score"] == 0.5
