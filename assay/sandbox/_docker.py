@@ -254,12 +254,19 @@ class Sandbox:
         )
 
     def put_files(
-        self, folder: str, files: dict[str, bytes], *, as_root: bool = False, mode: int = 0o644
+        self,
+        folder: str,
+        files: dict[str, bytes],
+        *,
+        as_root: bool = False,
+        mode: int = 0o644,
+        replace: bool = False,
     ) -> None:
-        """Write `files` (relative path → bytes) under `folder` (created), owned by whoever
-        extracts them: root with `as_root`, else the attempt's user."""
+        """Write `files` (relative path → bytes) under `folder` (created; emptied first with
+        `replace`), owned by whoever extracts them: root with `as_root`, else the attempt's user."""
+        script = ('rm -rf "$1" && ' if replace else "") + 'mkdir -p "$1" && tar -x -f - -C "$1"'
         result = self.exec(
-            ["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1"', "put", folder],
+            ["sh", "-c", script, "put", folder],
             stdin=_tar(files, mode),
             user="0" if as_root else None,
             workdir="/",

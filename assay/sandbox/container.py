@@ -232,9 +232,10 @@ class LiveSandbox:
             stderr=_redacted_bytes(result.stderr, self._redactor),
         )
 
-    async def put_files(self, folder: str, files: dict[str, bytes]) -> None:
-        """Write files (relative path → bytes) under `folder`, as root."""
-        await self._run(self._sandbox.put_files, folder, files, as_root=True)
+    async def put_files(self, folder: str, files: dict[str, bytes], *, replace: bool = False) -> None:
+        """Write files (relative path → bytes) under `folder`, as root (`replace`: whatever was
+        there is removed first)."""
+        await self._run(self._sandbox.put_files, folder, files, as_root=True, replace=replace)
 
 
 class _AttemptState:
@@ -467,8 +468,7 @@ class ContainerAgent:
                 return
             checks = await self._run(folder_files, _folder(self.spec.checks, item, self.spec_dir))
             # Whatever the agent left at that path is gone first: only the eval's checks are trusted.
-            await live.exec(["rm", "-rf", CHECKS_DIR], as_root=True, workdir="/")
-            await live.put_files(CHECKS_DIR, checks or {".keep": b""})
+            await live.put_files(CHECKS_DIR, checks or {".keep": b""}, replace=True)
 
         return ContainerAttempt(
             result,
