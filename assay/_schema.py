@@ -204,6 +204,11 @@ RUNS = _schema(
     ("seed", pa.int64(), "the run's seed"),
     ("policy", pa.string(), "the session policy (`module:function`) driving each attempt; null without one"),
     ("attempts", pa.int32(), "most attempts per item x trial (fresh sessions; the best is kept)"),
+    (
+        "fixtures_hash",
+        pa.string(),
+        "hash of the fixture files' content the target hands its agent (part of the identity); null if none",
+    ),
     ("execution_order", pa.string(), "dataset order, or a seeded shuffle of item x trial (trials > 1)"),
     ("tags", pa.list_(pa.string()), "the spec's tags"),
     ("n_items", pa.int64(), "items in the dataset"),

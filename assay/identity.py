@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from assay.dataset import Item, canonical_json, dataset_hash
@@ -45,13 +46,16 @@ class Identity:
     seed: int
     policy: str | None = None
     attempts: int = 1
+    fixtures: str | None = None
 
     @property
     def digest(self) -> str:
         parts: list[Any] = [self.dataset, self.target, self.scorers, self.trials, self.seed]
-        # Only when used: the runs stored before sessions existed keep their digests.
+        # Only when used: the runs stored before sessions and fixtures existed keep their digests.
         if self.policy is not None or self.attempts != 1:
             parts += [self.policy, self.attempts]
+        if self.fixtures is not None:
+            parts += [{"fixtures": self.fixtures}]
         return _hash(parts)
 
     def differences(self, other: Identity) -> list[str]:
@@ -71,6 +75,8 @@ class Identity:
             changed.append(f"policy ({other.policy} -> {self.policy})")
         if self.attempts != other.attempts:
             changed.append(f"attempts ({other.attempts} -> {self.attempts})")
+        if self.fixtures != other.fixtures:
+            changed.append("the fixture files' content")
         return changed
 
 
@@ -84,9 +90,13 @@ def scorers_digest(scorers: list[Scorer]) -> str:
     )
 
 
-def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:
+def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None) -> Identity:
+    """The run's identity. With `spec_dir`, the content of the files the target hands the agent
+    (a container's fixture and checks folders, an http_agent's local fixture files) is part of it:
+    a fixture changed under a run makes a resume refuse, like a changed dataset."""
     target = spec.target.model_dump(mode="json", exclude=_OPERATIONAL_TARGET_FIELDS)
     return Identity(
+        fixtures=fixtures_digest(spec, items, spec_dir) if spec_dir is not None else None,
         dataset=dataset_hash(items)[:16],
         target=_hash(target),
         scorers=scorers_digest(spec.scorers),
@@ -99,3 +109,16 @@ def identity_of(spec: EvalSpec, items: list[Item]) -> Identity:
 
 def spec_hash(spec: EvalSpec) -> str:
     return _hash(spec.model_dump(mode="json"))
+
+
+def fixtures_digest(spec: EvalSpec, items: list[Item], spec_dir: Path) -> str | None:
+    """A hash of every fixture file's path and bytes the target uses, or None when it uses none."""
+    from assay.targets import fixture_files  # the targets know where their fixtures are
+
+    files = fixture_files(spec.target, items, spec_dir)
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]

@@ -254,6 +254,7 @@ def new_record(
         "seed": spec.seed,
         "policy": spec.policy,
         "attempts": spec.attempts,
+        "fixtures_hash": identity.fixtures,
         "execution_order": f"seeded shuffle (seed {spec.seed})" if spec.trials > 1 else "dataset order",
         "tags": list(spec.tags),
         "n_items": n_items,
@@ -291,6 +292,7 @@ def start_or_resume(
             seed=stored["seed"],
             policy=stored.get("policy"),
             attempts=stored.get("attempts") or 1,
+            fixtures=stored.get("fixtures_hash"),
         )
         changed = identity.differences(before)
         if changed:
@@ -341,7 +343,7 @@ def open_runs(
     plans = []
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
-        identity = identity_of(cell_spec, items)
+        identity = identity_of(cell_spec, items, spec_path.parent)
         # An HTTP agent's capabilities are asked once and snapshotted on the run (a resume reuses
         # the snapshot); items it cannot take (fixture files) leave the plan, listed.
         snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)

@@ -538,3 +538,27 @@ def test_a_session_keeps_every_harness_runs_files(tmp_path, harness, capsys):
         f"{prefix}/{second}/trajectory.json",
     ]
     assert all((store.artifacts_root / p).is_file() for p in row["artifacts"])
+
+
+def test_local_fixture_files_content_is_part_of_the_run_identity(tmp_path):
+    from assay.identity import identity_of
+    from assay.spec import EvalSpec
+
+    (tmp_path / "a.bin").write_bytes(b"one")
+    spec = EvalSpec.model_validate(
+        {
+            "name": "x",
+            "dataset": {"path": "d.jsonl"},
+            "target": {"kind": "http_agent", "base_url": "http://127.0.0.1:9"},
+            "scorers": [{"kind": "exact_match"}],
+        }
+    )
+    with_file = [item("q1", files=[{"path": "a.bin", "file": "a.bin"}])]
+    first = identity_of(spec, with_file, tmp_path)
+    (tmp_path / "a.bin").write_bytes(b"two")
+    second = identity_of(spec, with_file, tmp_path)
+    assert first.fixtures and second.fixtures and first.fixtures != second.fixtures
+    assert second.differences(first) == ["the fixture files' content"]
+    # No local file, no fixtures part: such runs keep the digest they had before it existed.
+    plain = identity_of(spec, [item("q1")], tmp_path)
+    assert plain.fixtures is None and plain.digest == identity_of(spec, [item("q1")]).digest

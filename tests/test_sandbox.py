@@ -627,3 +627,16 @@ def test_what_the_agent_left_running_is_stopped_before_the_checks_go_in(tmp_path
     checks = json.loads(score["metadata"])["checks"]
     assert [c["exit_code"] for c in checks] == [1, 0]  # answer still 41; the checks never read
     assert score["score"] == 0.5
+
+
+def test_a_fixture_changed_under_a_run_makes_its_resume_refuse(tmp_path: Path, image: str) -> None:
+    spec = _eval(tmp_path, image, "echo 42")
+    summary, _, _ = _run(spec, tmp_path / "store")
+    run_id = summary["run_id"]
+    assert Store(tmp_path / "store").read_run(run_id)["fixtures_hash"]
+    same = run_assay("resume", run_id, "--store", str(tmp_path / "store"))
+    assert same.returncode == 0, same.stderr
+    (tmp_path / "fixtures" / "src" / "code.txt").write_text("changed\n")
+    changed = run_assay("resume", run_id, "--store", str(tmp_path / "store"))
+    assert changed.returncode == 2
+    assert "its identity changed since it started: the fixture files' content" in changed.stderr

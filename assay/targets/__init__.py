@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from assay.accounting import Usage
+from assay.dataset import Item
 from assay.spec import ContainerTarget, HttpAgentTarget, OpenAITarget, PythonTarget
 from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult
-from assay.targets._http_agent import HttpAgent, prepare_http_agent
+from assay.targets._http_agent import HttpAgent, item_files, prepare_http_agent
 from assay.targets._openai import OpenAIChatTarget, render
 from assay.targets._python import PythonFunctionTarget
 
@@ -26,6 +27,7 @@ __all__ = [
     "Target",
     "TargetResult",
     "Usage",
+    "fixture_files",
     "open_target",
     "prepare_http_agent",
     "render",
@@ -84,3 +86,35 @@ def open_target(
             base_dir=search_path,
         )
     return PythonFunctionTarget(spec, concurrency=concurrency, seed=seed, search_path=search_path)
+
+
+def fixture_files(
+    spec: OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, items: list[Item], spec_dir: Path
+) -> list[Path]:
+    """The local files a target hands its agent (their content belongs to the run's identity):
+    a container's fixture and checks folders, an http_agent's local fixture files. Files that
+    are missing or outside the spec's folder are left out (preflight reports them)."""
+    root = spec_dir.resolve()
+    found: set[Path] = set()
+    if isinstance(spec, ContainerTarget):
+        for template in (spec.fixtures, spec.checks):
+            if template is None:
+                continue
+            for item in items:
+                try:
+                    folder = (root / render(template, item)).resolve()
+                except (KeyError, IndexError, ValueError):
+                    continue
+                if folder.is_relative_to(root) and folder.is_dir():
+                    found.update(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    elif isinstance(spec, HttpAgentTarget):
+        for item in items:
+            try:
+                entries = item_files(item)
+            except (TypeError, ValueError):
+                continue
+            for entry in entries:
+                path = (root / entry["file"]).resolve() if "file" in entry else None
+                if path is not None and path.is_relative_to(root) and path.is_file():
+                    found.add(path)
+    return sorted(found)
