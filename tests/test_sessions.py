@@ -478,3 +478,28 @@ def test_a_policy_that_sends_nothing_or_raises_fails_the_attempt():
         assert [t.outcome for t in session.turns] == ["cancelled"], "the prompt in flight is cancelled"
 
     asyncio.run(scenario())
+
+
+def test_the_budget_stops_a_session_between_its_prompts(tmp_path, mock, capsys):
+    policy = write_policy(tmp_path, THREE_PROMPTS)
+    spec = session_spec(
+        tmp_path,
+        mock_target(mock.base_url),
+        n=3,
+        policy=policy,
+        concurrency=1,
+        budget="$0.000001",
+        prices={"mock-1": {"input": 10.0, "output": 30.0}},
+    )
+    summary, store = run(spec, tmp_path / "s", capsys)
+    items = store.run_items(summary["run_id"]).sort("item_index")
+    # The first prompt's cost closes the budget: the session's next prompt is refused before it is
+    # sent, and no later item starts.
+    assert items["outcome"].to_list() == ["budget_interrupted", "budget_skipped", "budget_skipped"]
+    assert mock.stats()["requests"] == 1
+    turns = store.run_turns(summary["run_id"]).filter(pl.col("item_id") == "q0").sort("index")
+    assert turns.select("method", "outcome").rows() == [
+        ("start", "completed"),
+        ("resume", "budget_interrupted"),
+    ]
+    assert store.read_run(summary["run_id"])["budget_status"] == "closed"
