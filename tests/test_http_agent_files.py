@@ -74,6 +74,23 @@ def one(harness: HarnessServer, store: Store | None, one_item: Item | None = Non
     return result
 
 
+def prepare_problems(harness: HarnessServer, items: list[Item], base_dir: Path) -> list[str]:
+    """The dataset problems `HttpAgent.prepare` refuses `items` with (it must refuse them)."""
+
+    async def prepare() -> None:
+        agent = HttpAgent(
+            HttpAgentTarget(kind="http_agent", base_url=harness.base_url), concurrency=1, base_dir=base_dir
+        )
+        try:
+            await agent.prepare(items)
+        finally:
+            await agent.aclose()
+
+    with pytest.raises(DatasetError) as bad:
+        asyncio.run(prepare())
+    return bad.value.problems
+
+
 def files_under(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
@@ -148,18 +165,7 @@ def test_a_harness_taking_uploads_only_gets_local_files_and_drops_items_with_url
 
 def test_a_missing_local_fixture_file_is_a_dataset_error_or_a_failed_item(tmp_path, harness):
     missing = item("m", files=[{"path": "a.txt", "file": "nope/a.txt"}])
-    target = HttpAgentTarget(kind="http_agent", base_url=harness.base_url)
-
-    async def prepare() -> None:
-        agent = HttpAgent(target, concurrency=1, base_dir=tmp_path)
-        try:
-            await agent.prepare([item("fine"), missing])
-        finally:
-            await agent.aclose()
-
-    with pytest.raises(DatasetError) as bad:
-        asyncio.run(prepare())
-    assert bad.value.problems == [
+    assert prepare_problems(harness, [item("fine"), missing], tmp_path) == [
         f"item 'm': field 'files': fixture file 'nope/a.txt' not found (looked for {tmp_path / 'nope/a.txt'})"
     ]
     failure = one(harness, None, missing, base_dir=tmp_path)
@@ -174,20 +180,7 @@ def test_a_local_file_outside_the_spec_folder_is_never_uploaded(tmp_path, harnes
     (tmp_path / "outside.txt").write_text("not yours")
     escaping = item("e", files=[{"path": "a.txt", "file": name}])
 
-    async def prepare() -> None:
-        agent = HttpAgent(
-            HttpAgentTarget(kind="http_agent", base_url=harness.base_url),
-            concurrency=1,
-            base_dir=tmp_path / "spec",
-        )
-        try:
-            await agent.prepare([escaping])
-        finally:
-            await agent.aclose()
-
-    with pytest.raises(DatasetError) as bad:
-        asyncio.run(prepare())
-    assert bad.value.problems == [
+    assert prepare_problems(harness, [escaping], tmp_path / "spec") == [
         f"item 'e': field 'files': fixture file {name!r} is outside the spec's folder: not uploaded"
     ]
     failure = one(harness, None, escaping, base_dir=tmp_path / "spec")
