@@ -22,7 +22,7 @@ LISTENING = "listening on "
 
 
 def start_mock_subprocess(latency_ms: float, timeout_s: float = 20.0) -> tuple[subprocess.Popen[str], str]:
-    """Start `python -m assay.mock_openai` on a free port and wait until it listens.
+    """Start `python -m assay.testing.mock_openai` on a free port and wait until it listens.
 
     Args:
         latency_ms: Latency the mock adds to every chat reply.
@@ -37,7 +37,7 @@ def start_mock_subprocess(latency_ms: float, timeout_s: float = 20.0) -> tuple[s
         TimeoutError: if it does not listen within `timeout_s` (the process is killed).
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "assay.mock_openai", "--port", "0", "--latency-ms", str(latency_ms)],
+        [sys.executable, "-m", "assay.testing.mock_openai", "--port", "0", "--latency-ms", str(latency_ms)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,

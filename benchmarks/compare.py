@@ -1,4 +1,4 @@
-"""Benchmark of the paired statistics behind `assay compare`: `assay.stats.paired_estimates`.
+"""Benchmark of the paired statistics behind `assay compare`: `assay.analysis.stats.paired_estimates`.
 
 100,000 paired items x 5 scorers (3 binary, 1 graded on a 0.1 grid, 1 continuous uniform), a
 small true improvement, 10,000 bootstrap resamples. Prints wall seconds (total and per scorer
@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assay.stats import paired_estimates, verdict
+from assay.analysis.stats import paired_estimates, verdict
 
 TARGET_S = 5.0
 

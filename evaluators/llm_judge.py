@@ -7,7 +7,7 @@ reply is read robustly: a JSON object `{"score": ..., "explanation": ...}` first
 `Rating: [[4]]`), else `8 out of 10`, else a reply that is only a number. A reply with no score,
 or one off the scale, fails the scorer; the raw reply is kept in the score's metadata.
 
-Calls go through `assay.chat.ChatClient`, so each is measured into the ledger the executor opens
+Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
 budget: a refused call raises `BudgetDenied`, which `evaluate` records as `budget_interrupted`.
 """
@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from assay.chat import ChatClient
+from assay.calls.chat import ChatClient
 from assay.errors import TargetFailure
-from assay.response_cache import check_cache
+from assay.calls.response_cache import check_cache
 from evaluators._base import Sample, Score, Scorer
 
 SCALE_UNIT = "0-1"

@@ -9,7 +9,7 @@ from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.states import Failed
 
-from assay.compare import CompareOptions, compare, load_sides, write_comparison
+from assay.analysis.compare import CompareOptions, compare, load_sides, write_comparison
 from assay.store import Store
 from tasks.publish import name_flow_run, publish_comparison
 

@@ -10,8 +10,8 @@ from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.states import Failed
 
-from assay.compare import CompareOptions
-from assay.nightly import NIGHTLY_TAG, last_successful_nightly, mark_passed, prune_nightly
+from assay.analysis.compare import CompareOptions
+from assay.analysis.nightly import NIGHTLY_TAG, last_successful_nightly, mark_passed, prune_nightly
 from assay.outcomes import RunStatus
 from assay.store import Store
 from flows.compare import compare_runs

@@ -10,13 +10,13 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext
 
-from assay import progress
-from assay.lease import renewing
-from assay.plan import new_run_id
-from assay.rescore import RescoreExecutor, open_rescore, parse_scorers
+from assay.run import progress
+from assay.store.lease import renewing
+from assay.run.plan import new_run_id
+from assay.run.rescore import RescoreExecutor, open_rescore, parse_scorers
 from assay.sandbox.hygiene import clean_after
 from assay.store import Store
-from assay.summary import close_run
+from assay.analysis.summary import close_run
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 

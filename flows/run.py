@@ -10,15 +10,15 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext
 
-from assay import progress
-from assay.execute import Executor
-from assay.gold import gold_check_failures
-from assay.leaderboard import build_leaderboard
-from assay.lease import renewing
-from assay.plan import RunPlan, new_run_id, open_runs
+from assay.run import progress
+from assay.run.execute import Executor
+from assay.run.gold import gold_check_failures
+from assay.analysis.leaderboard import build_leaderboard
+from assay.store.lease import renewing
+from assay.run.plan import RunPlan, new_run_id, open_runs
 from assay.sandbox.hygiene import clean_after, makes_containers
 from assay.store import Store
-from assay.summary import close_run, mark_unavailable, matrix_summary
+from assay.analysis.summary import close_run, mark_unavailable, matrix_summary
 from assay.targets import open_target
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary

@@ -12,7 +12,7 @@ from typing import Any
 
 from prefect.context import FlowRunContext
 
-from assay.plan import MAX_SHARDS
+from assay.run.plan import MAX_SHARDS
 from tasks.shards import run_shard
 
 __all__ = ["orchestrated", "run_shard", "shard_limit"]

@@ -11,7 +11,7 @@ from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 
-from assay.compare import gauge_line
+from assay.analysis.compare import gauge_line
 
 
 def _flow_run() -> Any:

@@ -7,8 +7,8 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from assay.execute import ShardExecutor, ShardReport
-from assay.plan import Shard
+from assay.run.execute import ShardExecutor, ShardReport
+from assay.run.plan import Shard
 
 # Bump when shard execution changes what it writes, so old cached shard results stop matching.
 CODE_VERSION = "1"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.mock_openai import MockOpenAIServer
-from tests.harness_server import HarnessServer
+from assay.testing.mock_openai import MockOpenAIServer
+from assay.testing.harness import HarnessServer
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from assay.accounting import Accounting, PriceTable, Usage, parse_budget
+from assay.calls.accounting import Accounting, PriceTable, Usage, parse_budget
 from assay.cli import main
 from assay.errors import SpecError
 from assay.outcomes import SpendKind

@@ -16,15 +16,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from assay.capture import Redactor
+from assay.calls.capture import Redactor
 from assay.errors import InputError, SpecError
-from assay.sandbox.agents import (
+from assay.spec import AgentSpec
+from assay.targets.agents import (
     AgentReport,
-    AgentSpec,
     command_line,
     env_file_text,
     model_pin_problem,
     parse_stream,
+    parser_name,
     preflight,
     secret_values,
 )
@@ -317,10 +318,10 @@ def test_unknown_parser_is_refused() -> None:
 
 
 def test_default_parser_per_adapter() -> None:
-    assert AgentSpec(adapter="cli", command=["x"]).parser_name == "text"
-    assert AgentSpec(adapter="claude-code").parser_name == "claude-code"
-    assert AgentSpec(adapter="codex").parser_name == "codex"
-    assert AgentSpec(adapter="cli", command=["x"], parser="jsonl").parser_name == "jsonl"
+    assert parser_name(AgentSpec(adapter="cli", command=["x"])) == "text"
+    assert parser_name(AgentSpec(adapter="claude-code")) == "claude-code"
+    assert parser_name(AgentSpec(adapter="codex")) == "codex"
+    assert parser_name(AgentSpec(adapter="cli", command=["x"], parser="jsonl")) == "jsonl"
 
 
 # -- the command line --------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import polars as pl
 import pytest
 
 from assay.cli import main
-from assay.mock_openai import MockOpenAIServer
+from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import REPO, openai_spec, write_spec
 
 DOC_PATH = REPO / "docs" / "analysts.md"

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from assay.cli import main
-from assay.dataset import Item, load_items
+from assay.spec.dataset import Item, load_items
 from assay.errors import DatasetError, InputError
 from assay.spec import DatasetSpec
 from tests.conftest import write_jsonl, write_spec

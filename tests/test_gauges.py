@@ -13,7 +13,7 @@ from assay.cli import main
 from assay.outcomes import RowKind
 from assay.store import Store
 from tests.conftest import openai_spec, write_jsonl, write_spec
-from tests.harness_server import HarnessServer
+from assay.testing.harness import HarnessServer
 
 SOLVERS = """
 import time

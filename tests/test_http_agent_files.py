@@ -17,15 +17,15 @@ from typing import Any
 import polars as pl
 import pytest
 
-from assay._background import BackgroundServer
+from assay.testing._background import BackgroundServer
 from assay.cli import main
-from assay.dataset import Item
+from assay.spec.dataset import Item
 from assay.errors import DatasetError, TargetFailure
 from assay.spec import HttpAgentTarget
 from assay.store import Store
 from assay.targets import HttpAgent, TargetResult
 from tests.conftest import only_run_id, run_assay, start_run_until_committed, write_jsonl, write_spec
-from tests.harness_server import DEFAULT_CAPABILITIES, HarnessServer
+from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 from tests.test_remote_scorer import Evaluator
 
 RUN = "run-assay-1"
@@ -534,7 +534,7 @@ def test_a_session_keeps_every_harness_runs_files(tmp_path, harness, capsys):
 
 
 def test_local_fixture_files_content_is_part_of_the_run_identity(tmp_path):
-    from assay.identity import identity_of
+    from assay.run.identity import identity_of
     from assay.spec import EvalSpec
 
     (tmp_path / "a.bin").write_bytes(b"one")

@@ -11,7 +11,7 @@ import pytest
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
-from tests.harness_server import DEFAULT_CAPABILITIES, HarnessServer
+from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 
 
 @pytest.fixture

@@ -406,7 +406,7 @@ def test_the_judges_spend_closes_the_budget(tmp_path, mock, capsys):
 
 
 def test_a_judge_call_refused_by_the_budget_is_budget_interrupted(mock):
-    from assay.accounting import Budget, PriceTable, measuring
+    from assay.calls.accounting import Budget, PriceTable, measuring
     from assay.outcomes import SpendKind
 
     mock.configure(answers={"*": "1"})

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.mock_openai import BODIES_KEPT, MockOpenAIServer
+from assay.testing.mock_openai import BODIES_KEPT, MockOpenAIServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -263,7 +263,7 @@ def test_malformed_chat_request_gets_400(server: MockOpenAIServer, client: httpx
 @pytest.mark.timeout(30)
 def test_cli_serves_in_a_subprocess() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "assay.mock_openai", "--port", "0", "--latency-ms", "5"],
+        [sys.executable, "-m", "assay.testing.mock_openai", "--port", "0", "--latency-ms", "5"],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from assay.dataset import Item
+from assay.spec.dataset import Item
 from assay.errors import TargetFailure
 from assay.spec import OpenAITarget
 from assay.targets import OpenAIChatTarget

@@ -22,7 +22,7 @@ import httpx
 import psutil
 import pyarrow.parquet as pq
 
-from assay.plan import MAX_SHARDS
+from assay.run.plan import MAX_SHARDS
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 from tests.prefect_server import prefect_env, prefect_server

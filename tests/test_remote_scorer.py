@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from assay._background import BackgroundServer, listen
+from assay.testing._background import BackgroundServer, listen
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec

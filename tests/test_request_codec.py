@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from assay.errors import InputError
-from assay.request_codec import (
+from assay.calls.request_codec import (
     MAX_FILE_BYTES,
     MAX_LINE_BYTES,
     PHASES,

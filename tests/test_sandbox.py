@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from assay.outcomes import RowKind
-from assay.sandbox.container import workspace_diff
+from assay.targets.container import workspace_diff
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from flows.run import run_eval
@@ -419,8 +419,8 @@ def test_a_rescore_reads_the_exported_workspace_without_any_container(tmp_path: 
 
 
 def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: str) -> None:
-    from assay.dataset import Item
-    from assay.sandbox.container import prepare_container
+    from assay.spec.dataset import Item
+    from assay.targets.container import prepare_container
     from assay.spec import ContainerTarget
 
     target = ContainerTarget(kind="container", image="assay-test/moving:latest", command=["true"])

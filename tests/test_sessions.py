@@ -17,10 +17,10 @@ import polars as pl
 import pytest
 
 from assay.cli import main
-from assay.dataset import Item
+from assay.spec.dataset import Item
 from assay.errors import SessionError, TargetFailure
 from assay.outcomes import RowKind
-from assay.sessions import Session, drive
+from assay.run.sessions import Session, drive
 from assay.store import Store
 from assay.targets import SessionState, TargetResult
 from tests.conftest import (
@@ -32,7 +32,7 @@ from tests.conftest import (
     write_jsonl,
     write_spec,
 )
-from tests.harness_server import DEFAULT_CAPABILITIES, HarnessServer
+from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 
 SCORERS = [{"kind": "exact_match", "name": "exact"}]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from assay.execute import Executor
-from assay.plan import open_runs
+from assay.run.execute import Executor
+from assay.run.plan import open_runs
 from assay.store import Store
 from assay.targets import open_target
 from tests.conftest import write_jsonl, write_spec

@@ -1,4 +1,4 @@
-"""The paired statistics behind `assay compare` (`assay.stats`).
+"""The paired statistics behind `assay compare` (`assay.analysis.stats`).
 
 Simulations use fixed seeds, so every figure below is deterministic; the tolerances are set from
 the Monte-Carlo error of each check, not tuned to the seeds.
@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay import stats
+from assay.analysis import stats
 from assay.outcomes import Verdict
-from assay.stats import (
+from assay.analysis.stats import (
     PairedEstimate,
     items_needed,
     items_needed_for_sd,

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from assay import _schema
 from assay.store import Store
-from assay.summary import summarise
+from assay.analysis.summary import summarise
 from tests.conftest import openai_spec, run_assay
 
 

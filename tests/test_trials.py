@@ -7,8 +7,8 @@ import json
 import pytest
 
 from assay.cli import main
-from assay.plan import execution_order
-from assay.summary import pass_at_k
+from assay.run.plan import execution_order
+from assay.analysis.summary import pass_at_k
 from tests.conftest import write_jsonl, write_spec
 
 SOLVER = """

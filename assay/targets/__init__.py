@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from assay.accounting import Usage
-from assay.dataset import Item
+from assay.calls.accounting import Usage
+from assay.spec.dataset import Item
 from assay.spec import ContainerTarget, HttpAgentTarget, OpenAITarget, PythonTarget
 from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult
-from assay.targets._http_agent import HttpAgent, item_files, prepare_http_agent
-from assay.targets._openai import OpenAIChatTarget, render
-from assay.targets._python import PythonFunctionTarget
+from assay.targets.http_agent import HttpAgent, item_files, prepare_http_agent
+from assay.targets.openai import OpenAIChatTarget, render
+from assay.targets.python import PythonFunctionTarget
 
 __all__ = [
     "HttpAgent",
@@ -62,7 +62,7 @@ def open_target(
     """
     if isinstance(spec, ContainerTarget):
         # Imported here: the Docker SDK is only loaded by runs that use it.
-        from assay.sandbox.container import ContainerAgent
+        from assay.targets.container import ContainerAgent
 
         return ContainerAgent(
             spec,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from assay.accounting import Usage
-from assay.dataset import Item
+from assay.calls.accounting import Usage
+from assay.spec.dataset import Item
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class Target(Protocol):
 @runtime_checkable
 class SandboxedTarget(Protocol):
     """A target whose attempts live in a sandbox that scorers may use: `begin()` runs the attempt
-    and returns it alive (`assay.sandbox.container.ContainerAttempt`); the executor scores it,
+    and returns it alive (`assay.targets.container.ContainerAttempt`); the executor scores it,
     then calls its `close()`."""
 
     instrumented: bool
@@ -73,7 +73,7 @@ class SandboxedTarget(Protocol):
 
 @dataclass(slots=True)
 class SessionState:
-    """What a target needs to continue one session (`assay.sessions`): the session's id and its
+    """What a target needs to continue one session (`assay.run.sessions`): the session's id and its
     completed prompts and answers so far, as chat messages (`{"role": "user" | "assistant",
     "content": ...}`). The session layer appends to `history`; targets only read it.
 

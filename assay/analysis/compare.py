@@ -1,0 +1,478 @@
+"""Comparing runs: paired statistics per scorer, verdicts, gates, timing and cost deltas.
+
+Plain functions over the store; `flows/compare.py` strings them together. Each side may be
+several runs of the same dataset (repeats): per (item_id, trial) and scorer, a side's scores are
+averaged first. Pairs are matched by (item_id, trial); only pairs scored on both sides enter the
+statistics (`assay.analysis.stats`). Gauges (duration, steps, tokens…) are not scorers: their paired means
+are reported beside the verdicts, and never decide one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay import _schema
+from assay.errors import InputError
+from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
+from assay.run.plan import new_run_id
+from assay.analysis.stats import (
+    PairedEstimate,
+    items_needed_for_sd,
+    paired_estimates,
+    sd_for_power_from_single_run,
+    verdict,
+)
+from assay.store import Store, write_atomic
+from assay.analysis.summary import item_error_rate
+from evaluators import SCORER_CLASSES
+
+# Model-graded scorers are noisy judges: a difference under 5 points is not worth a verdict.
+DEFAULT_THRESHOLD_MODEL_GRADED = 0.05
+DEFAULT_THRESHOLD_DETERMINISTIC = 0.0
+
+
+class CompareOptions(BaseModel):
+    """How to compare, and when to fail.
+
+    Args:
+        thresholds: per-scorer practical-significance thresholds (default: 0.05 for model-graded
+            scorers, 0 for deterministic ones).
+        max_item_error_rate: a side whose failed / attempted exceeds this fails its gate (1 disables).
+        max_scorer_error_rate: a scorer whose failed / (scored + failed) on a side exceeds this fails.
+        fail_on: verdicts that fail the comparison.
+        cluster: the annotation naming each item's cluster (default: `cluster` when items have it).
+        resamples: bootstrap resamples.
+        confidence: confidence level of the intervals.
+        seed: bootstrap seed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-scorer practical-significance thresholds (default 0.05 model-graded, 0 deterministic).",
+    )
+    max_item_error_rate: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="A side whose failed / attempted exceeds this fails (1 disables).",
+    )
+    max_scorer_error_rate: float = Field(
+        default=0.05, ge=0, le=1, description="A scorer whose failed / (scored + failed) exceeds this fails."
+    )
+    fail_on: list[Verdict] = Field(
+        default_factory=lambda: [Verdict.REGRESSED], description="Verdicts that fail the comparison."
+    )
+    cluster: str | None = Field(
+        default=None,
+        description="The annotation naming each item's cluster (default: `cluster` when present).",
+    )
+    resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="Bootstrap resamples.")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    seed: int = Field(default=0, description="Bootstrap seed.")
+
+
+class Side:
+    """One side of a comparison: its runs' records, items and scores."""
+
+    def __init__(self, name: str, store: Store, run_ids: list[str]) -> None:
+        self.name = name
+        self.run_ids = run_ids
+        self.records = [store.read_run(run_id) for run_id in run_ids]
+        for record in self.records:
+            if record["status"] == RunStatus.RUNNING:
+                raise InputError(
+                    f"{name} run {record['run_id']} has not finished (status running): resume it first"
+                )
+        self.items = pl.concat(
+            [store.run_items(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
+            how="vertical_relaxed",
+        )
+        self.scores = pl.concat(
+            [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
+            how="vertical_relaxed",
+        )
+        self.gauges = pl.concat(
+            [
+                store.run_scores(r, kind=RowKind.GAUGE).with_columns(pl.lit(r).alias("run_id"))
+                for r in run_ids
+            ],
+            how="vertical_relaxed",
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {'+'.join(self.run_ids)}"
+
+    def mean_scores(self) -> pl.DataFrame:
+        """Per (item_id, trial, scorer): the mean scored value over this side's runs."""
+        return (
+            self.scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)
+            .group_by("item_id", "trial", "scorer")
+            .agg(pl.col("score").mean())
+        )
+
+
+def gauge_rows(base: Side, cand: Side) -> list[dict[str, Any]]:
+    """Per gauge measured on both sides: the means over the (item_id, trial) pairs measured on both
+    (each side's repeats averaged first), the delta and its change in percent. Gauges describe the
+    target's work (time, steps, tokens); they are reported, never given a verdict or a gate."""
+
+    def means(side: Side) -> pl.DataFrame:
+        return side.gauges.group_by("item_id", "trial", "scorer").agg(pl.col("value").mean())
+
+    pairs = means(base).join(means(cand), on=["item_id", "trial", "scorer"], suffix="_candidate")
+    rows = (
+        pairs.group_by(pl.col("scorer").alias("gauge"))
+        .agg(
+            pl.len().alias("n_pairs"),
+            pl.col("value").mean().alias("baseline_mean"),
+            pl.col("value_candidate").mean().alias("candidate_mean"),
+        )
+        .sort("gauge")
+        .to_dicts()
+    )
+    for row in rows:
+        b, c = row["baseline_mean"], row["candidate_mean"]
+        row["delta"] = c - b
+        row["change_pct"] = (c - b) / b * 100 if b else None
+    return rows
+
+
+def load_sides(store: Store, baseline: list[str], candidate: list[str]) -> tuple[Side, Side]:
+    """Read both sides; bad input (unknown run, different datasets) raises `InputError`."""
+    if not baseline or not candidate:
+        raise InputError("compare needs at least one baseline run and one candidate run")
+    base, cand = Side("baseline", store, baseline), Side("candidate", store, candidate)
+    datasets = {(r["run_id"], r["dataset_hash"]) for r in base.records + cand.records}
+    if len({digest for _, digest in datasets}) > 1:
+        listed = ", ".join(f"{run_id} (dataset {digest})" for run_id, digest in sorted(datasets))
+        raise InputError(f"runs of different datasets cannot be compared: {listed}")
+    return base, cand
+
+
+def _threshold(scorer_kind: str, name: str, options: CompareOptions) -> float:
+    if name in options.thresholds:
+        return options.thresholds[name]
+    cls = SCORER_CLASSES.get(scorer_kind)
+    deterministic = cls.deterministic if cls is not None else True
+    return DEFAULT_THRESHOLD_DETERMINISTIC if deterministic else DEFAULT_THRESHOLD_MODEL_GRADED
+
+
+def _clusters(side: Side, keys: pl.DataFrame, annotation: str | None) -> np.ndarray | None:
+    """The cluster label of each pair (by item_id), or None when items carry none."""
+    firsts = side.items.unique("item_id").select("item_id", "annotations")
+    labels = {}
+    for item_id, text in firsts.iter_rows():
+        annotations = json.loads(text) if text else {}
+        key = annotation or "cluster"
+        if key in annotations:
+            labels[item_id] = json.dumps(annotations[key], sort_keys=True)
+    if not labels:
+        if annotation:
+            raise InputError(f"--cluster {annotation!r}: no item has that annotation")
+        return None
+    return np.array([labels.get(item_id, f"item:{item_id}") for item_id in keys["item_id"].to_list()])
+
+
+def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[str, Any]]:
+    base_means, cand_means = base.mean_scores(), cand.mean_scores()
+    kinds = dict(
+        pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows()
+    )
+    common = sorted(set(base_means["scorer"]) & set(cand_means["scorer"]))
+    rows = []
+    for scorer in common:
+        b = base_means.filter(pl.col("scorer") == scorer).drop("scorer")
+        c = cand_means.filter(pl.col("scorer") == scorer).drop("scorer")
+        pairs = b.join(c, on=["item_id", "trial"], suffix="_candidate").sort("item_id", "trial")
+        counts = {
+            "unpaired_baseline": b.height - pairs.height,
+            "unpaired_candidate": c.height - pairs.height,
+            "unscored_baseline": base.items.select("item_id", "trial").unique().height - b.height,
+            "unscored_candidate": cand.items.select("item_id", "trial").unique().height - c.height,
+        }
+        threshold = _threshold(kinds[scorer], scorer, options)
+        row: dict[str, Any] = {
+            "scorer": scorer,
+            "scorer_kind": kinds[scorer],
+            "threshold": threshold,
+            **counts,
+        }
+        if pairs.height == 0:
+            rows.append({**row, "n_pairs": 0, "verdict": Verdict.INCONCLUSIVE.value})
+            continue
+        (estimate,) = paired_estimates(
+            pairs["score"].to_numpy(),
+            pairs["score_candidate"].to_numpy(),
+            clusters=_clusters(base, pairs, options.cluster),
+            resamples=options.resamples,
+            confidence=options.confidence,
+            seed=options.seed,
+        )
+        rows.append({**row, **_estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
+    return rows
+
+
+def _estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
+    columns = asdict(estimate)
+    columns["n_pairs"] = columns.pop("n")
+    return columns
+
+
+def _gates(
+    base: Side, cand: Side, scorers: list[dict[str, Any]], options: CompareOptions
+) -> list[dict[str, Any]]:
+    gates = []
+    for side in (base, cand):
+        counts = dict(side.items.group_by("outcome").len().iter_rows())
+        rate = item_error_rate(counts)
+        gates.append(
+            {
+                "gate": "item_error_rate",
+                "side": side.name,
+                "runs": side.run_ids,
+                "value": rate,
+                "limit": options.max_item_error_rate,
+                "passed": rate is None or rate <= options.max_item_error_rate,
+                "message": (
+                    f"{side.label}: item error rate {_pct(rate)} "
+                    f"({counts.get(ItemOutcome.FAILED, 0)} failed of "
+                    f"{counts.get(ItemOutcome.FAILED, 0) + counts.get(ItemOutcome.COMPLETED, 0)} attempted), "
+                    f"limit {_pct(options.max_item_error_rate)}"
+                ),
+            }
+        )
+        by_scorer = side.scores.group_by("scorer").agg(
+            (pl.col("outcome") == ScorerOutcome.FAILED).sum().alias("failed"),
+            (pl.col("outcome") == ScorerOutcome.SCORED).sum().alias("scored"),
+        )
+        for scorer, failed, scored in by_scorer.sort("scorer").iter_rows():
+            rate = failed / (failed + scored) if failed + scored else None
+            gates.append(
+                {
+                    "gate": "scorer_error_rate",
+                    "side": side.name,
+                    "runs": side.run_ids,
+                    "scorer": scorer,
+                    "value": rate,
+                    "limit": options.max_scorer_error_rate,
+                    "passed": rate is None or rate <= options.max_scorer_error_rate,
+                    "message": (
+                        f"{side.label}: scorer {scorer} error rate {_pct(rate)} ({failed} failed of "
+                        f"{failed + scored}), limit {_pct(options.max_scorer_error_rate)}"
+                    ),
+                }
+            )
+    for row in scorers:
+        failing = row["verdict"] in options.fail_on
+        gates.append(
+            {
+                "gate": "verdict",
+                "scorer": row["scorer"],
+                "value": row["verdict"],
+                "passed": not failing,
+                "message": f"{cand.label} vs {base.label}: {human_line(row)}",
+            }
+        )
+    return gates
+
+
+def _pct(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
+def _timing(base: Side, cand: Side) -> dict[str, Any]:
+    def mean_ms(side: Side) -> float | None:
+        return side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)["duration_ms"].mean()
+
+    b, c = mean_ms(base), mean_ms(cand)
+    change = (c - b) / b * 100 if b and c is not None else None
+    return {"baseline_mean_ms": b, "candidate_mean_ms": c, "change_pct": change}
+
+
+def _cost(base: Side, cand: Side) -> dict[str, Any]:
+    """Mean cost per run on each side, and whether the delta can be trusted (certified)."""
+
+    def per_run(side: Side) -> float:
+        return float(side.items["cost_usd"].fill_null(0).sum()) / len(side.run_ids)
+
+    def incomplete(side: Side) -> str | None:
+        kinds = side.items["cost_completeness"]
+        if (kinds == Completeness.COMPLETE).all():
+            return None
+        reasons: dict[str, int] = {}
+        for text in side.items["cost_reasons"].drop_nulls():
+            for name, n in json.loads(text).items():
+                reasons[name] = reasons.get(name, 0) + n
+        listed = ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) or "unverified"
+        return f"accounting incomplete on the {side.name} side ({listed})"
+
+    b, c = per_run(base), per_run(cand)
+    change = (c - b) / b * 100 if b else None
+
+    def completed(side: Side) -> set[tuple[str, int]]:
+        done = side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
+        return set(done.select("item_id", "trial").iter_rows())
+
+    def scored(side: Side) -> set[str]:
+        return set(side.scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)["scorer"])
+
+    kinds = {side.name: {r["kind"] for r in side.records} for side in (base, cand)}
+    reasons = [
+        (incomplete(base) is not None, incomplete(base)),
+        (incomplete(cand) is not None, incomplete(cand)),
+        (
+            kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1,
+            "different scopes (run vs rescore)",
+        ),
+        (completed(base) != completed(cand), "different items completed on each side"),
+        (scored(base) != scored(cand), "different scorers scored on each side"),
+    ]
+    reason = next((why for failed, why in reasons if failed), None)
+    return {
+        "baseline_usd": b,
+        "candidate_usd": c,
+        "change_pct": change,
+        "certified": reason is None,
+        "reason": reason,
+    }
+
+
+def human_line(
+    row: dict[str, Any], timing: dict[str, Any] | None = None, cost: dict[str, Any] | None = None
+) -> str:
+    """`accuracy −3.1 pts [−5.0, −1.2] regressed · 12% slower · 8% cheaper`."""
+    if not row.get("n_pairs"):
+        head = f"{row['scorer']} no pairs {row['verdict']}"
+    else:
+        head = (
+            f"{row['scorer']} {_signed(row['delta'] * 100)} pts "
+            f"[{_signed(row['ci_low'] * 100)}, {_signed(row['ci_high'] * 100)}] {row['verdict']}"
+        )
+    parts = [head]
+    if timing and timing["change_pct"] is not None:
+        change = timing["change_pct"]
+        parts.append(f"{abs(change):.0f}% {'slower' if change > 0 else 'faster'}")
+    if cost and cost["change_pct"] is not None:
+        change = cost["change_pct"]
+        certified = "" if cost["certified"] else " (uncertified)"
+        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}{certified}")
+    return " · ".join(parts)
+
+
+def gauge_line(row: dict[str, Any]) -> str:
+    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
+    change = "" if row["change_pct"] is None else f" ({_signed(row['change_pct'])}%)"
+    return (
+        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
+        f"over {row['n_pairs']} pairs"
+    )
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.1f}".replace("-", "−")
+
+
+def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
+    """The whole comparison as a JSON-ready document; `passed` is False when a gate failed."""
+    scorers = scorer_rows(base, cand, options)
+    if not any(row.get("n_pairs") for row in scorers):
+        raise InputError(
+            f"nothing paired: no (item_id, trial) is scored by the same scorer on both sides "
+            f"({base.label} vs {cand.label})"
+        )
+    timing, cost = _timing(base, cand), _cost(base, cand)
+    gates = _gates(base, cand, scorers, options)
+    only = {
+        side.name: sorted(set(side.scores["scorer"]) - {row["scorer"] for row in scorers})
+        for side in (base, cand)
+    }
+    return {
+        "comparison_id": new_run_id(),
+        "created_at": datetime.now(UTC).isoformat(),
+        "baseline": base.run_ids,
+        "candidate": cand.run_ids,
+        "scorers": scorers,
+        "scorers_only_in": only,
+        "gauges": gauge_rows(base, cand),
+        "lines": [human_line(row, timing, cost) for row in scorers],
+        "timing": timing,
+        "cost": cost,
+        "gates": gates,
+        "failed_gates": [gate["message"] for gate in gates if not gate["passed"]],
+        "passed": all(gate["passed"] for gate in gates),
+        "options": options.model_dump(mode="json"),
+    }
+
+
+def write_comparison(store: Store, document: dict[str, Any]) -> None:
+    """`<store>/comparisons/comparison_id=<id>/comparison.parquet` (a row per scorer) and the
+    whole document beside it as `comparison.json`."""
+    folder = store.root / "comparisons" / f"comparison_id={document['comparison_id']}"
+    created = datetime.fromisoformat(document["created_at"])
+    options = document["options"]
+    rows = [
+        {
+            "created_at": created,
+            "baseline_run_ids": document["baseline"],
+            "candidate_run_ids": document["candidate"],
+            "confidence": options["confidence"],
+            "resamples": options["resamples"],
+            "seed": options["seed"],
+            **row,
+        }
+        for row in document["scorers"]
+    ]
+    write_atomic(pa.Table.from_pylist(rows, schema=_schema.COMPARISONS), folder / "comparison.parquet")
+    tmp = folder / f".tmp-{document['comparison_id']}.json"
+    tmp.write_text(json.dumps(document, indent=2, default=str))
+    os.replace(tmp, folder / "comparison.json")
+
+
+def power_report(
+    store: Store, run_id: str, mde: float, *, power: float = 0.8, alpha: float = 0.05
+) -> dict[str, Any]:
+    """How many paired items a comparison needs to detect a true difference `mde` per scorer,
+    from one run's observed variance (`assay power RUN --mde 0.02`).
+
+    Args:
+        store: the store.
+        run_id: the run whose scores give the variance.
+        mde: the minimum detectable difference, on the score scale (0.02 = 2 points).
+        power: the chance of detecting it (default 0.8).
+        alpha: the two-sided significance level (default 0.05).
+    """
+    if not 0 < mde <= 1:
+        raise InputError(f"--mde {mde!r}: expected a difference in (0, 1], e.g. 0.02 for 2 points")
+    if not 0 < power < 1:
+        raise InputError(f"--power {power!r}: expected a probability in (0, 1)")
+    scores = store.run_scores(run_id).filter(pl.col("outcome") == ScorerOutcome.SCORED)
+    if scores.is_empty():
+        raise InputError(f"run {run_id} has no scores to estimate a variance from")
+    rows = []
+    for scorer, values in scores.group_by("scorer").agg(pl.col("score")).sort("scorer").iter_rows():
+        n = len(values)
+        sd = sd_for_power_from_single_run(values) if n >= 2 else None
+        needed = items_needed_for_sd(sd, mde, power=power, alpha=alpha) if sd is not None else None
+        rows.append(
+            {
+                "scorer": scorer,
+                "n_scored": n,
+                "mean": float(np.mean(values)),
+                "sd_of_differences": sd,
+                "items_needed": needed,
+                "enough": needed is not None and n >= needed,
+            }
+        )
+    return {"run_id": run_id, "mde": mde, "power": power, "alpha": alpha, "scorers": rows}

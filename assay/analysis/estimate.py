@@ -1,0 +1,151 @@
+"""`assay estimate SPEC`: the calls, tokens and cost a run will take, before it spends anything.
+
+Input tokens are counted from the rendered prompts with a plain heuristic (about 4 characters a
+token, plus 4 tokens of framing per message — no tokenizer is downloaded, so the figure is
+approximate, typically within ±20 % for English). Output tokens are bounded by `max_tokens`,
+and estimated from the latest stored run of the same target when there is one.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from assay.calls.accounting import PriceTable, Usage
+from assay.spec.dataset import Item
+from assay.run.identity import identity_of
+from assay.run.plan import validate
+from assay.spec import EvalSpec, OpenAITarget
+from assay.store import Store
+from assay.targets import render
+
+_CHARS_PER_TOKEN = 4
+_TOKENS_PER_MESSAGE = 4
+
+
+def count_tokens(text: str) -> int:
+    """Approximate tokens of one message: ~4 characters a token, plus its framing."""
+    return math.ceil(len(text) / _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE
+
+
+def _observed_output_tokens(store: Store, spec: EvalSpec, items: list[Item]) -> float | None:
+    """Mean output tokens per completed item in the latest stored run of the same target."""
+    target_hash = identity_of(spec, items).target
+    runs = (
+        store.runs()
+        .filter((pl.col("target_hash") == target_hash) & (pl.col("kind") == "run"))
+        .sort("created_at", descending=True)
+        .select("run_id")
+        .collect()
+    )
+    for run_id in runs["run_id"]:
+        done = store.run_items(run_id).filter(pl.col("outcome") == "completed")["tokens_output"].drop_nulls()
+        if len(done):
+            return float(done.mean())
+    return None
+
+
+def _line(
+    model: str, calls: int, input_tokens: int, output_low: float, output_high: float, prices: PriceTable
+) -> dict:
+    expected = prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=round(output_low)))
+    upper = prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=round(output_high)))
+    return {
+        "model": model,
+        "calls": calls,
+        "input_tokens": input_tokens,
+        "output_tokens_expected": round(output_low),
+        "output_tokens_max": round(output_high),
+        "cost_usd_expected": expected,
+        "cost_usd_max": upper,
+        "priced": model in prices.prices,
+    }
+
+
+def _with_attempts(line: dict[str, Any], attempts: int) -> dict[str, Any]:
+    """With `attempts: K` an item runs once if it passes, up to K times if not: the expected
+    figures assume one attempt, the maximum K."""
+    if attempts > 1:
+        line["calls_max"] = line["calls"] * attempts
+        line["output_tokens_max"] *= attempts
+        line["cost_usd_max"] = None if line["cost_usd_max"] is None else line["cost_usd_max"] * attempts
+        line["note"] += f"; up to {attempts} attempts an item (maximum × {attempts})"
+    return line
+
+
+def _session_note(spec: EvalSpec) -> str:
+    if spec.policy is None:
+        return ""
+    return "; the policy's further prompts are not counted (each is one more call)"
+
+
+def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
+    """Estimate every cell of a spec: generation calls and model-graded scorers' judging calls.
+
+    Args:
+        spec_path: the spec.
+        store: where earlier runs of the same target are looked up for observed output lengths.
+    """
+    spec, items = validate(Path(spec_path).resolve())
+    lines = []
+    for cell, cell_spec in spec.cells():
+        prices = PriceTable.shipped(cell_spec.prices)
+        target = cell_spec.target
+        if not isinstance(target, OpenAITarget):
+            lines.append(
+                {
+                    "cell": cell,
+                    "kind": "generation",
+                    "model": None,
+                    "calls": len(items) * spec.trials,
+                    "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
+                }
+            )
+            continue
+        per_item = sum(
+            count_tokens(render(t, item))
+            for item in items
+            for t in (target.prompt, target.system)
+            if t is not None
+        )
+        observed = _observed_output_tokens(store, cell_spec, items)
+        ceiling = target.max_tokens
+        calls = len(items) * spec.trials
+        expected_out = (observed if observed is not None else (ceiling or 0)) * calls
+        max_out = (ceiling * calls) if ceiling else expected_out
+        if observed is not None:
+            note = "output tokens observed in a stored run of this target"
+        elif ceiling:
+            note = "output tokens bounded by max_tokens"
+        else:
+            note = "no max_tokens and no stored run: output tokens not estimated"
+        line = _line(target.model, calls, per_item * spec.trials, expected_out, max_out, prices)
+        line.update(cell=cell, kind="generation", note=note + _session_note(cell_spec))
+        lines.append(_with_attempts(line, cell_spec.attempts))
+        for scorer in cell_spec.scorers:
+            if type(scorer).deterministic or not hasattr(scorer, "model"):
+                continue
+            rubric = str(getattr(scorer, "rubric", ""))
+            judge_in = (
+                sum(count_tokens(rubric) + count_tokens(str(item.input)) for item in items) * spec.trials
+            )
+            judge_out = (getattr(scorer, "max_tokens", None) or 0) * calls
+            judge = _line(scorer.model, calls, judge_in, judge_out, judge_out, prices)
+            judge.update(cell=cell, kind="judging", scorer=scorer.name, note="output bounded by max_tokens")
+            lines.append(_with_attempts(judge, cell_spec.attempts))
+    known = [line for line in lines if line.get("cost_usd_expected") is not None]
+    return {
+        "spec": str(spec_path),
+        "items": len(items),
+        "trials": spec.trials,
+        "lines": lines,
+        "cost_usd_expected": sum(line["cost_usd_expected"] for line in known),
+        "cost_usd_max": sum(line["cost_usd_max"] for line in known),
+        "unpriced_models": sorted(
+            {line["model"] for line in lines if line.get("model") and not line.get("priced")}
+        ),
+        "budget": spec.budget,
+    }

@@ -1,0 +1,112 @@
+"""The leaderboard of a matrix run: cells ranked per scorer, each compared with a baseline cell.
+
+Written to `<store>/leaderboards/matrix_id=<id>/leaderboard.parquet`, so the terminal, the report
+and analysts read the same table.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from assay import _schema
+from assay.analysis.compare import CompareOptions, Side, scorer_rows
+from assay.errors import InputError
+from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
+from assay.analysis.stats import mean_interval
+from assay.store import Store, write_atomic
+from assay.analysis.summary import item_error_rate
+
+
+def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    items = store.run_items(run_id)
+    scores = store.run_scores(run_id).filter(pl.col("outcome") == ScorerOutcome.SCORED)
+    completed = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
+    # A cost per item only when every item's accounting is complete: an unpriced $0 is not free.
+    priced = not completed.is_empty() and (completed["cost_completeness"] == Completeness.COMPLETE).all()
+    run = {
+        "item_error_rate": item_error_rate(dict(items.group_by("outcome").len().iter_rows())),
+        "cost_per_item_usd": float(completed["cost_usd"].mean()) if priced else None,
+        "latency_p50_ms": completed["duration_ms"].quantile(0.5, "linear"),
+        "latency_p95_ms": completed["duration_ms"].quantile(0.95, "linear"),
+    }
+    per_scorer = {}
+    for scorer, values in scores.group_by("scorer").agg(pl.col("score")).iter_rows():
+        low, high = mean_interval(values)
+        per_scorer[scorer] = {
+            "n_scored": len(values),
+            "mean": sum(values) / len(values),
+            "ci_low": low,
+            "ci_high": high,
+        }
+    return run, per_scorer
+
+
+def build_leaderboard(
+    store: Store, matrix_id: str, *, baseline_cell: str | None = None, options: CompareOptions | None = None
+) -> dict[str, Any]:
+    """Rank a matrix's cells per scorer and compare each with the baseline cell; store the table.
+
+    Args:
+        store: the store.
+        matrix_id: the matrix (its cells' runs share it).
+        baseline_cell: the cell others are compared with; default the spec's first cell.
+        options: bootstrap settings and thresholds for the paired comparisons.
+    """
+    options = options or CompareOptions()
+    cells = (
+        store.runs()
+        .filter(pl.col("matrix_id") == matrix_id)
+        .sort("created_at")  # cells are recorded in the spec's order
+        .select("cell", "run_id")
+        .collect()
+    )
+    if cells.is_empty():
+        raise InputError(f"no matrix {matrix_id!r} in store {str(store.root)!r}")
+    run_of = dict(cells.iter_rows())
+    baseline_cell = baseline_cell or cells["cell"][0]
+    if baseline_cell not in run_of:
+        raise InputError(f"--baseline {baseline_cell!r}: the matrix's cells are {', '.join(run_of)}")
+
+    baseline = Side("baseline", store, [run_of[baseline_cell]])
+    created = datetime.now(UTC)
+    rows = []
+    for cell, run_id in run_of.items():
+        run, per_scorer = _cell_figures(store, run_id)
+        paired = (
+            {}
+            if cell == baseline_cell
+            else {
+                row["scorer"]: row
+                for row in scorer_rows(baseline, Side("candidate", store, [run_id]), options)
+            }
+        )
+        for scorer, figures in per_scorer.items():
+            versus = paired.get(scorer, {})
+            rows.append(
+                {
+                    "created_at": created,
+                    "cell": cell,
+                    "run_id": run_id,
+                    "scorer": scorer,
+                    **figures,
+                    **run,
+                    "baseline_cell": baseline_cell,
+                    "delta_vs_baseline": versus.get("delta"),
+                    "delta_ci_low": versus.get("ci_low"),
+                    "delta_ci_high": versus.get("ci_high"),
+                    "verdict_vs_baseline": versus.get("verdict"),
+                }
+            )
+    table = (
+        pl.DataFrame(rows)
+        .with_columns(pl.col("mean").rank("min", descending=True).over("scorer").cast(pl.Int32).alias("rank"))
+        .sort("scorer", "rank", "cell")
+    )
+    ranked = table.to_dicts()
+    folder = store.root / "leaderboards" / f"matrix_id={matrix_id}"
+    write_atomic(pa.Table.from_pylist(ranked, schema=_schema.LEADERBOARDS), folder / "leaderboard.parquet")
+    return {"matrix_id": matrix_id, "baseline_cell": baseline_cell, "rows": ranked}

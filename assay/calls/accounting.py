@@ -1,0 +1,327 @@
+"""Money and tokens: prices, accounting records, ledgers and the budget.
+
+Every model call made through `assay.calls.chat.ChatClient` is measured into the `Ledger` of the scope
+it runs in (an item's generation, or one scorer's judging) and priced with the run's
+`PriceTable`. A call to a model with no price makes the record `incomplete` (reason `unpriced`),
+never a silent $0; a target Assay cannot see into (a Python function) is `incomplete` with reason
+`uninstrumented`. Caller-reported cost is kept apart (`caller_cost_usd`) and never summed here.
+
+The `Budget` is admission control: once measured spend reaches the limit no new item starts, a
+call not yet sent is denied (`BudgetDenied`), and model-graded scorers are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.errors import SpecError
+from assay.outcomes import Completeness, SpendKind
+
+if TYPE_CHECKING:
+    from assay.calls.capture import Scope
+    from assay.calls.response_cache import ResponseCache
+
+_MILLION = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; None where it reported nothing."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+class Price(BaseModel):
+    """USD per million tokens for one model.
+
+    Args:
+        input: uncached input tokens.
+        output: output tokens (reasoning tokens are counted among them, as providers bill them).
+        cached_input: cached input tokens; default the input price.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+
+
+class PriceTable:
+    """Prices by exact model name: the shipped table (`assay/data/prices.json`) with a spec's
+    `prices:` laid over it.
+
+    Args:
+        prices: model name -> price.
+    """
+
+    def __init__(self, prices: dict[str, Price]) -> None:
+        self.prices = prices
+
+    @classmethod
+    def shipped(cls, overrides: dict[str, Price] | None = None) -> PriceTable:
+        raw = json.loads(resources.files("assay").joinpath("data/prices.json").read_text())
+        table = {name: Price.model_validate(value) for name, value in raw.items() if not name.startswith("_")}
+        return cls({**table, **(overrides or {})})
+
+    def cost(self, model: str | None, usage: Usage | None) -> float | None:
+        """The call's cost in USD, or None when the model has no price or usage is unknown."""
+        price = self.prices.get(model or "")
+        if price is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
+            return None
+        cached = min(usage.cached_tokens or 0, usage.input_tokens)
+        cached_price = price.input if price.cached_input is None else price.cached_input
+        return (
+            (usage.input_tokens - cached) * price.input
+            + cached * cached_price
+            + usage.output_tokens * price.output
+        ) / _MILLION
+
+
+_TOKEN_KINDS = ("input", "output", "reasoning", "cached", "cache_write")
+
+
+@dataclass(slots=True)
+class Accounting:
+    """What a scope (a call, an item, a scorer, a run) cost, and how far that figure holds."""
+
+    known_cost: float = 0.0
+    completeness: Completeness = Completeness.COMPLETE
+    reasons: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(
+        default_factory=lambda: {"input": 0, "output": 0, "reasoning": 0, "cached": 0, "cache_write": 0}
+    )
+    operations: int = 0
+    settled: int = 0
+    unknown: int = 0
+    denied: int = 0
+    cached: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    # Literal keys: iterating the enum class on every record is measurably slow on the hot path.
+    breakdown: dict[str, float] = field(
+        default_factory=lambda: {"generation": 0.0, "judging": 0.0, "external": 0.0}
+    )
+
+    @classmethod
+    def of_call(
+        cls, kind: SpendKind, model: str | None, usage: Usage | None, prices: PriceTable
+    ) -> Accounting:
+        """A settled model call: priced when the table knows the model, else incomplete."""
+        cost = prices.cost(model, usage)
+        record = cls(operations=1, settled=1, by_kind={kind.value: 1})
+        if usage is not None:
+            for name in _TOKEN_KINDS:
+                record.tokens[name] = getattr(usage, f"{name}_tokens") or 0
+        if cost is None:
+            record.completeness = Completeness.INCOMPLETE
+            record.reasons = {"unpriced": 1}
+        else:
+            record.known_cost = cost
+            record.breakdown[kind.value] = cost
+        return record
+
+    @classmethod
+    def of_lost_call(cls, kind: SpendKind) -> Accounting:
+        """A call whose fate is unknown (timed out, connection dropped): it may have been billed."""
+        return cls(
+            completeness=Completeness.INCOMPLETE,
+            reasons={"unknown_outcome": 1},
+            operations=1,
+            unknown=1,
+            by_kind={kind.value: 1},
+        )
+
+    @classmethod
+    def of_denied_call(cls, kind: SpendKind) -> Accounting:
+        """A call the budget refused before it was sent: it cost nothing."""
+        return cls(operations=1, denied=1, by_kind={kind.value: 1})
+
+    @classmethod
+    def of_cache_hit(cls, kind: SpendKind) -> Accounting:
+        """A reply served from the response cache: an operation that cost nothing."""
+        return cls(operations=1, settled=1, cached=1, by_kind={kind.value: 1})
+
+    @classmethod
+    def uninstrumented(cls) -> Accounting:
+        """A scope Assay cannot see into (a Python target): its spend is not known."""
+        return cls(completeness=Completeness.INCOMPLETE, reasons={"uninstrumented": 1})
+
+    @classmethod
+    def total(cls, records: list[Accounting]) -> Accounting:
+        """The sum of records: unverified if any is, else incomplete if any is, else complete."""
+        # Records of scopes that made no call add nothing; most items have one record that counts.
+        records = [r for r in records if r.operations or r.completeness is not Completeness.COMPLETE]
+        if len(records) == 1:
+            return records[0]
+        out = cls()
+        for record in records:
+            out.known_cost += record.known_cost
+            for name, n in record.reasons.items():
+                out.reasons[name] = out.reasons.get(name, 0) + n
+            for name, n in record.tokens.items():
+                out.tokens[name] = out.tokens.get(name, 0) + n
+            out.operations += record.operations
+            out.settled += record.settled
+            out.unknown += record.unknown
+            out.denied += record.denied
+            out.cached += record.cached
+            for name, n in record.by_kind.items():
+                out.by_kind[name] = out.by_kind.get(name, 0) + n
+            for name, usd in record.breakdown.items():
+                out.breakdown[name] = out.breakdown.get(name, 0.0) + usd
+        kinds = {record.completeness for record in records}
+        if Completeness.UNVERIFIED in kinds:
+            out.completeness = Completeness.UNVERIFIED
+        elif Completeness.INCOMPLETE in kinds:
+            out.completeness = Completeness.INCOMPLETE
+        return out
+
+    def columns(self) -> dict[str, Any]:
+        """The record as store columns (docs/schema.md)."""
+        return {
+            "cost_usd": self.known_cost,
+            "cost_generation_usd": self.breakdown["generation"],
+            "cost_judging_usd": self.breakdown["judging"],
+            "cost_external_usd": self.breakdown["external"],
+            "cost_completeness": self.completeness.value,
+            "cost_reasons": json.dumps(self.reasons, sort_keys=True) if self.reasons else None,
+            "operations": self.operations,
+            "operations_settled": self.settled,
+            "operations_unknown": self.unknown,
+            "operations_denied": self.denied,
+            "operations_cached": self.cached,
+            "operations_by_kind": json.dumps(self.by_kind, sort_keys=True) if self.by_kind else None,
+        }
+
+
+# -- ledgers: where the calls of one scope are measured ------------------------------------------
+
+
+class Ledger:
+    """The calls of one scope (an item's generation, or one scorer on one item), with the run's
+    prices they are measured with and the budget that admits them.
+
+    Args:
+        kind: what the scope's spend is for.
+        prices: the run's price table.
+        budget: the run's budget.
+        capture: where the scope's calls are captured, when the run captures requests.
+        cache: the store's response cache, for clients that opted in.
+    """
+
+    def __init__(
+        self,
+        kind: SpendKind,
+        prices: PriceTable,
+        budget: Budget,
+        capture: Scope | None = None,
+        cache: ResponseCache | None = None,
+    ) -> None:
+        self.kind = kind
+        self.prices = prices
+        self.budget = budget
+        self.capture = capture
+        self.cache = cache
+        self.records: list[Accounting] = []
+
+    def add(self, record: Accounting) -> None:
+        self.records.append(record)
+
+    def total(self) -> Accounting:
+        return Accounting.total(self.records)
+
+
+_current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
+
+
+@contextmanager
+def measuring(
+    kind: SpendKind,
+    prices: PriceTable,
+    budget: Budget,
+    capture: Scope | None = None,
+    cache: ResponseCache | None = None,
+) -> Iterator[Ledger]:
+    """Measure (and capture) every model call made inside the block (in this task)."""
+    ledger = Ledger(kind, prices, budget, capture, cache)
+    token = _current.set(ledger)
+    try:
+        yield ledger
+    finally:
+        _current.reset(token)
+
+
+def current_ledger() -> Ledger | None:
+    return _current.get()
+
+
+# -- the budget ------------------------------------------------------------------------------------
+
+
+class BudgetDenied(Exception):
+    """A model call refused before it was sent, because the run's budget is closed."""
+
+
+_BUDGET = re.compile(r"^\$?(\d+(?:\.\d+)?)$")
+
+
+def parse_budget(text: str | float) -> float:
+    """`"$5"`, `"0.50"` or a number -> USD; anything else is a `SpecError`."""
+    match = _BUDGET.match(str(text).strip()) if not isinstance(text, bool) else None
+    if match is None:
+        raise SpecError(f'Invalid budget "{text}": expected a non-negative USD amount')
+    return float(match.group(1))
+
+
+class Budget:
+    """Admission control over a run's measured spend.
+
+    Args:
+        limit_usd: the limit; None for no budget (nothing is ever refused).
+        spent_usd: what earlier executions of the run already spent (a resumed run).
+    """
+
+    def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
+        self.limit_usd = limit_usd
+        self.spent_usd = spent_usd
+        self.closed_by: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.limit_usd is not None and self.spent_usd >= self.limit_usd
+
+    def spend(self, usd: float) -> None:
+        self.spent_usd += usd
+
+    def admit(self) -> None:
+        """Called before a model call is sent: raises `BudgetDenied` once the budget is closed."""
+        if self.closed:
+            self.note_closure("operation")
+            raise BudgetDenied(f"budget ${self.limit_usd:g} reached (spent ${self.spent_usd:.6f})")
+
+    def note_closure(self, source: str) -> None:
+        """Record what first met the closed budget: a `case` (item) not started, an `operation`
+        (call) denied, or a `scorer` skipped."""
+        if self.closed and self.closed_by is None:
+            self.closed_by = source
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "budget_limit_usd": self.limit_usd,
+            "budget_spent_usd": self.spent_usd if self.limit_usd is not None else None,
+            "budget_status": None if self.limit_usd is None else ("closed" if self.closed else "open"),
+            "budget_closed_by": self.closed_by,
+        }

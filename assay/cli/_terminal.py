@@ -1,0 +1,296 @@
+"""What a person at a terminal sees: a live progress bar and summary tables (rich)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from assay.outcomes import ItemOutcome
+
+
+class _ProgressBar:
+    """done / total, failures and ETA on stderr; nothing when stderr is not a terminal."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[spend]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task: Any = None
+        self._failed = 0
+        self._spent = 0.0
+
+    def started(self, total: int, already_done: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task(
+            "items", total=total, completed=already_done, failed=0, rate="", spend=""
+        )
+
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+        if outcome == ItemOutcome.FAILED:
+            self._failed += 1
+        self._spent += cost_usd or 0.0
+        task = self._progress.tasks[0]
+        rate = f"{task.speed:,.0f} items/s" if task.speed else ""
+        spend = f"${self._spent:,.4f} spent" if self._spent else ""
+        self._progress.update(self._task, advance=1, failed=self._failed, rate=rate, spend=spend)
+        if task.completed >= (task.total or 0):
+            self._progress.stop()
+
+
+def progress_bar() -> Any:
+    """A reporter for `assay.run.progress`, or None when stderr is not a terminal."""
+    return _ProgressBar() if sys.stderr.isatty() else None
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _measure(value: float | None) -> str:
+    # Gauges span units from USD fractions to thousands of ms: significant digits, not decimals.
+    return "–" if value is None else f"{value:.6g}"
+
+
+def _console() -> Console:
+    # Rich assumes 80 columns when stdout is not a terminal; a piped table should not be cut.
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    console = _console()
+    counts = summary["items"]
+    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    rate = summary["item_error_rate"]
+    gate = "passed" if summary["gate_passed"] else "FAILED"
+    console.print(
+        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]  status [bold]{summary['status']}[/bold]"
+    )
+    console.print(
+        f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
+        f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in summary["scorers"]:
+        table.add_row(
+            row["scorer"],
+            *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
+            *(str(row[k]) for k in ("scored", "failed", "skipped")),
+        )
+    console.print(table)
+    if summary.get("gauges"):
+        gauges = Table(show_header=True, header_style="bold")
+        for column in ("gauge", "n", "mean", "min", "p50", "p95", "max"):
+            gauges.add_column(column, justify="left" if column == "gauge" else "right", no_wrap=True)
+        for row in summary["gauges"]:
+            gauges.add_row(
+                row["gauge"], str(row["n"]), *(_measure(row[k]) for k in ("mean", "min", "p50", "p95", "max"))
+            )
+        console.print(gauges)
+    if summary.get("n_teardown_errors"):
+        console.print(
+            f"[yellow]warning: {summary['n_teardown_errors']} sandbox teardowns failed "
+            f"(`assay clean {summary['run_id']}` removes what is left): {summary['teardown_errors'][0]}[/yellow]"
+        )
+    duration = summary["duration_ms"]
+    wall = summary.get("wall_ms")
+    console.print(
+        "item duration ms: "
+        + " · ".join(f"{k} {_fmt(duration[k], 1)}" for k in ("mean", "p50", "p95", "max"))
+        + (f" · wall {wall / 1000:.2f} s" if wall else "")
+    )
+
+
+def print_runs(runs: pl.DataFrame) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for column in runs.columns:
+        table.add_column(column)
+    for row in runs.iter_rows():
+        table.add_row(*(_fmt(v) for v in row))
+    _console().print(table)
+
+
+def print_comparison(comparison: dict[str, Any]) -> None:
+    from assay.analysis.compare import gauge_line  # compare imports numpy and the stats: only when needed
+
+    console = _console()
+    console.print(
+        f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
+        f"  ([cyan]{comparison['comparison_id']}[/cyan])"
+    )
+    table = Table(show_header=True, header_style="bold")
+    columns = ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scorer", "verdict") else "right", no_wrap=True)
+    for row in comparison["scorers"]:
+        if not row.get("n_pairs"):
+            table.add_row(row["scorer"], "0", "–", "–", "–", "–", "–", row["verdict"])
+            continue
+        table.add_row(
+            row["scorer"],
+            str(row["n_pairs"]),
+            _fmt(row["baseline_mean"]),
+            _fmt(row["candidate_mean"]),
+            f"{row['delta']:+.3f}",
+            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
+            _fmt(row["p_value"]),
+            row["verdict"],
+        )
+    console.print(table)
+    for line in comparison["lines"]:
+        console.print(line)
+    for row in comparison.get("gauges", []):
+        console.print(f"[dim]{gauge_line(row)}[/dim]")
+    cost = comparison["cost"]
+    if not cost["certified"]:
+        console.print(f"cost delta not certified: {cost['reason']}")
+    for message in comparison["failed_gates"]:
+        console.print(f"[red]gate failed:[/red] {message}")
+
+
+def print_power(report: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"items needed to detect a difference of {report['mde'] * 100:g} pts with {report['power'] * 100:g}% power "
+        f"(two-sided α = {report['alpha']:g}), from run {report['run_id']}:"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "SD of differences", "items needed", "items in run"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in report["scorers"]:
+        table.add_row(
+            row["scorer"],
+            _fmt(row["mean"]),
+            _fmt(row["sd_of_differences"]),
+            _fmt(row["items_needed"]),
+            str(row["n_scored"]),
+        )
+    console.print(table)
+    console.print(
+        "The SD assumes two independent runs of this run's variance; paired runs correlate, so this "
+        "over-states what you need (docs/statistics.md)."
+    )
+
+
+def print_leaderboard(board: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"[bold]leaderboard[/bold] matrix [cyan]{board['matrix_id']}[/cyan] (vs {board['baseline_cell']})"
+    )
+    table = Table(show_header=True, header_style="bold")
+    columns = (
+        "scorer",
+        "rank",
+        "cell",
+        "mean",
+        "95% CI",
+        "error rate",
+        "$/item",
+        "p50 ms",
+        "p95 ms",
+        "vs baseline",
+    )
+    for column in columns:
+        table.add_column(
+            column, justify="left" if column in ("scorer", "cell", "vs baseline") else "right", no_wrap=True
+        )
+    for row in board["rows"]:
+        versus = (
+            "baseline"
+            if row["cell"] == row["baseline_cell"]
+            else (
+                f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
+                f"{row['verdict_vs_baseline']}"
+                if row["delta_vs_baseline"] is not None
+                else str(row["verdict_vs_baseline"] or "–")
+            )
+        )
+        table.add_row(
+            row["scorer"],
+            str(row["rank"]),
+            row["cell"],
+            _fmt(row["mean"]),
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
+            if row["item_error_rate"] is not None
+            else "–",
+            _fmt(row["cost_per_item_usd"], 5),
+            _fmt(row["latency_p50_ms"], 1),
+            _fmt(row["latency_p95_ms"], 1),
+            versus,
+        )
+    console.print(table)
+
+
+def print_estimate(report: dict[str, Any]) -> None:
+    console = _console()
+    console.print(
+        f"[bold]estimate[/bold] {report['spec']}: {report['items']} items x {report['trials']} trials"
+    )
+    table = Table(show_header=True, header_style="bold")
+    for column in (
+        "cell",
+        "kind",
+        "model",
+        "calls",
+        "input tok",
+        "output tok",
+        "expected $",
+        "max $",
+        "note",
+    ):
+        table.add_column(
+            column,
+            justify="right"
+            if column in ("calls", "input tok", "output tok", "expected $", "max $")
+            else "left",
+            no_wrap=column != "note",
+        )
+    for line in report["lines"]:
+        table.add_row(
+            line.get("cell") or "–",
+            line["kind"] + (f" ({line['scorer']})" if line.get("scorer") else ""),
+            line.get("model") or "–",
+            str(line["calls"]),
+            _fmt(line.get("input_tokens")),
+            _fmt(line.get("output_tokens_expected")),
+            _fmt(line.get("cost_usd_expected"), 4),
+            _fmt(line.get("cost_usd_max"), 4),
+            line.get("note", ""),
+        )
+    console.print(table)
+    console.print(
+        f"expected ${report['cost_usd_expected']:.4f}, at most ${report['cost_usd_max']:.4f}"
+        + (f" · budget {report['budget']}" if report["budget"] else "")
+    )
+    if report["unpriced_models"]:
+        console.print(
+            f"[yellow]not in the price table (cost unknown):[/yellow] {', '.join(report['unpriced_models'])}"
+        )

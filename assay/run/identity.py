@@ -1,0 +1,124 @@
+"""A run's identity: a hash of everything that decides its results.
+
+Dataset content, the target's result-deciding config, the scorers (name, kind, version, params),
+trials and seed, and how items are driven: the session policy and the number of attempts. Operational settings — concurrency, timeouts, retries, the API key's variable,
+the endpoint's address — are left out, so a run can resume on another port or with more
+concurrency and still be the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assay.spec.dataset import Item, canonical_json, dataset_hash
+from assay.spec import EvalSpec
+from evaluators import Scorer
+
+_OPERATIONAL_TARGET_FIELDS = {
+    "base_url",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "cache",
+    "poll_interval",
+    "request_timeout",
+    # Which artifacts an http_agent keeps, not what it answers: a resume may change them.
+    "max_artifact_bytes",
+    "max_attempt_bytes",
+}
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The parts of a run's identity and their combined hash."""
+
+    dataset: str
+    target: str
+    scorers: str
+    trials: int
+    seed: int
+    policy: str | None = None
+    attempts: int = 1
+    fixtures: str | None = None
+
+    @property
+    def digest(self) -> str:
+        parts: list[Any] = [self.dataset, self.target, self.scorers, self.trials, self.seed]
+        # Only when used: the runs stored before sessions and fixtures existed keep their digests.
+        if self.policy is not None or self.attempts != 1:
+            parts += [self.policy, self.attempts]
+        if self.fixtures is not None:
+            parts += [{"fixtures": self.fixtures}]
+        return _hash(parts)
+
+    def differences(self, other: Identity) -> list[str]:
+        """What changed from `other` to this identity, in words."""
+        changed = []
+        if self.dataset != other.dataset:
+            changed.append("the dataset's content")
+        if self.target != other.target:
+            changed.append("the target's config")
+        if self.scorers != other.scorers:
+            changed.append("the scorers")
+        if self.trials != other.trials:
+            changed.append(f"trials ({other.trials} -> {self.trials})")
+        if self.seed != other.seed:
+            changed.append(f"seed ({other.seed} -> {self.seed})")
+        if self.policy != other.policy:
+            changed.append(f"policy ({other.policy} -> {self.policy})")
+        if self.attempts != other.attempts:
+            changed.append(f"attempts ({other.attempts} -> {self.attempts})")
+        if self.fixtures != other.fixtures:
+            changed.append("the fixture files' content")
+        return changed
+
+
+def scorers_digest(scorers: list[Scorer]) -> str:
+    """A hash of the scorers' names, kinds, versions and parameters, in name order."""
+    return _hash(
+        [
+            {"version": type(s).version, **s.model_dump(mode="json", exclude=set(type(s).operational))}
+            for s in sorted(scorers, key=lambda s: s.name)
+        ]
+    )
+
+
+def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None) -> Identity:
+    """The run's identity. With `spec_dir`, the content of the files the target hands the agent
+    (a container's fixture and checks folders, an http_agent's local fixture files) is part of it:
+    a fixture changed under a run makes a resume refuse, like a changed dataset."""
+    target = spec.target.model_dump(mode="json", exclude=_OPERATIONAL_TARGET_FIELDS)
+    return Identity(
+        fixtures=fixtures_digest(spec, items, spec_dir) if spec_dir is not None else None,
+        dataset=dataset_hash(items)[:16],
+        target=_hash(target),
+        scorers=scorers_digest(spec.scorers),
+        trials=spec.trials,
+        seed=spec.seed,
+        policy=spec.policy,
+        attempts=spec.attempts,
+    )
+
+
+def spec_hash(spec: EvalSpec) -> str:
+    return _hash(spec.model_dump(mode="json"))
+
+
+def fixtures_digest(spec: EvalSpec, items: list[Item], spec_dir: Path) -> str | None:
+    """A hash of every fixture file's path and bytes the target uses, or None when it uses none."""
+    from assay.targets import fixture_files  # the targets know where their fixtures are
+
+    files = fixture_files(spec.target, items, spec_dir)
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]

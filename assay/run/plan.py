@@ -1,0 +1,428 @@
+"""Planning a run: validate everything, fix its identity, record it, cut the work into shards.
+
+`open_runs` is the only step that writes before items execute, and it writes only after the spec,
+the dataset and every rendered prompt passed validation: bad input leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import random
+import secrets
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from assay import __version__
+from assay.calls.accounting import Budget, PriceTable
+from assay.calls.capture import Recorder, Redactor, secrets_of
+from assay.spec.dataset import Item, canonical_json, load_items
+from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
+from assay.run.identity import Identity, identity_of, spec_hash
+from assay.store.lease import Lease
+from assay.outcomes import RunKind, RunStatus
+from assay.calls.response_cache import ResponseCache
+from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
+from assay.store import Store
+from assay.targets import prepare_http_agent, render
+from evaluators._imports import import_callable
+
+MAX_SHARDS = 8
+_MIN_SHARD_SIZE = 25
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A slice of the work: (item position, trial) pairs, and a digest of exactly those."""
+
+    index: int
+    work: tuple[tuple[int, int], ...]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(canonical_json(self.work).encode()).hexdigest()[:16]
+
+
+class RunPlan:
+    """Everything a run's execution needs. A plain class on purpose: Prefect walks the fields of
+    dataclasses and pydantic models passed to tasks, and a plan holds every item.
+
+    Args:
+        run_id: the run's id.
+        spec: the validated spec.
+        spec_dir: the spec's folder (relative paths, importable code).
+        items: the dataset's items.
+        identity: the run's identity.
+        store: where results go.
+        record: the run's row as last written.
+        done: (item_id, trial) already committed when execution started.
+        work: (item position, trial) pairs to execute; default every item x every trial.
+        lease: this process's hold on the run.
+
+    Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
+    `capture` (the request sidecar's recorder).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        spec: EvalSpec,
+        spec_dir: Path,
+        items: list[Item],
+        identity: Identity,
+        store: Store,
+        record: dict[str, Any],
+        done: set[tuple[str, int]],
+        work: list[tuple[int, int]] | None = None,
+        lease: Lease | None = None,
+    ) -> None:
+        committed = store.run_items(run_id)["cost_usd"].sum() if done else 0.0
+        self.run_id = run_id
+        self.spec = spec
+        self.spec_dir = spec_dir
+        self.items = items
+        self.identity = identity
+        self.store = store
+        self.record = record
+        self.done = done
+        self.lease = lease
+        self.prices = PriceTable.shipped(spec.prices)
+        self.response_cache = ResponseCache(store.root / "cache" / "responses")
+        stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
+        self.capture = Recorder(
+            spec.capture_settings,
+            Redactor(secrets_of(spec), spec.redact),
+            stored_bytes=stored_bytes,
+            status=record.get("capture_status"),
+        )
+        # A resumed run's budget counts what its earlier executions already spent.
+        self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
+        self.work = work if work is not None else execution_order(len(items), spec.trials, spec.seed)
+
+    @property
+    def total(self) -> int:
+        return len(self.work)
+
+    def shards(self, max_shards: int = MAX_SHARDS) -> list[Shard]:
+        """Cut the work into at most `max_shards` shards (of at least 25 items), in order."""
+        work = self.work
+        size = max(_MIN_SHARD_SIZE, math.ceil(len(work) / max_shards))
+        return [
+            Shard(index=n, work=tuple(work[start : start + size]))
+            for n, start in enumerate(range(0, len(work), size))
+        ]
+
+
+def execution_order(n_items: int, trials: int, seed: int) -> list[tuple[int, int]]:
+    """(item position, trial) in the order they run: dataset order for one trial; with several, a
+    shuffle seeded by the run's seed, so one item's trials do not run back to back (a provider's
+    cache or a rate limit would otherwise touch them alike). The seed is part of the run's
+    identity, so a resume runs the same order."""
+    work = [(position, trial) for position in range(n_items) for trial in range(trials)]
+    if trials > 1:
+        random.Random(seed).shuffle(work)
+    return work
+
+
+def new_run_id(now: datetime | None = None, suffix: str | None = None) -> str:
+    """A sortable run id: UTC time to the second, then 6 hex characters."""
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%S}-{suffix or secrets.token_hex(3)}"
+
+
+def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
+    """Render every prompt once, so a template naming a missing field fails before anything runs."""
+    if not isinstance(spec.target, OpenAITarget):
+        return
+    templates = {"target.prompt": spec.target.prompt, "target.system": spec.target.system}
+    problems = []
+    for field_name, template in templates.items():
+        if template is None:
+            continue
+        for item in items:
+            try:
+                render(template, item)
+            except (KeyError, IndexError, ValueError) as exc:
+                problems.append(
+                    f"item {item.item_index} (id {item.item_id!r}): {field_name} {template!r} "
+                    f"cannot be filled: {type(exc).__name__} {exc}"
+                )
+            if len(problems) >= 20:
+                break
+    if problems:
+        raise DatasetError(problems)
+
+
+def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
+    """Load the spec and dataset and check every prompt renders; raises `InputError`s."""
+    spec = load_spec(spec_path)
+    _check_environment(spec, spec_path)
+    _check_policy(spec, spec_path)
+    items = load_items(spec.dataset, spec_path.parent)
+    for _, cell_spec in spec.cells():
+        _check_prompts(cell_spec, items)
+    return spec, items
+
+
+def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
+    """API keys the spec names must be set; a budget must be able to see every model's spend."""
+    problems = []
+    models = []
+    for _, cell_spec in spec.cells():
+        parts = [("target", cell_spec.target)] + [
+            (f"scorers.{n}", s) for n, s in enumerate(cell_spec.scorers)
+        ]
+        for where, part in parts:
+            key_env = getattr(part, "api_key_env", None)
+            if key_env and not os.environ.get(key_env):
+                problems.append(f"{where}.api_key_env: environment variable {key_env!r} is not set")
+            if getattr(part, "model", None) and (
+                isinstance(part, OpenAITarget) or not type(part).deterministic
+            ):
+                models.append((where, part.model, PriceTable.shipped(cell_spec.prices)))
+    if spec.budget is not None:
+        problems += [
+            f"budget: {where} model {model!r} has no price, so its spend cannot count against the budget; "
+            f"add it under prices:"
+            for where, model, prices in models
+            if model not in prices.prices
+        ]
+    if problems:
+        raise SpecError(sorted(set(problems)), source=str(spec_path))
+
+
+def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
+    """The policy must import from the spec's folder and be an async function of the session;
+    sessions need a target that can hold one (not a `container`, yet)."""
+    if spec.sessions:
+        field_name = "policy" if spec.policy is not None else "attempts"
+        for cell, cell_spec in spec.cells():
+            if cell_spec.target is not None and cell_spec.target.kind == "container":
+                where = "target" if cell is None else f"targets.{cell}"
+                raise SpecError(
+                    f"{field_name}: a container target ({where}) cannot run sessions or attempts yet",
+                    source=str(spec_path),
+                )
+    if spec.policy is None:
+        return
+    try:
+        policy = import_callable(spec.policy, search_path=str(spec_path.parent))
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"policy: {exc}", source=str(spec_path)) from None
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed on import
+        raise SpecError(
+            f"policy: importing {spec.policy!r} raised {type(exc).__name__}: {exc}", source=str(spec_path)
+        ) from None
+    if not inspect.iscoroutinefunction(policy):
+        raise SpecError(
+            f"policy: {spec.policy!r} must be an async function, e.g. `async def policy(session): ...`",
+            source=str(spec_path),
+        )
+
+
+def new_record(
+    spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int
+) -> dict[str, Any]:
+    """A fresh run row, status `running`; the caller sets kind-specific fields."""
+    target = spec.target
+    return {
+        "kind": RunKind.RUN,
+        "name": spec.name,
+        "status": RunStatus.RUNNING,
+        "created_at": datetime.now(UTC),
+        "finished_at": None,
+        "spec_path": str(spec_path) if spec_path else None,
+        "spec_json": spec.model_dump_json(),
+        "spec_hash": spec_hash(spec),
+        "identity": identity.digest,
+        "dataset_hash": identity.dataset,
+        "target_hash": identity.target,
+        "scorers_hash": identity.scorers,
+        "source_run_id": None,
+        "matrix_id": None,
+        "cell": None,
+        "target_kind": target.kind,
+        "model": getattr(target, "model", None),
+        "trials": spec.trials,
+        "seed": spec.seed,
+        "policy": spec.policy,
+        "attempts": spec.attempts,
+        "fixtures_hash": identity.fixtures,
+        "execution_order": f"seeded shuffle (seed {spec.seed})" if spec.trials > 1 else "dataset order",
+        "tags": list(spec.tags),
+        "n_items": n_items,
+        "n_planned": n_planned,
+        "fail_on_item_error_rate": spec.fail_on_item_error_rate,
+        "assay_version": __version__,
+    }
+
+
+def start_or_resume(
+    store: Store,
+    run_id: str,
+    identity: Identity,
+    fresh: dict[str, Any],
+    *,
+    resume: bool,
+    flow_run_id: str | None,
+    restart_hint: str,
+) -> tuple[dict[str, Any], Lease]:
+    """Take the run's lease and record the run as `running`: a new row, or the stored one after
+    checking its identity.
+
+    A run id that already exists is resumed even without `resume` (a Prefect flow-run retry
+    arrives that way); resuming clears what a killed process left half-written.
+    """
+    lease = Lease(store.root, run_id, flow_run_id)
+    lease.acquire()
+    if resume or _exists(store, run_id):
+        stored = store.read_run(run_id)
+        before = Identity(
+            dataset=stored["dataset_hash"],
+            target=stored["target_hash"],
+            scorers=stored["scorers_hash"],
+            trials=stored["trials"],
+            seed=stored["seed"],
+            policy=stored.get("policy"),
+            attempts=stored.get("attempts") or 1,
+            fixtures=stored.get("fixtures_hash"),
+        )
+        changed = identity.differences(before)
+        if changed:
+            raise ResumeRefusedError(
+                f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
+                f"{restart_hint}"
+            )
+        store.remove_uncommitted(run_id)
+        record = {k: v for k, v in stored.items() if k != "run_id"}
+        record.update(status=RunStatus.RUNNING, finished_at=None)
+    else:
+        record = fresh
+    record["prefect_flow_run_id"] = flow_run_id
+    store.write_run(run_id, record)
+    return record, lease
+
+
+def open_runs(
+    spec_path: str | Path,
+    *,
+    store: Store,
+    run_id: str | None = None,
+    resume: bool = False,
+    flow_run_id: str | None = None,
+    cell: str | None = None,
+    extra_tags: list[str] | None = None,
+) -> list[RunPlan]:
+    """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
+    a matrix spec (run ids `<matrix id>-<cell>`).
+
+    Args:
+        spec_path: the spec file.
+        store: the store to write to.
+        run_id: the run's id (a matrix's id for a matrix spec); a new one when None.
+        resume: continue the run(s) (identity must not have changed) rather than start them.
+        flow_run_id: the Prefect flow run executing this, if any.
+        cell: only this cell of a matrix spec, and `run_id` is that cell's own run id (resume).
+        extra_tags: tags added to the spec's on a new run (the nightly flow adds `nightly`).
+    """
+    spec_path = Path(spec_path).resolve()
+    spec, items = validate(spec_path)
+    cells = spec.cells()
+    if cell is not None:
+        cells = [(name, cell_spec) for name, cell_spec in cells if name == cell]
+        if not cells:
+            raise SpecError(f"targets: the spec has no cell {cell!r} any more", source=str(spec_path))
+    matrix_id = None if spec.targets is None or cell is not None else (run_id or new_run_id())
+    plans = []
+    for name, cell_spec in cells:
+        this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
+        identity = identity_of(cell_spec, items, spec_path.parent)
+        # An HTTP agent's capabilities are asked once and snapshotted on the run (a resume reuses
+        # the snapshot); items it cannot take (fixture files) leave the plan, listed.
+        snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)
+        skipped = {d["item_id"] for d in (snapshot or {}).get("dropped_items", [])}
+        work = [
+            (p, t)
+            for p, t in execution_order(len(items), spec.trials, spec.seed)
+            if items[p].item_id not in skipped
+        ]
+        fresh = new_record(cell_spec, spec_path, identity, len(items), len(work))
+        fresh.update(
+            matrix_id=matrix_id,
+            cell=name,
+            tags=[*spec.tags, *(extra_tags or [])],
+            target_snapshot=json.dumps(snapshot) if snapshot else None,
+        )
+        record, lease = start_or_resume(
+            store,
+            this_id,
+            identity,
+            fresh,
+            resume=resume,
+            flow_run_id=flow_run_id,
+            restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
+        )
+        plans.append(
+            RunPlan(
+                run_id=this_id,
+                spec=cell_spec,
+                spec_dir=spec_path.parent,
+                items=items,
+                identity=identity,
+                store=store,
+                record=record,
+                done=store.done_keys(this_id),
+                work=work,
+                lease=lease,
+            )
+        )
+    return plans
+
+
+def _agent_snapshot(
+    spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool, spec_dir: Path
+) -> dict[str, Any] | None:
+    if not isinstance(spec.target, HttpAgentTarget | ContainerTarget):
+        return None
+    stored = store.read_run(run_id).get("target_snapshot") if (resume or _exists(store, run_id)) else None
+    if isinstance(spec.target, ContainerTarget):
+        # Imported here: the Docker SDK is only loaded by runs that use it.
+        from assay.targets.container import prepare_container
+
+        return prepare_container(spec.target, items, spec_dir, json.loads(stored) if stored else None)
+    snapshot = prepare_http_agent(
+        spec.target, items, stored=json.loads(stored) if stored else None, base_dir=spec_dir
+    )
+    for warning in snapshot.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    if snapshot.get("dropped_items"):
+        ids = ", ".join(d["item_id"] for d in snapshot["dropped_items"][:20])
+        print(
+            f"warning: skipped {len(snapshot['dropped_items'])} items the agent cannot take: {ids}",
+            file=sys.stderr,
+        )
+    return snapshot
+
+
+def _exists(store: Store, run_id: str) -> bool:
+    try:
+        store.read_run(run_id)
+    except RunNotFoundError:
+        return False
+    return True
+
+
+def spec_for_resume(store: Store, run_id: str) -> Path:
+    """The spec file a stored run was started from (resume re-reads it and checks identity)."""
+    record = store.read_run(run_id)
+    path = Path(record["spec_path"])
+    if not path.is_file():
+        raise SpecError(f"run {run_id} was started from {path}, which no longer exists")
+    return path

@@ -1,0 +1,273 @@
+"""Rescoring: new scorers over a stored run's outputs, with no call to the target.
+
+A rescore is a run of kind `rescore` with `source_run_id`. Its items are the source's item rows:
+completed ones are scored with the new scorers; failed ones pass through with their outcome,
+error and failure description, and get no scores. Timing and the source's gauge rows (duration,
+steps, tokens…) are carried forward from the source (the rescore made no generation calls) and
+spend is zero. Resume works as for a run: the
+rescore's identity is the source's dataset and target with the new scorers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assay.calls.accounting import Accounting
+from assay.calls.capture import carry_forward
+from assay.spec.dataset import Item
+from assay.errors import InputError, SpecError
+from assay.run.execute import Finished, ShardExecutor
+from assay.run.identity import Identity, scorers_digest
+from assay.outcomes import ItemOutcome, RowKind, RunKind, RunStatus
+from assay.run.plan import RunPlan, new_record, new_run_id, start_or_resume
+from assay.spec import EvalSpec, describe_errors
+from assay.store import Store
+from evaluators import ScorerSpec
+
+
+class RescoreSpec(BaseModel):
+    """What a rescore takes from a spec file: its scorers (an eval spec's other fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    scorers: list[ScorerSpec] = Field(min_length=1)
+
+
+def parse_scorers(*, spec_path: Path | None, inline: list[str]) -> list[Any]:
+    """The scorers of a rescore, from a spec file or from inline YAML (`--scorer '{kind: …}'`).
+
+    Args:
+        spec_path: a YAML file with a `scorers` list (an eval spec will do).
+        inline: YAML mappings, or bare kinds like `exact_match`.
+    """
+    if (spec_path is None) == (not inline):
+        raise SpecError("give the new scorers with either --spec FILE or one or more --scorer")
+    if spec_path is not None:
+        try:
+            document = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise SpecError(f"cannot read {spec_path}: {exc}") from None
+        source = str(spec_path)
+    else:
+        document = {"scorers": [_inline_scorer(text) for text in inline]}
+        source = "--scorer"
+    try:
+        return RescoreSpec.model_validate(document).scorers
+    except ValidationError as exc:
+        raise SpecError(describe_errors(exc, document), source=source) from None
+
+
+def _inline_scorer(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"--scorer {text!r} is not valid YAML: {exc}") from None
+    return {"kind": value} if isinstance(value, str) else value
+
+
+def _items_from_rows(rows: pl.DataFrame) -> list[Item]:
+    firsts = rows.sort("item_index", "trial").unique("item_id", keep="first", maintain_order=True)
+    items = []
+    for row in firsts.iter_rows(named=True):
+        annotations = json.loads(row["annotations"]) if row["annotations"] else {}
+        input_value = json.loads(row["input"])
+        expected = json.loads(row["expected"]) if row["expected"] is not None else None
+        items.append(
+            Item(
+                item_id=row["item_id"],
+                item_index=row["item_index"],
+                input=input_value,
+                expected=expected,
+                annotations=annotations,
+                # The source row's other fields are not stored; scorers see what is.
+                fields={**annotations, "input": input_value, "expected": expected},
+            )
+        )
+    return items
+
+
+def open_rescore(
+    source_run_id: str,
+    scorers: list[Any] | None,
+    *,
+    store: Store,
+    spec_dir: Path,
+    spec_path: Path | None = None,
+    run_id: str | None = None,
+    resume: bool = False,
+    flow_run_id: str | None = None,
+) -> tuple[RunPlan, dict[tuple[str, int], dict[str, Any]]]:
+    """Plan a rescore of `source_run_id` and record it as `running`.
+
+    Args:
+        source_run_id: the run whose outputs are scored again.
+        scorers: the new scorers (None when resuming: the stored ones are used).
+        store: the store holding the source, and where the rescore goes.
+        spec_dir: where user-code scorers are imported from.
+        spec_path: the file the scorers came from, if any.
+        run_id: the rescore's id; new when None.
+        resume: continue `run_id`.
+        flow_run_id: the Prefect flow run executing this, if any.
+
+    Returns:
+        The plan, and the source's item rows by (item_id, trial).
+    """
+    source = store.read_run(source_run_id)
+    if source["status"] == RunStatus.RUNNING:
+        raise InputError(
+            f"run {source_run_id} has not finished (status running): `assay resume {source_run_id}` first"
+        )
+    stored_spec = json.loads(source["spec_json"])
+    if scorers is None:  # resuming: the rescore's own stored scorers
+        if run_id is None:
+            raise InputError("resuming a rescore needs its run id")
+        stored_spec["scorers"] = json.loads(store.read_run(run_id)["spec_json"])["scorers"]
+    else:
+        stored_spec["scorers"] = [s.model_dump(mode="json") for s in scorers]
+    spec = EvalSpec.model_validate(stored_spec)
+
+    rows = store.run_items(source_run_id)
+    if rows.is_empty():
+        raise InputError(f"run {source_run_id} has no items to rescore")
+    items = _items_from_rows(rows)
+    position = {item.item_id: n for n, item in enumerate(items)}
+    source_rows = {(row["item_id"], row["trial"]): row for row in rows.iter_rows(named=True)}
+    work = sorted((position[item_id], trial) for item_id, trial in source_rows)
+
+    identity = Identity(
+        dataset=source["dataset_hash"],
+        target=source["target_hash"],
+        scorers=scorers_digest(spec.scorers),
+        trials=source["trials"],
+        seed=source["seed"],
+        policy=source.get("policy"),
+        attempts=source.get("attempts") or 1,
+    )
+    fresh = new_record(spec, spec_path, identity, len(items), len(work))
+    fresh.update(
+        kind=RunKind.RESCORE,
+        source_run_id=source_run_id,
+        target_kind=source["target_kind"],
+        model=source["model"],
+    )
+    run_id = run_id or new_run_id()
+    record, lease = start_or_resume(
+        store,
+        run_id,
+        identity,
+        fresh,
+        resume=resume,
+        flow_run_id=flow_run_id,
+        restart_hint=f"Start a new rescore of {source_run_id} instead.",
+    )
+    plan = RunPlan(
+        run_id=run_id,
+        spec=spec,
+        spec_dir=spec_dir,
+        items=items,
+        identity=identity,
+        store=store,
+        record=record,
+        done=store.done_keys(run_id),
+        work=work,
+        lease=lease,
+    )
+    _carry_requests(store, source_run_id, plan)
+    return plan, source_rows
+
+
+def _carry_requests(store: Store, source_run_id: str, plan: RunPlan) -> None:
+    """Copy the source's captured requests into the rescore, once (a resume finds them there)."""
+    settings = plan.spec.capture_settings
+    if (
+        settings is None
+        or not store.run_requests(plan.run_id).filter(pl.col("operation_id").is_not_null()).is_empty()
+    ):
+        return
+    source = store.run_requests(source_run_id)
+    if source.is_empty():
+        return
+    kept, cut = carry_forward(source.to_dicts(), settings)
+    if kept:
+        store.write_carried_requests(plan.run_id, pl.DataFrame(kept, schema=source.schema).to_arrow())
+        plan.capture.bytes += sum(r["bytes"] or 0 for r in kept)
+    if cut:
+        plan.capture.status, plan.capture.reason = "truncated", cut
+
+
+class RescoreExecutor(ShardExecutor):
+    """Scores the stored outputs of a source run.
+
+    Args:
+        plan: the rescore's plan.
+        source_rows: the source's item rows by (item_id, trial).
+    """
+
+    def __init__(self, plan: RunPlan, source_rows: dict[tuple[str, int], dict[str, Any]]) -> None:
+        super().__init__(plan)
+        self._source_rows = source_rows
+        # The source's gauges measured the target's work, which a rescore does not redo: they are
+        # carried forward unchanged, as the items' timing is.
+        self._source_gauges: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        gauges = plan.store.run_scores(plan.record["source_run_id"], kind=RowKind.GAUGE)
+        for row in gauges.iter_rows(named=True):
+            self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)
+
+    async def _run_item(self, item: Item, trial: int) -> Finished:
+        source = self._source_rows[(item.item_id, trial)]
+        # Timing is the source's; spend is this run's: no generation calls, only its own judging.
+        row = {
+            **source,
+            "caller_cost_usd": None,
+            **{f"tokens_{kind}": 0 for kind in ("input", "output", "reasoning", "cached", "cache_write")},
+            **Accounting().columns(),
+        }
+        if source["outcome"] != ItemOutcome.COMPLETED:
+            return Finished(row, [], [])
+        output = json.loads(source["output"]) if source["output"] is not None else None
+        # File-reading scorers see the source attempt's exported workspace, if it kept one, and
+        # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
+        kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
+        context: dict[str, Any] = {"workspace": self.plan.store.artifacts_root / kept[0]} if kept else {}
+        trajectory = stored_trajectory(self.plan.store, source.get("artifacts"))
+        if trajectory is not None:
+            context["trajectory"] = trajectory
+        score_rows, judging, scopes = await self._score(item, trial, output, **context)
+        # The source's operation ids stay as they were (its records are carried forward).
+        operation_ids = list(source["operation_ids"] or []) + [
+            i for scope in scopes for i in scope.operation_ids
+        ]
+        row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
+        gauges = self._source_gauges.get((item.item_id, trial), [])
+        return Finished(row, [*score_rows, *gauges], [r for scope in scopes for r in scope.records])
+
+
+def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:
+    """The steps of the `trajectory.json` files an attempt kept (an http_agent's: one per harness
+    run, several for a session), in order, so a rescore's scorers see the trajectory the original
+    run's did; None when there is none to read.
+
+    Args:
+        store: the store.
+        artifacts: the attempt's `items.artifacts` (relative to `<store>/artifacts`).
+    """
+    steps: list[dict[str, Any]] = []
+    found = False
+    for path in artifacts or []:
+        if path.rsplit("/", 1)[-1] != "trajectory.json":
+            continue
+        try:
+            document = json.loads((store.artifacts_root / path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # deleted or damaged since: scored without it, as a target that kept none
+        kept = document.get("steps") if isinstance(document, dict) else None
+        if isinstance(kept, list):
+            steps += kept
+            found = True
+    return steps if found else None

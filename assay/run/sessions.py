@@ -1,0 +1,530 @@
+"""Managed sessions: a policy driving a target through `start` / `resume`, and attempts.
+
+A run with a `policy` (`module:function`) or `attempts` > 1 runs each item x trial as one or more
+*attempts*. Each attempt is a fresh `Session` with the target; the policy receives it and sends
+prompts with `await session.start(prompt)` then `await session.resume(prompt)`, each continuing the
+same conversation (an `openai` target sends the messages so far, an `http_agent` its session id,
+a `python` target receives `history`). Without a policy an attempt is one `start` with the item's
+prompt. Every prompt is recorded as a row of the `turns` dataset.
+
+    SessionRunner.run(item, trial)          one item x trial: up to `attempts` attempts, the best kept
+    ├── _Attempt                            one attempt: its session, driven, then scored
+    │   └── drive(session, policy)          the policy over the session -> the attempt's TargetResult
+    └── best_attempt / attempt_passes       which attempt is kept, and when to stop early
+
+Rules the session enforces (docs/sessions.md):
+
+- Calls are sequential: a `start` / `resume` while another prompt is in flight raises
+  `SessionError` ("requires sequential start/resume calls") and fails the attempt even if the
+  policy catches it. A call after the policy returned raises `SessionError` ("settled").
+- A prompt the policy started and did not await is awaited before the attempt ends; one still in
+  flight when the policy raised or was cancelled is cancelled.
+- The attempt's output is what the policy returned; `None` means the last prompt's answer (and
+  if that prompt failed, the attempt failed with its failure). A policy that sent no prompt and
+  returned None fails the attempt (kind `protocol`).
+- An attempt passes when it completed, at least one scorer scored, and every scorer that did not
+  skip the item scored 1. Attempts stop at the first that passes; the best attempt is that one,
+  else the completed attempt with the highest mean score (the earliest of equals), else the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger, measuring
+from assay.calls.capture import Scope
+from assay.spec.dataset import Item
+from assay.errors import SessionError, TargetFailure
+from assay.run.execute import Finished, _captured, _completed_row, _failed_row, _json, _stopped_row, gauge_values
+from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
+from assay.targets import SessionState, SessionTarget, TargetResult
+from evaluators._imports import import_callable
+
+if TYPE_CHECKING:
+    from assay.run.execute import Executor
+
+Policy = Callable[["Session"], Awaitable[Any]]
+
+_SEQUENTIAL = "the session requires sequential start/resume calls: await each prompt before sending the next"
+_SETTLED = "the session has settled: start/resume was called after the policy returned"
+_TOKEN_FIELDS = ("input", "output", "reasoning", "cached", "cache_write")
+
+
+@dataclass(slots=True)
+class Turn:
+    """One prompt of a session and what became of it (a row of the `turns` dataset).
+
+    Args:
+        index: its position in the session, from 0.
+        method: `start` or `resume`.
+        prompt: what was sent.
+        started_at: when it was sent.
+        outcome: `completed`, `failed`, `cancelled` or `budget_interrupted`.
+        output: the answer, when completed.
+        result: the target's whole result, when completed.
+        failure: the failure, when failed.
+        error: why it did not complete.
+        tokens: token counts by kind (None where unknown).
+        tokens_known: whether the counts are the whole truth (see docs/sessions.md).
+        spend: the prompt's measured spend.
+        duration_ms: its wall time, retries included.
+    """
+
+    index: int
+    method: TurnMethod
+    prompt: Any
+    started_at: datetime
+    outcome: ItemOutcome = ItemOutcome.CANCELLED
+    output: Any = None
+    result: TargetResult | None = None
+    failure: TargetFailure | None = None
+    error: str | None = None
+    tokens: dict[str, int | None] = field(default_factory=dict)
+    tokens_known: bool = False
+    spend: Accounting = field(default_factory=Accounting)
+    duration_ms: float = 0.0
+
+
+class Session:
+    """What a policy receives: one attempt's session with the target.
+
+    Attributes:
+        prompt: the item's prompt (an `openai` target's rendered `prompt` template, else the
+            item's input): what a policy usually `start`s with.
+        item: the dataset item (`item_id`, `input`, `expected`, `fields`, `annotations`).
+        trial: the item's trial, from 0.
+        attempt: this attempt, from 1.
+        session_id: the session's id (an `http_agent` harness receives it).
+        cancelled: set when the attempt is cancelled (`item_timeout`, the run cancelled); a policy
+            doing work of its own should stop when it is set.
+        turns: the prompts sent so far (`Turn`), oldest first.
+        history: the completed prompts and answers so far, as chat messages.
+
+    Args:
+        target: the open target.
+        item: the item.
+        trial: the trial.
+        attempt: the attempt's number, from 1.
+    """
+
+    def __init__(self, target: SessionTarget, item: Item, trial: int, attempt: int = 1) -> None:
+        self.item = item
+        self.trial = trial
+        self.attempt = attempt
+        self.prompt = target.item_prompt(item)
+        self.session_id = uuid.uuid4().hex
+        self.cancelled = asyncio.Event()
+        self.turns: list[Turn] = []
+        self._target = target
+        self._state = SessionState(self.session_id)
+        self._active: asyncio.Future[Any] | None = None
+        self._started = False
+        self._settled = False
+        self.misuse: SessionError | None = None
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self._state.history)
+
+    def start(self, prompt: Any) -> asyncio.Future[Any]:
+        """Send the session's first prompt; await it for the answer.
+
+        Raises:
+            SessionError: another prompt is in flight, the session has settled, or it started.
+            TargetFailure: (when awaited) the prompt failed for good; the session may go on.
+            BudgetDenied: (when awaited) the run's budget refused the call.
+        """
+        return self._invoke(TurnMethod.START, prompt)
+
+    def resume(self, prompt: Any) -> asyncio.Future[Any]:
+        """Send the next prompt of the conversation; await it for the answer. Raises as `start`."""
+        return self._invoke(TurnMethod.RESUME, prompt)
+
+    def _invoke(self, method: TurnMethod, prompt: Any) -> asyncio.Future[Any]:
+        # Checked here, synchronously, so that a second call made before the first is awaited
+        # (or scheduled) is refused at once rather than racing it.
+        if self._settled:
+            raise SessionError(_SETTLED)
+        if self._active is not None and not self._active.done():
+            problem = _SEQUENTIAL
+        elif method is TurnMethod.START and self._started:
+            problem = "the session has already started: continue it with resume(prompt)"
+        elif method is TurnMethod.RESUME and not self._started:
+            problem = "resume before start: a session begins with start(prompt)"
+        else:
+            # Recorded now: a prompt cancelled before its task first ran is still a sent prompt.
+            turn = Turn(
+                len(self.turns), method, prompt, datetime.now(UTC), error="cancelled before it was sent"
+            )
+            self.turns.append(turn)
+            self._active = asyncio.ensure_future(self._turn(turn))
+            return self._active
+        self.misuse = self.misuse or SessionError(problem)
+        raise SessionError(problem)
+
+    async def _turn(self, turn: Turn) -> Any:
+        method, prompt = turn.method, turn.prompt
+        turn.started_at = datetime.now(UTC)
+        started = time.perf_counter()
+        parent = current_ledger()
+        ledger = None
+        try:
+            if parent is None:  # a session used on its own: nothing to measure into
+                turn.result = await self._target.turn(self.item, self.trial, prompt, self._state)
+            else:
+                with measuring(
+                    parent.kind, parent.prices, parent.budget, parent.capture, parent.cache
+                ) as ledger:
+                    try:
+                        turn.result = await self._target.turn(self.item, self.trial, prompt, self._state)
+                    finally:
+                        parent.records.extend(ledger.records)
+        except TargetFailure as failure:
+            turn.outcome, turn.failure, turn.error = ItemOutcome.FAILED, failure, failure.message
+            raise
+        except BudgetDenied as denied:
+            turn.outcome, turn.error = ItemOutcome.BUDGET_INTERRUPTED, str(denied)
+            raise
+        except asyncio.CancelledError:
+            turn.error = "cancelled while in flight"
+            raise
+        else:
+            turn.outcome, turn.output = ItemOutcome.COMPLETED, turn.result.output
+            if method is TurnMethod.START:
+                self._started = True
+            self._state.history += [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": turn.result.output},
+            ]
+            return turn.output
+        finally:
+            turn.duration_ms = (time.perf_counter() - started) * 1000
+            _measure_turn(turn, ledger, self._target.instrumented)
+
+    async def _settle(self, *, cancel: bool) -> None:
+        """Refuse further calls; finish (or, with `cancel`, cancel) a prompt still in flight."""
+        self._settled = True
+        active = self._active
+        if active is None or active.done():
+            if active is not None and not active.cancelled():
+                active.exception()  # retrieved: a failed prompt the policy never awaited is recorded
+            return
+        if cancel:
+            active.cancel()
+        try:
+            await asyncio.wait({active})  # its outcome is recorded on its turn
+        except asyncio.CancelledError:  # this attempt cancelled meanwhile: so is the prompt
+            active.cancel()
+            await asyncio.wait({active})
+            raise
+        finally:
+            if active.done() and not active.cancelled():
+                active.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+def _measure_turn(turn: Turn, ledger: Ledger | None, instrumented: bool) -> None:
+    """A turn's tokens and spend. Tokens are known only for an instrumented target whose calls
+    all settled and which reported its usage; a call whose fate is unknown (the connection broke
+    or timed out mid-answer) or a prompt cancelled in flight may have been billed."""
+    spend = ledger.total() if ledger is not None else Accounting()
+    turn.spend = spend if instrumented else Accounting.uninstrumented()
+    if not instrumented:
+        turn.tokens, turn.tokens_known = dict.fromkeys(_TOKEN_FIELDS), False
+        return
+    usage = turn.result.usage if turn.result is not None else None
+    if usage is not None:
+        turn.tokens = {name: getattr(usage, f"{name}_tokens") for name in _TOKEN_FIELDS}
+        reported = usage.input_tokens is not None and usage.output_tokens is not None
+    else:
+        turn.tokens = {name: spend.tokens.get(name, 0) for name in _TOKEN_FIELDS}
+        reported = turn.result is None  # a failed prompt: what its settled calls counted
+    turn.tokens_known = reported and spend.unknown == 0 and turn.outcome is not ItemOutcome.CANCELLED
+
+
+async def drive(session: Session, policy: Policy | None) -> TargetResult:
+    """Run `policy` over `session` (without one: `start` with the item's prompt) and make the
+    attempt's result of it.
+
+    Raises:
+        TargetFailure: the attempt failed (a prompt's failure the policy let through, a misuse
+            of the session, the policy's own exception, or nothing answered).
+        BudgetDenied: a call the attempt needed was refused by the budget.
+        asyncio.CancelledError: the attempt was cancelled (`session.cancelled` is set).
+    """
+    try:
+        returned = await (policy(session) if policy is not None else session.start(session.prompt))
+    except asyncio.CancelledError:
+        session.cancelled.set()
+        await session._settle(cancel=True)
+        raise
+    except BaseException as exc:
+        await session._settle(cancel=True)
+        if isinstance(exc, TargetFailure | BudgetDenied) or not isinstance(exc, Exception):
+            raise
+        if isinstance(exc, SessionError):
+            raise _policy_failure(str(exc), FailureKind.PROTOCOL) from exc
+        raise _policy_failure(
+            f"the policy raised {type(exc).__name__}: {exc}", FailureKind.EXCEPTION
+        ) from exc
+    await session._settle(cancel=False)
+    if session.misuse is not None:
+        raise _policy_failure(str(session.misuse), FailureKind.PROTOCOL)
+    return _result(session, None if policy is None else returned)
+
+
+def _result(session: Session, returned: Any) -> TargetResult:
+    """The attempt's result: what the policy returned (None: the last prompt's answer), with the
+    completed prompts' figures summed and the last one's model and caller metadata."""
+    if not session.turns:
+        if returned is None:
+            raise _policy_failure("the policy returned without sending a prompt", FailureKind.PROTOCOL)
+        done: list[Turn] = []
+    else:
+        last = session.turns[-1]
+        if returned is None and last.outcome is not ItemOutcome.COMPLETED:
+            if last.failure is not None:
+                raise last.failure
+            raise _policy_failure(
+                f"the session's last prompt ended {last.outcome}: {last.error}", FailureKind.PROTOCOL
+            )
+        done = [t for t in session.turns if t.result is not None]
+    results = [t.result for t in done if t.result is not None]
+    final = results[-1] if results else None
+    costs = [r.caller_cost for r in results if r.caller_cost is not None]
+    steps = [step for r in results for step in (r.trajectory or [])]
+    return TargetResult(
+        output=returned if returned is not None else session.turns[-1].output,
+        model=final.model if final else None,
+        usage=_sum_usage(session.turns),
+        wire_ms=sum(r.wire_ms or 0.0 for r in results),
+        retry_ms=sum(r.retry_ms for r in results),
+        retries=sum(r.retries for r in results),
+        caller_cost=sum(costs) if costs else None,
+        caller_metadata=final.caller_metadata if final else None,
+        caller_reserved=final.caller_reserved if final else None,
+        artifacts=[a for r in results for a in (r.artifacts or [])] or None,
+        trajectory=steps or None,
+    )
+
+
+def _sum_usage(turns: list[Turn]) -> Usage | None:
+    """Tokens over prompts; None when any prompt's are not known (a wrong sum is worse than none)."""
+    if not turns or not all(t.tokens_known for t in turns):
+        return None
+    total = {name: sum(t.tokens.get(name) or 0 for t in turns) for name in _TOKEN_FIELDS}
+    return Usage(**{f"{name}_tokens": n for name, n in total.items()})
+
+
+def _policy_failure(message: str, kind: FailureKind) -> TargetFailure:
+    return TargetFailure(message, kind=kind, provider="policy")
+
+
+# -- attempts ---------------------------------------------------------------------------------
+
+
+def attempt_passes(score_rows: list[dict[str, Any]]) -> bool:
+    """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
+    not skip the item scored 1 (a failed scorer is not a pass)."""
+    judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
+    return bool(judged) and all(r["outcome"] == ScorerOutcome.SCORED and r["score"] >= 1.0 for r in judged)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One attempt: its item row (outcome, output, failure), scores, spend and turns."""
+
+    number: int
+    row: dict[str, Any]
+    session: Session | None = None
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    generation: Accounting = field(default_factory=Accounting)
+    judging: list[Accounting] = field(default_factory=list)
+    scopes: list[Scope | None] = field(default_factory=list)
+    passed: bool = False
+    queued_ms: float = 0.0
+    result: TargetResult | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.row["outcome"] == ItemOutcome.COMPLETED
+
+    @property
+    def mean(self) -> float | None:
+        scored = [r["score"] for r in self.scores if r["outcome"] == ScorerOutcome.SCORED]
+        return sum(scored) / len(scored) if scored else None
+
+
+def best_attempt(attempts: list[_Attempt]) -> _Attempt:
+    """The passing attempt, else the completed one with the highest mean score (earliest of
+    equals), else the last."""
+    for attempt in attempts:
+        if attempt.passed:
+            return attempt
+    completed = [a for a in attempts if a.completed]
+    if completed:
+        return max(completed, key=lambda a: (-1.0 if a.mean is None else a.mean, -a.number))
+    return attempts[-1]
+
+
+class SessionRunner:
+    """Runs items as managed sessions for an `Executor` (a spec with a policy or attempts).
+
+    Args:
+        executor: the executor whose plan, target, limiter and scorers it uses.
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self._ex = executor
+        spec = executor.plan.spec
+        self._policy: Policy | None = (
+            import_callable(spec.policy, search_path=str(executor.plan.spec_dir)) if spec.policy else None
+        )
+        self._attempts = spec.attempts
+
+    async def run(self, item: Item, trial: int) -> Finished:
+        """Up to `attempts` attempts of one item x trial, stopping at one that passes; returns the
+        best attempt's item and score rows (spend and tokens of every attempt) and every turn."""
+        attempts: list[_Attempt] = []
+        for number in range(1, self._attempts + 1):
+            attempt = await self._attempt(item, trial, number)
+            if attempt is None:  # the budget closed before this attempt
+                break
+            attempts.append(attempt)
+            if attempt.passed or attempt.row["outcome"] in (
+                ItemOutcome.BUDGET_SKIPPED,
+                ItemOutcome.BUDGET_INTERRUPTED,
+            ):
+                break
+        return self._finished(attempts)
+
+    async def _attempt(self, item: Item, trial: int, number: int) -> _Attempt | None:
+        ex, plan = self._ex, self._ex.plan
+        budget = plan.budget
+        waited = time.perf_counter()
+        async with ex.limiter:
+            started_at = datetime.now(UTC)
+            started = time.perf_counter()
+            queued_ms = (started - waited) * 1000
+            if budget.closed:
+                budget.note_closure("case")
+                if number > 1:
+                    return None
+                row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached")
+                return _Attempt(number, row, queued_ms=queued_ms)
+            scope = plan.capture.scope(item.item_id, trial)
+            session = Session(ex.target, item, trial, number)  # type: ignore[arg-type]
+            deadline = asyncio.timeout(plan.spec.item_timeout)
+            attempt = _Attempt(number, {}, session, scopes=[scope], queued_ms=queued_ms)
+            with measuring(SpendKind.GENERATION, plan.prices, budget, scope, plan.response_cache) as ledger:
+                result = None
+                try:
+                    async with deadline:
+                        result = await drive(session, self._policy)
+                except BudgetDenied as denied:
+                    row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_INTERRUPTED, str(denied))
+                except TargetFailure as failure:
+                    row = _failed_row(item, trial, started_at, started, failure)
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+                    failure = TargetFailure(
+                        f"item timed out after {plan.spec.item_timeout:g}s (item_timeout)",
+                        kind=FailureKind.TIMEOUT,
+                        provider=plan.spec.target.kind,
+                        retryable=True,
+                    )
+                    row = _failed_row(item, trial, started_at, started, failure)
+            duration_ms = (time.perf_counter() - started) * 1000
+        attempt.generation = ledger.total() if ex.target.instrumented else Accounting.uninstrumented()
+        if result is None:
+            attempt.row = row
+            return attempt
+        attempt.row = _completed_row(item, trial, started_at, duration_ms, result)
+        attempt.result = result
+        attempt.scores, attempt.judging, judge_scopes = await ex._score(
+            item, trial, result.output, trajectory=result.trajectory
+        )
+        attempt.scopes += judge_scopes
+        attempt.passed = attempt_passes(attempt.scores)
+        return attempt
+
+    def _finished(self, attempts: list[_Attempt]) -> Finished:
+        best = best_attempt(attempts)
+        row = dict(best.row)
+        turns = [t for a in attempts if a.session is not None for t in a.session.turns]
+        known = bool(turns) and all(t.tokens_known for t in turns)
+        for name in _TOKEN_FIELDS:
+            row[f"tokens_{name}"] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+        spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
+        operation_ids, requests = _captured([s for a in attempts for s in a.scopes])
+        row.update(
+            spend.columns(),
+            operation_ids=operation_ids,
+            started_at=attempts[0].row["started_at"],
+            queued_ms=attempts[0].queued_ms,
+            duration_ms=sum(a.row.get("duration_ms") or 0.0 for a in attempts),
+            attempt=best.number,
+            attempts_made=len(attempts),
+        )
+        # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+        gauges = (
+            gauge_values(row, best.result, Accounting.total([a.generation for a in attempts]))
+            if best.completed and best.result is not None
+            else []
+        )
+        turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
+        return Finished(row, best.scores, requests, turn_rows, gauges)
+
+
+def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
+    row = attempt.row
+    scores = _json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
+    common = {
+        "item_id": row["item_id"],
+        "item_index": row["item_index"],
+        "trial": row["trial"],
+        "attempt": attempt.number,
+        "session_id": attempt.session.session_id if attempt.session is not None else None,
+        "attempt_outcome": str(row["outcome"]),
+        "attempt_passed": attempt.passed,
+        "attempt_scores": scores,
+        "best": best,
+    }
+    turns = attempt.session.turns if attempt.session is not None else []
+    if not turns:  # an attempt that sent nothing is still kept
+        return [
+            {
+                **common,
+                "outcome": str(row["outcome"]),
+                "error": row.get("error"),
+                "failure_kind": row.get("failure_kind"),
+                "started_at": row["started_at"],
+                "duration_ms": row.get("duration_ms"),
+            }
+        ]
+    return [
+        {
+            **common,
+            "index": t.index,
+            "method": t.method.value,
+            "prompt": _json(t.prompt),
+            "output": _json(t.output) if t.outcome is ItemOutcome.COMPLETED else None,
+            "outcome": t.outcome.value,
+            "error": t.error,
+            "failure_kind": str(t.failure.kind) if t.failure is not None else None,
+            "model": t.result.model if t.result is not None else None,
+            **{f"tokens_{name}": n for name, n in t.tokens.items()},
+            "tokens_known": t.tokens_known,
+            "cost_usd": t.spend.known_cost,
+            "cost_completeness": t.spend.completeness.value,
+            "started_at": t.started_at,
+            "duration_ms": t.duration_ms,
+        }
+        for t in turns
+    ]

@@ -1,0 +1,233 @@
+"""Datasets: JSONL, CSV or Parquet rows mapped to items with stable ids.
+
+`load_items(spec, base_dir)` reads the file, maps each row through the spec's field mapping and
+reports every bad row at once (`DatasetError`, naming the line and the field).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.errors import DatasetError
+from assay.spec.models import DatasetSpec
+
+_MAX_PROBLEMS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One dataset row, mapped.
+
+    Args:
+        item_id: the dataset's id field, else a hash of the row's content; pairing key across runs.
+        item_index: the row's position in the dataset (0-based).
+        input: the mapped input field.
+        expected: the mapped expected field, or None.
+        annotations: the mapped annotation fields.
+        fields: the whole row (prompt templates format over it).
+    """
+
+    item_id: str
+    item_index: int
+    input: Any
+    expected: Any
+    annotations: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal text (and equal hashes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class _BadRow:
+    """A row the reader could not parse; kept in place so every problem is reported in order."""
+
+    problem: str
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    # utf-8-sig: a byte-order mark (some Windows tools write one) is not part of line 1's JSON.
+    with path.open(encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                rows.append((f"line {number}", _BadRow(f"not valid JSON ({exc.msg}): {line.strip()[:80]!r}")))
+    return rows
+
+
+def _read_csv(path: Path) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        # Rows are labelled with the line they start on, counting the header as line 1, as an
+        # editor shows them; a quoted field may span lines, so count what the reader consumed.
+        header: list[str] | None = None
+        start = 1
+        try:
+            for values in reader:
+                where, start = f"line {start}", reader.line_num + 1
+                if not values:
+                    continue  # a blank line
+                if header is None:
+                    header = values
+                    repeated = sorted({name for name in header if header.count(name) > 1})
+                    if repeated:
+                        # A repeated name would silently keep only the last column's value.
+                        raise DatasetError(
+                            f"{where}: repeated column name(s) in the header: {', '.join(map(repr, repeated))}",
+                            source=str(path),
+                        )
+                elif len(values) != len(header):
+                    rows.append((where, _BadRow(_ragged(header, values))))
+                else:
+                    rows.append((where, dict(zip(header, values, strict=True))))
+        except csv.Error as exc:
+            rows.append((f"line {start}", _BadRow(f"not valid CSV: {exc}")))
+    return rows
+
+
+def _ragged(header: list[str], values: list[str]) -> str:
+    said = f"{len(values)} fields, the header has {len(header)}"
+    if len(values) > len(header):
+        return f"{said}: extra values {values[len(header) :]!r}"
+    return f"{said}: no value for {', '.join(map(repr, header[len(values) :]))}"
+
+
+def _read_parquet(path: Path) -> list[tuple[str, Any]]:
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(path)
+    except pl.exceptions.PolarsError as exc:  # e.g. ComputeError for a file that is not Parquet
+        raise DatasetError(f"not a readable Parquet file: {exc}", source=str(path)) from None
+    return [(f"row {n}", row) for n, row in enumerate(frame.to_dicts(), start=1)]
+
+
+def _read_rows(path: Path) -> list[tuple[str, Any]]:
+    """Rows with the label an error message should use for each ("line 3", "row 3")."""
+    suffix = path.suffix.lower()
+    readers = {".jsonl": _read_jsonl, ".ndjson": _read_jsonl, ".csv": _read_csv}
+    readers |= {".parquet": _read_parquet, ".pq": _read_parquet}
+    if suffix not in readers:
+        raise DatasetError(
+            f"dataset.path: unsupported dataset format {suffix or path.name!r}: use .jsonl, .csv or .parquet",
+            source=str(path),
+        )
+    try:
+        return readers[suffix](path)
+    except UnicodeDecodeError as exc:
+        raise DatasetError(
+            f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})", source=str(path)
+        ) from None
+    except OSError as exc:
+        raise DatasetError(f"dataset.path: cannot read the file: {exc.strerror}", source=str(path)) from None
+
+
+def _field_list(row: dict[str, Any]) -> str:
+    names = [repr(name) for name in list(row)[:12]]
+    more = ", ..." if len(row) > 12 else ""
+    return f"the row has {', '.join(names)}{more}" if names else "the row is empty"
+
+
+def _capped(problems: list[str]) -> list[str]:
+    if len(problems) <= _MAX_PROBLEMS:
+        return problems
+    return [*problems[:_MAX_PROBLEMS], f"... and {len(problems) - _MAX_PROBLEMS} more problems"]
+
+
+def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
+    """Read the dataset and map its rows to items.
+
+    Args:
+        spec: the dataset part of the eval spec.
+        base_dir: the folder relative paths are resolved against (the spec's folder).
+    """
+    path = (base_dir / spec.path).resolve()
+    if not path.is_file():
+        raise DatasetError(f"dataset.path: file not found: {spec.path!r} (looked in {path})")
+    rows = _read_rows(path)
+    if spec.limit is not None:
+        rows = rows[: spec.limit]
+    if not rows:
+        raise DatasetError("the dataset has no rows", source=str(path))
+
+    expected_required = "expected" in spec.model_fields_set and spec.expected is not None
+    mapped = {f for f in (spec.id, spec.input, spec.expected) if f}
+    problems: list[str] = []
+    items: list[Item] = []
+    seen_ids: dict[str, str] = {}
+    hash_counts: dict[str, int] = {}
+
+    for index, (where, row) in enumerate(rows):
+        if isinstance(row, _BadRow):
+            problems.append(f"{where}: {row.problem}")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{where}: expected a JSON object, got {type(row).__name__}")
+            continue
+        row_problems = []
+        has = _field_list(row)
+        if spec.input not in row:
+            row_problems.append(f"{where}: field {spec.input!r} (dataset.input) is missing; {has}")
+        if expected_required and spec.expected not in row:
+            row_problems.append(f"{where}: field {spec.expected!r} (dataset.expected) is missing; {has}")
+        if spec.annotations is not None:
+            row_problems += [
+                f"{where}: field {name!r} (dataset.annotations) is missing; {has}"
+                for name in spec.annotations
+                if name not in row
+            ]
+        if spec.id is not None:
+            raw_id = row.get(spec.id)
+            if raw_id is None or str(raw_id) == "":
+                row_problems.append(f"{where}: field {spec.id!r} (dataset.id) is missing or empty")
+            item_id = str(raw_id)
+        else:
+            digest = hashlib.sha256(canonical_json(row).encode()).hexdigest()[:16]
+            # Identical rows are distinct items: the second copy gets a suffix, stable by order.
+            hash_counts[digest] = hash_counts.get(digest, 0) + 1
+            item_id = digest if hash_counts[digest] == 1 else f"{digest}-{hash_counts[digest]}"
+        if row_problems:
+            problems += row_problems
+            continue
+        if item_id in seen_ids:
+            problems.append(f"{where}: duplicate id {item_id!r} (dataset.id; first at {seen_ids[item_id]})")
+            continue
+        seen_ids[item_id] = where
+        if spec.annotations is None:
+            annotations = {k: v for k, v in row.items() if k not in mapped}
+        else:
+            annotations = {k: row[k] for k in spec.annotations}
+        items.append(
+            Item(
+                item_id=item_id,
+                item_index=index,
+                input=row[spec.input],
+                expected=row.get(spec.expected) if spec.expected else None,
+                annotations=annotations,
+                fields=row,
+            )
+        )
+    if problems:
+        raise DatasetError(_capped(problems), source=str(path))
+    return items
+
+
+def dataset_hash(items: list[Item]) -> str:
+    """A hash of what the items say (ids, inputs, expectations, annotations), not of file bytes."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(canonical_json([item.item_id, item.input, item.expected, item.annotations]).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

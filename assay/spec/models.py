@@ -1,0 +1,175 @@
+"""The eval spec's top level and its dataset section."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator, model_validator
+
+from assay.calls.accounting import Price, parse_budget
+from assay.calls.capture import CaptureSettings
+from assay.errors import SpecError
+from assay.outcomes import GAUGE_PREFIX
+from assay.spec._base import StrictModel
+from assay.spec.targets import TargetSpec
+from evaluators import ScorerSpec
+
+
+class DatasetSpec(StrictModel):
+    """Where the items come from and which fields mean what.
+
+    Args:
+        path: a JSONL, CSV or Parquet file, relative to the spec's folder.
+        id: the field holding a stable item id; without it the id is a hash of the row.
+        input: the field holding the item's input.
+        expected: the field holding the expected answer, if any.
+        annotations: fields kept as the item's annotations; default: every field not mapped above.
+        limit: use only the first N rows (handy while writing an eval).
+    """
+
+    path: str
+    id: str | None = None
+    input: str = "input"
+    expected: str | None = "expected"
+    annotations: list[str] | None = None
+    limit: int | None = Field(default=None, ge=1, strict=True)
+
+    @field_validator("annotations", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class EvalSpec(StrictModel):
+    """One eval: a dataset, a target, scorers and how to run them.
+
+    Args:
+        name: the eval's name (runs are listed under it).
+        dataset: see `DatasetSpec`.
+        target: `openai`, `python` or `http_agent`.
+        targets: instead of `target`, a matrix: named cells, each a target; every cell runs over
+            the same items as its own run, under one matrix id.
+        scorers: one or more scorers; names must be unique.
+        concurrency: how many target calls the whole run has in flight at most.
+        scorer_concurrency: how many scorers run at once on one item.
+        trials: how many times each item is run.
+        seed: recorded in the run's identity; passed to targets that take one.
+        item_timeout: seconds one item (target call with its retries) may take; past it: `failed`.
+        fail_on_item_error_rate: the run fails its gate when failed / attempted exceeds this (1 disables).
+        budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts.
+        prices: USD per million tokens by exact model name, laid over the shipped price table.
+        capture_requests: `true`, or `{max_record_bytes, max_run_bytes, max_queue_bytes}`: every
+            model call is stored as records in the `requests/` dataset, redacted.
+        redact: regular expressions whose matches never reach captured records (API keys,
+            bearer tokens and `sk-` keys are always redacted).
+        policy: `module:function`, an async function driving each attempt's session with
+            `start(prompt)` / `resume(prompt)` (docs/sessions.md); the spec's folder is importable.
+            Without one, each attempt is one `start` with the item's prompt.
+        attempts: run each item x trial up to this many times, each in a fresh session, stopping
+            at the first attempt that passes; the best attempt is kept (docs/sessions.md).
+        tags: free labels, stored on the run.
+    """
+
+    name: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
+    description: str | None = None
+    dataset: DatasetSpec
+    target: TargetSpec | None = None
+    targets: dict[Annotated[str, Field(pattern=r"^[\w.\-]+$")], TargetSpec] | None = Field(
+        default=None, min_length=1
+    )
+    scorers: list[ScorerSpec] = Field(min_length=1)
+    # Numbers are strict: YAML reads `yes` / `true` as a boolean, which pydantic would otherwise
+    # take as 1 (`fail_on_item_error_rate: true` silently disabling the gate).
+    concurrency: int = Field(default=5, ge=1, le=10_000, strict=True)
+    scorer_concurrency: int = Field(default=5, ge=1, le=1_000, strict=True)
+    trials: int = Field(default=1, ge=1, le=1_000, strict=True)
+    seed: int = Field(default=0, strict=True)
+    item_timeout: float | None = Field(default=None, gt=0, strict=True)
+    fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
+    budget: str | None = None
+    prices: dict[str, Price] = Field(default_factory=dict)
+    capture_requests: bool | CaptureSettings = False
+    redact: list[str] = Field(default_factory=list)
+    policy: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    attempts: int = Field(default=1, ge=1, le=100, strict=True)
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad pattern {pattern!r}: {exc}") from None
+        return patterns
+
+    @property
+    def capture_settings(self) -> CaptureSettings | None:
+        if self.capture_requests is True:
+            return CaptureSettings()
+        return self.capture_requests or None
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_is_usd(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            parse_budget(value)
+        except SpecError as exc:
+            raise ValueError(exc.problems[0]) from None
+        return str(value)
+
+    @property
+    def budget_usd(self) -> float | None:
+        return None if self.budget is None else parse_budget(self.budget)
+
+    @field_validator("scorers")
+    @classmethod
+    def _unique_scorer_names(cls, scorers: list[Any]) -> list[Any]:
+        # A field validator, so the problem is reported at `scorers` (with the positions), and
+        # alongside any other problem in the spec.
+        positions: dict[str, list[int]] = {}
+        for index, scorer in enumerate(scorers):
+            positions.setdefault(scorer.name, []).append(index)
+        repeated = [
+            f"{name!r} is used by " + " and ".join(f"scorers.{i}" for i in where)
+            for name, where in positions.items()
+            if len(where) > 1
+        ]
+        if repeated:
+            raise ValueError(
+                f"scorer names must be unique (they name the score columns): {'; '.join(repeated)}"
+            )
+        # Gauge rows sit beside score rows under the same `scorer` column: the prefix is theirs.
+        reserved = [
+            f"scorers.{i}: {s.name!r}" for i, s in enumerate(scorers) if s.name.startswith(GAUGE_PREFIX)
+        ]
+        if reserved:
+            raise ValueError(
+                f"scorer names may not start with {GAUGE_PREFIX!r} (reserved for gauges): {'; '.join(reserved)}"
+            )
+        return scorers
+
+    @model_validator(mode="after")
+    def _one_target_or_a_matrix(self) -> EvalSpec:
+        if (self.target is None) == (self.targets is None):
+            raise ValueError(
+                "give either `target` or `targets` (a matrix of named cells), not both or neither"
+            )
+        return self
+
+    def cells(self) -> list[tuple[str | None, EvalSpec]]:
+        """The runs this spec makes: (None, itself), or (cell name, a spec with that cell's target)."""
+        if self.targets is None:
+            return [(None, self)]
+        return [
+            (name, self.model_copy(update={"target": t, "targets": None})) for name, t in self.targets.items()
+        ]
+
+    @property
+    def sessions(self) -> bool:
+        """Whether items run as managed sessions (a policy, or more than one attempt)."""
+        return self.policy is not None or self.attempts > 1

@@ -1,0 +1,268 @@
+"""What a spec's `target:` (or a matrix cell) may be: one model per target kind.
+
+Each kind's behaviour lives in `assay.targets` (one module or package per kind); these are only
+the validated settings, so the spec can be loaded and checked without importing any of them.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import Field, field_validator, model_validator
+
+from assay.calls.response_cache import check_cache
+from assay.spec._base import StrictModel
+
+ParserName = Literal["jsonl", "claude-code", "codex", "text"]
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Characters docker's `--env-file` cannot carry inside a value: it reads one KEY=value per line.
+_UNWRITABLE = ("\n", "\r", "\x00")
+
+
+class OpenAITarget(StrictModel):
+    """Any OpenAI-compatible chat-completions endpoint.
+
+    Args:
+        base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
+        model: the exact model version (a moving alias makes runs unrepeatable).
+        api_key_env: the environment variable holding the API key; the key itself is never stored.
+        prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        system: an optional system prompt (also a template).
+        temperature, max_tokens: passed through when set.
+        timeout: seconds for one HTTP attempt.
+        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
+        cache: `true` answers repeated requests from the store's response cache (needs
+            `temperature: 0`); `always` caches whatever the temperature.
+    """
+
+    kind: Literal["openai"]
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    prompt: str = "{input}"
+    system: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    timeout: float = Field(default=60.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    cache: bool | Literal["always"] = False
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> OpenAITarget:
+        check_cache(self.cache, self.temperature)
+        return self
+
+    @field_validator("prompt", "system")
+    @classmethod
+    def _template_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+            except ValueError as exc:
+                raise ValueError(f"bad template {value!r}: {exc}") from None
+            for name in fields:
+                head = re.split(r"[.\[]", name, maxsplit=1)[0]
+                if head == "" or head.isdigit():
+                    raise ValueError(
+                        f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
+                        "name a dataset field, e.g. {question}"
+                    )
+                if "." in name.split("[", 1)[0]:
+                    raise ValueError(
+                        f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
+                        "use {field[key]} for nested values"
+                    )
+        return value
+
+
+class PythonTarget(StrictModel):
+    """A Python function `module:function`, sync or async, called with the item's input.
+
+    Args:
+        function: `module:function`; the spec's folder is importable.
+    """
+
+    kind: Literal["python"]
+    function: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+
+
+class HttpAgentTarget(StrictModel):
+    """An agent behind an HTTP harness speaking Assay's harness protocol (docs/harness-protocol.md):
+    `POST /runs` per item x trial, then `GET /runs/{id}` until it ends. Its spend is not measured
+    by Assay: the cost it reports in its trajectory is kept as caller-reported cost.
+
+    Args:
+        base_url: the harness's root, e.g. `http://127.0.0.1:8080`; `/capabilities` and `/runs`
+            are appended.
+        model: ask the harness to run this model; sent only when its capabilities accept a
+            model override (otherwise the run warns and the harness uses its default).
+        api_key_env: the environment variable holding the harness's API key, sent as a bearer
+            token; the key itself is never stored.
+        poll_interval: seconds between two `GET /runs/{id}` of one run.
+        timeout: seconds one harness run may take, from `POST /runs` to a final status; past it
+            the item fails with `timeout` (and the run is cancelled if the harness accepts that).
+        request_timeout: seconds for one HTTP request to the harness.
+        max_retries: retries of one request after a 429, a 5xx or (for reads) a connection error.
+        max_artifact_bytes: the largest artifact downloaded into the store (bytes); a larger
+            one is skipped with a warning. 0 downloads none.
+        max_attempt_bytes: the most artifact bytes one attempt downloads, all files together;
+            a file that would pass it is skipped with a warning.
+    """
+
+    kind: Literal["http_agent"]
+    base_url: str = Field(pattern=r"^https?://")
+    model: str | None = Field(default=None, min_length=1)
+    api_key_env: str | None = None
+    poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)
+    timeout: float = Field(default=600.0, gt=0, strict=True)
+    request_timeout: float = Field(default=30.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    max_artifact_bytes: int = Field(default=16 * 2**20, ge=0, strict=True)
+    max_attempt_bytes: int = Field(default=64 * 2**20, ge=0, strict=True)
+
+
+class StageDeadlines(StrictModel):
+    """Seconds each stage of a container attempt may take; the one that fires is named in the
+    item's error.
+
+    Args:
+        provision: create and start the container, copy the fixtures in.
+        agent: the command or agent run.
+        export: read the workspace back.
+        scoring: every scorer of the attempt, together.
+        cleanup: remove the container (and the egress sidecar and network).
+    """
+
+    provision: float = Field(default=120.0, gt=0, strict=True)
+    agent: float = Field(default=600.0, gt=0, strict=True)
+    export: float = Field(default=120.0, gt=0, strict=True)
+    scoring: float = Field(default=600.0, gt=0, strict=True)
+    cleanup: float = Field(default=60.0, gt=0, strict=True)
+
+
+class SandboxLimits(StrictModel):
+    """Resource limits of each attempt's container.
+
+    Args:
+        memory: memory (and memory + swap), e.g. `512m`, `2g`.
+        cpus: CPUs, fractions allowed.
+        pids: processes at once.
+        workspace_size: size of the `/workspace` tmpfs (counts against memory).
+    """
+
+    memory: str = Field(default="512m", pattern=r"^\d+[bkmg]?$")
+    cpus: float = Field(default=1.0, gt=0, le=64, strict=False)
+    pids: int = Field(default=256, ge=8, le=100_000, strict=True)
+    workspace_size: str = Field(default="512m", pattern=r"^\d+[bkmg]?$")
+
+
+class AgentSpec(StrictModel):
+    """The agent a container runs.
+
+    Args:
+        adapter: `cli`, `claude-code` or `codex`. Checked by `preflight`, which names the known ones.
+        model: the exact model version, e.g. `claude-sonnet-4-20250514` (see `model_pin_problem`).
+            Required by the built-ins, and by a `cli` command that uses `{model}`.
+        command: the argv template: `{prompt}`, `{model}` and `{prompt_file}` are filled in, `{{`
+            and `}}` are literal braces. Required for `cli`; replaces a built-in's default line.
+        env: plain, non-secret environment for the agent.
+        secrets: names of host environment variables whose values reach the container only
+            through the env-file (the built-ins add their provider key).
+        parser: how stdout is read; default per adapter (`cli`: `text`).
+    """
+
+    adapter: str = Field(min_length=1)
+    model: str | None = None
+    command: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: list[str] = Field(default_factory=list)
+    parser: ParserName | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _plain_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+            if any(c in text for c in _UNWRITABLE):
+                raise ValueError(f"the value of {name} holds a line break or NUL, which no env-file carries")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+        return value
+
+
+class ContainerTarget(StrictModel):
+    """Each item x trial runs in a fresh Docker container: the fixtures copied into `/workspace`,
+    a scripted command (or an agent adapter) run there, the workspace diffed and exported to
+    the store, scorers run while the container lives, then it is removed (docs/sandbox.md).
+
+    Args:
+        image: the image (a tag or id); the run records the image id the tag named at its start.
+        command: the scripted command (argv), e.g. `["sh", "-c", "…"]`; `{prompt}` is replaced
+            by the item's prompt; the prompt is also in the file `$ASSAY_PROMPT_FILE`.
+        agent: instead of `command`, an agent adapter (`cli`, `claude-code`, `codex`) run headless.
+        prompt: the item's prompt, a template over its fields.
+        output: what the item's output is: `stdout` of the command (default), `report` (the
+            agent's final report), or `file:<path>` (a file the attempt left in `/workspace`).
+        fixtures: a folder (relative to the spec) copied into `/workspace`; may be a template,
+            e.g. `fixtures/{id}`, for a folder per item.
+        checks: a folder copied to `/assay/checks` only once the agent has finished, for
+            scorers to run (the agent never sees it).
+        user: who runs the command; default: the image's `USER`, else its first non-root account.
+        env: plain environment variables of the command.
+        secrets: names of host environment variables passed through a 0600 env file (never argv)
+            and redacted from transcripts, diffs and the store.
+        egress: hosts the attempt may reach through an allowlist proxy (`*.example.com`
+            allowed); empty: network `none`.
+        egress_proxy_image: an image with `python3` for the proxy sidecar.
+        limits: see `SandboxLimits`.
+        deadlines: see `StageDeadlines`.
+    """
+
+    kind: Literal["container"]
+    image: str = Field(min_length=1)
+    command: list[str] | None = Field(default=None, min_length=1)
+    agent: AgentSpec | None = None
+    prompt: str = "{input}"
+    output: str = Field(default="stdout", pattern=r"^(stdout|report|file:.+)$")
+    fixtures: str | None = None
+    checks: str | None = None
+    user: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
+    egress: list[Annotated[str, Field(pattern=r"^(\*\.)?[A-Za-z0-9.\-]+(:\d+)?$")]] = Field(
+        default_factory=list
+    )
+    egress_proxy_image: str | None = None
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    deadlines: StageDeadlines = Field(default_factory=StageDeadlines)
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> ContainerTarget:
+        if (self.command is None) == (self.agent is None):
+            raise ValueError("give exactly one of `command` (a scripted command) or `agent` (an adapter)")
+        if self.output == "report" and self.agent is None:
+            raise ValueError("output `report` needs an `agent` (a scripted command has no report)")
+        if self.egress and not self.egress_proxy_image:
+            raise ValueError("egress needs `egress_proxy_image`: an image with python3 for the proxy")
+        return self
+
+
+TargetSpec = Annotated[
+    OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
+]
+
+
+
+TARGET_KINDS = sorted(
+    k for cls in get_args(get_args(TargetSpec)[0]) for k in get_args(cls.model_fields["kind"].annotation)
+)

@@ -1,0 +1,100 @@
+"""The house's rules, checked: imports run only downward through the layers of
+docs/architecture.md, and no module imports itself back through others (no circle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("assay", "evaluators", "flows", "tasks")
+
+# Rooms from the bottom up: a module may import its own room and rooms of lower layers only.
+LAYERS: list[set[str]] = [
+    {"assay", "assay.outcomes", "assay.errors", "assay._schema"},
+    {"assay.store", "assay.sandbox", "assay.testing"},
+    {"assay.calls"},
+    {"evaluators"},
+    {"assay.spec"},
+    {"assay.targets"},
+    {"assay.run"},
+    {"assay.analysis"},
+    {"assay.report"},
+    {"assay.orchestrate", "tasks"},
+    {"flows"},
+    {"assay.cli"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
+    """Every import of a known module, functions' own imports included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, base] if base else package)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.append((target, node.lineno))
+    return found
+
+
+def _room(module: str) -> tuple[str, int]:
+    """The longest room name that `module` is, or lies in, and that room's layer."""
+    best = None
+    for layer, rooms in enumerate(LAYERS):
+        for room in rooms:
+            if (module == room or module.startswith(room + ".")) and (best is None or len(room) > len(best[0])):
+                best = (room, layer)
+    assert best is not None, f"{module} belongs to no room of LAYERS: add it there and to docs/architecture.md"
+    return best
+
+
+def test_imports_run_only_downward() -> None:
+    modules = _modules()
+    upward = []
+    for name, path in modules.items():
+        room, layer = _room(name)
+        for target, line in _imports(name, path, set(modules)):
+            target_room, target_layer = _room(target)
+            if target_room != room and target_layer >= layer:
+                upward.append(f"{path.relative_to(ROOT)}:{line} {name} -> {target}")
+    assert upward == []
+
+
+def test_no_import_circles() -> None:
+    modules = _modules()
+    graph = {name: {t for t, _ in _imports(name, path, set(modules))} for name, path in modules.items()}
+    circles = []
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join([*trail, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+    assert circles == []
