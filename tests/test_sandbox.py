@@ -640,3 +640,83 @@ def test_a_fixture_changed_under_a_run_makes_its_resume_refuse(tmp_path: Path, i
     changed = run_assay("resume", run_id, "--store", str(tmp_path / "store"))
     assert changed.returncode == 2
     assert "its identity changed since it started: the fixture files' content" in changed.stderr
+
+
+_TRICKS = {
+    # The container's init signalled (it used to run as the attempt's user and exit on TERM).
+    "kill-init": "kill -TERM 1 2>&1; kill -KILL 1 2>&1; kill -INT 1 2>&1",
+    # /assay made unwritable (root owned it): the checks could not be copied in.
+    "chmod-assay": "chmod 0555 /assay 2>&1",
+    # The agent's own files made unreadable: the export and the checks' working folder failed.
+    "chmod-workspace": "chmod 000 answer.txt /workspace",
+}
+
+
+@pytest.mark.parametrize("user", [None, "root"])
+@pytest.mark.parametrize("trick", sorted(_TRICKS))
+def test_breaking_the_sandbox_does_not_escape_a_wrong_answers_zero(
+    tmp_path: Path, image: str, trick: str, user: str | None
+) -> None:
+    """An agent (as non-root and as root) answers wrong, then tries to break its sandbox so that
+    the attempt or its scorer fails (and drops out of the score means): it still scores 0."""
+    command = f"echo 41 > answer.txt; {_TRICKS[trick]}; echo 41"
+    spec = _eval(
+        tmp_path, image, command,
+        scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh", "test -e answer.txt"]}],
+        **({"user": user} if user else {}),
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    (score,) = scores.to_dicts()
+    assert (score["outcome"], score["score"]) == ("scored", 0.5), score["error"]
+    transcript = _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    if trick != "chmod-workspace":
+        assert "Operation not permitted" in transcript
+    # Out of the agent's reach: the checks ran in the attempt's own container.
+    assert "verifier" not in json.loads(row["sandbox"])
+    assert "verifier" not in json.loads(score["metadata"])
+    assert leftovers(summary["run_id"]) == []
+
+
+@pytest.mark.parametrize(("user", "answer"), [(None, "41"), ("root", "41"), (None, "42")])
+def test_checks_run_in_a_fresh_verifier_when_the_agent_damaged_its_container(
+    tmp_path: Path, image: str, user: str | None, answer: str
+) -> None:
+    """The agent fills /tmp (a tmpfs: it counts against the memory limit and outlives its writer,
+    which the kernel's OOM killer picks first) until no further command can start in its
+    container. The workspace is still exported, and the checks run in a fresh container over it:
+    a wrong answer scores 0, a right one 1."""
+    fill = "(echo 1000 > /proc/self/oom_score_adj; exec dd if=/dev/zero of=/tmp/fill bs=64k) 2>/dev/null"
+    command = f"echo {answer} > answer.txt; {fill}; echo {answer}"
+    spec = _eval(
+        tmp_path, image, command, limits={"memory": "64m"},
+        scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh", "test ! -e /tmp/fill"]}],
+        **({"user": user} if user else {}),
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    (score,) = scores.to_dicts()
+    assert score["outcome"] == "scored", score["error"]
+    assert score["score"] == (1.0 if answer == "42" else 0.5)
+    verifier = json.loads(row["sandbox"])["verifier"]
+    assert verifier["container"] == "fresh"
+    assert verifier["reason"].startswith("exporting the workspace failed:")
+    assert json.loads(score["metadata"])["verifier"] == verifier
+    assert leftovers(summary["run_id"]) == []
+
+
+def test_an_attempt_user_with_assays_control_uid_is_refused(tmp_path: Path, image: str) -> None:
+    from assay.dataset import Item
+    from assay.errors import SpecError
+    from assay.sandbox.container import prepare_container
+    from assay.spec import ContainerTarget
+
+    target = ContainerTarget(kind="container", image=image, command=["true"], user="65533")
+    item = Item(item_id="a", item_index=0, input="x", expected=None)
+    with pytest.raises(
+        SpecError, match=r"target\.user: user '65533' .* uid or gid 65533, which is Assay's own"
+    ):
+        prepare_container(target, [item], tmp_path, None)
+
