@@ -6,8 +6,9 @@ An attempt, always in this order (docs/sandbox.md):
     agent       the scripted command or the agent adapter, with its deadline
     transcript  stdout and stderr saved to the store's artifacts, redacted — even after a
                 timeout or a failure
+    export      what the agent left running killed, the workspace read and saved to the store's
+                artifacts, redacted (file and folder names too)
     diff        the workspace against the fixtures it started from (redacted)
-    export      the workspace saved to the store's artifacts
     scoring     the executor runs the scorers while the container lives; the eval's checks are
                 copied to /assay/checks only now, after the agent has finished. When the agent
                 damaged its container (an export or the checks' copy failed in it), the checks
@@ -432,7 +433,9 @@ class ContainerAgent:
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
             denials = await self._run(state.egress.denials)
-            await self._run(state.save, "egress-denials.json", json.dumps(denials, indent=1).encode())
+            # A denied hostname can carry a secret (`<token>.example.com` is a way out).
+            denied = json.dumps(self.redactor.value(denials), indent=1)
+            await self._run(state.save, "egress-denials.json", denied.encode())
             state.facts["egress_denied"] = len(denials)
         if outcome.timed_out:
             return state.failed(
@@ -547,10 +550,18 @@ class ContainerAgent:
         live.use(state.verifier, why)
 
     def _keep_workspace(self, state: _AttemptState, files: dict[str, bytes]) -> Path:
-        """The diff and the exported workspace, redacted, into the attempt's folder (a thread)."""
-        state.save("diff.patch", self.redactor.text(workspace_diff(state.baseline, files)).encode())
+        """The diff and the exported workspace into the attempt's folder (a thread), redacted:
+        contents, and names too — a file or folder named after a secret is stored under the
+        redacted name, listed in the attempt's `redacted_names`."""
+        names = self.redactor.paths([*state.baseline, *files])
+        renamed = sorted(names[name] for name in files if names[name] != name)
+        if renamed:
+            state.facts["redacted_names"] = renamed
+        before = {names[name]: data for name, data in state.baseline.items()}
+        after = {names[name]: data for name, data in files.items()}
+        state.save("diff.patch", self.redactor.text(workspace_diff(before, after)).encode())
         workspace = state.folder / "workspace"
-        for name, data in files.items():
+        for name, data in after.items():
             path = workspace / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(_redacted_bytes(data, self.redactor, self.secret_values))
