@@ -223,10 +223,10 @@ class LiveSandbox:
         self._redactor = redactor
         self.verifier: dict[str, str] | None = None
 
-    def use(self, sandbox: Sandbox, reason: str) -> None:
-        """Run every later command in `sandbox`, a fresh verifier, because of `reason`."""
+    def use(self, sandbox: Sandbox, verifier: dict[str, str]) -> None:
+        """Run every later command in `sandbox`, the fresh verifier `verifier` describes."""
         self._sandbox = sandbox
-        self.verifier = {"container": "fresh", "reason": reason}
+        self.verifier = verifier
 
     async def exec(
         self,
@@ -506,8 +506,9 @@ class ContainerAgent:
 
     async def _export(self, state: _AttemptState) -> dict[str, bytes]:
         """The workspace, read once the agent's processes are gone (`Sandbox.export`). If that
-        fails in the container (the agent exhausted its memory or pids, say), the container is
-        marked damaged and the export tried once more with headroom for Assay's own commands."""
+        fails in the container (the agent filled its memory with files in /tmp, say), the
+        container is marked damaged and the export tried once more with headroom for Assay's own
+        commands."""
         sandbox = state.sandbox
         assert sandbox is not None
         try:
@@ -529,7 +530,7 @@ class ContainerAgent:
         """
         # The reason may quote the container's stderr, and through it names the agent chose.
         why = self.redactor.text(state.damaged or "")
-        state.facts["verifier"] = {"container": "fresh", "reason": why}
+        state.facts["verifier"] = verifier = {"container": "fresh", "reason": why}
         try:
             workspace = await self._run(folder_files, state.folder / "workspace")
             labels = {RUN_LABEL: self.run_id, "assay.role": "verifier"}
@@ -547,7 +548,7 @@ class ContainerAgent:
                 f"the attempt's container was damaged ({why}) and a fresh verifier could not be made: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        live.use(state.verifier, why)
+        live.use(state.verifier, verifier)
 
     def _keep_workspace(self, state: _AttemptState, files: dict[str, bytes]) -> Path:
         """The diff and the exported workspace into the attempt's folder (a thread), redacted:
