@@ -95,7 +95,8 @@ ITEMS = _schema(
     (
         "sandbox",
         pa.string(),
-        "a container attempt's facts (JSON text): image id, exit code, stage timings, limits",
+        "a container attempt's facts (JSON text): image id, user, exit code, stage timings, "
+        + "`verifier` (a fresh container, and why) and `redacted_names` when they apply",
     ),
     ("teardown_error", pa.string(), "why tearing down the attempt's sandbox failed (never masks the result)"),
     (

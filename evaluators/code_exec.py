@@ -8,7 +8,9 @@ Where the checks run:
               `output_file`, go into /workspace first — for code a model generated
 
 A check that exits non-zero fails (it counts 0); a check past `timeout`, or a sandbox that
-cannot be made, fails the scorer (outcome `failed`, the run goes on). Every check's exit code
+cannot be made, fails the scorer (outcome `failed`, the run goes on). When the agent damaged its
+own container, `attempt` checks run in a fresh one over the exported workspace; the score's
+metadata then says so (`verifier`). Every check's exit code
 and output tails are kept in the score's metadata. The score is only ever what the checks' exit
 codes say: no file an agent wrote is read as a score.
 """
@@ -98,11 +100,11 @@ class CodeExec(Scorer):
                 raise CheckTimeout(f"check {check!r} ran past {self.timeout:g}s", {"checks": results})
         passed = sum(1 for r in results if r["exit_code"] == 0)
         value = float(passed == len(results)) if self.pass_fail else passed / len(results)
-        return Score(
-            value,
-            explanation=f"{passed}/{len(results)} checks passed",
-            metadata={"checks": results, "passed": passed, "total": len(results)},
-        )
+        metadata: dict[str, Any] = {"checks": results, "passed": passed, "total": len(results)}
+        # Where the checks ran when the attempt's own container could not be used (and why).
+        if getattr(sandbox, "verifier", None):
+            metadata["verifier"] = sandbox.verifier
+        return Score(value, explanation=f"{passed}/{len(results)} checks passed", metadata=metadata)
 
 
 def _tail(data: bytes) -> str:

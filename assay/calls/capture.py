@@ -19,6 +19,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +72,42 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value
+
+    def paths(self, paths: Iterable[str]) -> dict[str, str]:
+        """Relative file paths as they may be stored: a secret (or a match of a pattern) in a
+        file's or a folder's name is replaced as in `text`. A path that holds none keeps its
+        name; one that does gets the redacted name, or, when a kept file or folder already has
+        it, that name with `~2`, `~3`… before its extension, so no file overwrites another.
+
+        Args:
+            paths: `/`-separated relative paths of files.
+
+        Returns:
+            every path → the name to store it under (the same for most).
+        """
+        every = set(paths)
+        stored = {path: path for path in every if self.text(path) == path}
+        files = set(stored)
+        folders = {prefix for path in stored for prefix in _folders(path)}
+        for path in sorted(every - files):
+            parts = [part for part in self.text(path).split("/") if part not in ("", ".", "..")]
+            parts = parts or [_REDACTED]
+            name, number = "/".join(parts), 1
+            while name in files or name in folders or any(f in files for f in _folders(name)):
+                number += 1
+                stem, dot, extension = parts[-1].rpartition(".")
+                last = f"{stem}~{number}.{extension}" if dot and stem else f"{parts[-1]}~{number}"
+                name = "/".join([*parts[:-1], last])
+            stored[path] = name
+            files.add(name)
+            folders.update(_folders(name))
+        return stored
+
+
+def _folders(path: str) -> list[str]:
+    """The folders a relative path lies in: `a/b/c` → `a`, `a/b`."""
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 class Scope:

@@ -3,9 +3,14 @@
 Isolation is decided here, once: read-only root filesystem, every capability dropped,
 `no-new-privileges`, memory / CPU / pids limits, network `none` unless a network is given, and
 three writable tmpfs mounts: `/workspace` (owned by the attempt's user), `/tmp`, and `/assay`
-(root's: the prompt, and the eval's checks copied in at scoring time, which a non-root agent
-cannot write to). Files go in and out as tar streams through `exec` (`tar -x` / `tar -c`):
-the Engine's archive endpoints cannot reach tmpfs mounts, so the image needs `sh` and `tar`.
+(the prompt, and the eval's checks copied in at scoring time). Files go in and out as tar streams
+through `exec` (`tar -x` / `tar -c`): the Engine's archive endpoints cannot reach tmpfs mounts, so
+the image needs `sh` and `tar`.
+
+The container's init and `/assay` belong to Assay's own *control* user (`CONTROL_UID`), which is
+neither root nor the attempt's user: an agent, even as root, holds no capability, so it can neither
+signal the init (that needs the same uid or CAP_KILL) nor change `/assay` (the owner, or
+CAP_FOWNER / CAP_DAC_OVERRIDE). Breaking the sandbox is never a way out of a wrong answer's score.
 
 Every container carries the `assay.run_id` label (`assay clean` finds what a killed run left).
 """
@@ -28,8 +33,22 @@ import docker.errors
 RUN_LABEL = "assay.run_id"
 WORKSPACE = "/workspace"
 CONTROL = "/assay"
-# Keeps the container alive between execs; signals end it at teardown.
-_IDLE = ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+# Assay's own user in every sandbox (below 65534 `nobody`, so a user-namespace remap of 64 Ki ids
+# still maps it). An image whose attempt user has this uid is refused (`inspect_image`).
+CONTROL_UID = 65533
+CONTROL_USER = f"{CONTROL_UID}:{CONTROL_UID}"
+# The init: keeps the container alive between execs and traps nothing, so even a signal that
+# got through would be dropped by the kernel (an init only receives signals it handles). Teardown
+# kills it from outside the container.
+_IDLE = ["sh", "-c", "while :; do sleep 3600; done"]
+# The workspace as the agent left it, once nothing of the agent's runs any more: every process of
+# the attempt's user is killed first (nothing changes the folder while or after it is read), the
+# owner's read and search permissions are restored (an agent's `chmod 000` must not make its work
+# unreadable: the files are its own, so no capability is needed), then one tar stream.
+_EXPORT = 'kill -KILL -1 2>/dev/null; chmod -R u+rX "$1" 2>/dev/null; exec tar -c -f - -C "$1" .'
+# What Assay's own commands get on top of the memory limit when an agent exhausted it (its tmpfs
+# files count against the limit and outlive the processes that wrote them).
+_HEADROOM = 128 * 1024 * 1024
 _READ_CHUNK = 65536
 _OUTPUT_LIMIT = 8 * 1024 * 1024
 # A workspace comes back as one tar stream: it may be as large as its tmpfs allows.
@@ -103,17 +122,27 @@ def inspect_image(engine: docker.DockerClient, tag: str, user: str | None) -> Im
     image = engine.images.get(tag)
     wanted = user or (image.attrs.get("Config") or {}).get("User") or None
     accounts = _accounts(engine, image.id)
+    facts = ImageFacts(tag, image.id, "root", 0, 0)
     if wanted:
         for name, uid, gid in accounts:
             if wanted in (name, str(uid)):
-                return ImageFacts(tag, image.id, name, uid, gid)
-        if wanted.isdigit():
-            return ImageFacts(tag, image.id, wanted, int(wanted), int(wanted))
-        raise ValueError(f"image {tag!r} has no user {wanted!r} in /etc/passwd")
-    for name, uid, gid in accounts:
-        if 1000 <= uid < 65534:
-            return ImageFacts(tag, image.id, name, uid, gid)
-    return ImageFacts(tag, image.id, "root", 0, 0)
+                facts = ImageFacts(tag, image.id, name, uid, gid)
+                break
+        else:
+            if not wanted.isdigit():
+                raise ValueError(f"image {tag!r} has no user {wanted!r} in /etc/passwd")
+            facts = ImageFacts(tag, image.id, wanted, int(wanted), int(wanted))
+    else:
+        for name, uid, gid in accounts:
+            if 1000 <= uid < 65534 and uid != CONTROL_UID:
+                facts = ImageFacts(tag, image.id, name, uid, gid)
+                break
+    if CONTROL_UID in (facts.uid, facts.gid):
+        raise ValueError(
+            f"user {facts.user!r} of image {tag!r} has uid or gid {CONTROL_UID}, which is Assay's own "
+            "control user in a sandbox; run as another user"
+        )
+    return facts
 
 
 def _accounts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, int, int]]:
@@ -144,10 +173,13 @@ class Sandbox:
         facts: its image and user.
     """
 
-    def __init__(self, engine: docker.DockerClient, container: Any, facts: ImageFacts) -> None:
+    def __init__(
+        self, engine: docker.DockerClient, container: Any, facts: ImageFacts, limits: Limits
+    ) -> None:
         self.engine = engine
         self.container = container
         self.facts = facts
+        self.limits = limits
 
     @classmethod
     def create(
@@ -175,7 +207,7 @@ class Sandbox:
             facts.image_id,
             _IDLE,
             labels=labels,
-            user=str(facts.uid),
+            user=CONTROL_USER,
             working_dir=WORKSPACE,
             network_mode=network or "none",
             dns=dns,
@@ -183,7 +215,7 @@ class Sandbox:
             tmpfs={
                 WORKSPACE: f"rw,exec,size={limits.workspace_size},uid={facts.uid},gid={facts.gid},mode=0755",
                 "/tmp": "rw,exec,mode=1777,size=256m",
-                CONTROL: "rw,mode=0755,size=64m",
+                CONTROL: f"rw,mode=0755,size=64m,uid={CONTROL_UID},gid={CONTROL_UID}",
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -192,9 +224,8 @@ class Sandbox:
             memswap_limit=limits.memory,
             nano_cpus=int(limits.cpus * 1e9),
             pids_limit=limits.pids,
-            stop_signal="SIGTERM",
         )
-        sandbox = cls(engine, container, facts)
+        sandbox = cls(engine, container, facts, limits)
         try:
             container.start()
         except Exception:
@@ -258,37 +289,39 @@ class Sandbox:
         folder: str,
         files: dict[str, bytes],
         *,
-        as_root: bool = False,
+        control: bool = False,
         mode: int = 0o644,
         replace: bool = False,
     ) -> None:
         """Write `files` (relative path → bytes) under `folder` (created; emptied first with
-        `replace`), owned by whoever extracts them: root with `as_root`, else the attempt's user."""
+        `replace`), owned by whoever extracts them: Assay's control user with `control` (the only
+        one who can write under /assay), else the attempt's user."""
         script = ('rm -rf "$1" && ' if replace else "") + 'mkdir -p "$1" && tar -x -f - -C "$1"'
         result = self.exec(
             ["sh", "-c", script, "put", folder],
             stdin=_tar(files, mode),
-            user="0" if as_root else None,
+            user=CONTROL_USER if control else None,
             workdir="/",
         )
         if not result.ok:
-            raise SandboxError(f"copying files into {folder} failed: {_tail(result.stderr)}")
+            raise SandboxError(f"copying files into {folder} failed: {_exit(result)}")
 
-    def get_files(self, folder: str, *, timeout: float | None = None) -> dict[str, bytes]:
-        """Every regular file under `folder` (relative path → bytes); links and devices are left out."""
-        result = self.exec(
-            ["tar", "-c", "-f", "-", "-C", folder, "."],
-            workdir="/",
-            timeout=timeout,
-            output_limit=_EXPORT_LIMIT,
-        )
-        if result.timed_out:
-            raise TimeoutError
+    def export(self, folder: str) -> dict[str, bytes]:
+        """Every regular file under `folder` (relative path → bytes; links and devices are left
+        out), read once every process of the attempt's user has been killed (`_EXPORT`)."""
+        result = self.exec(["sh", "-c", _EXPORT, "export", folder], workdir="/", output_limit=_EXPORT_LIMIT)
         if result.truncated:
             raise SandboxError(f"{folder} is larger than {_EXPORT_LIMIT >> 20} MiB: not exported")
         if not result.ok:
-            raise SandboxError(f"reading {folder} failed: {_tail(result.stderr)}")
+            raise SandboxError(f"reading {folder} failed: {_exit(result)}")
         return untar(result.stdout)
+
+    def add_headroom(self) -> None:
+        """Raise the memory limit for Assay's own commands, after the agent: files it left in
+        tmpfs mounts count against the limit, so an agent could otherwise fill it and make every
+        later command (the export, the checks) die."""
+        memory = docker.utils.parse_bytes(self.limits.memory) + _HEADROOM
+        self.container.update(mem_limit=memory, memswap_limit=memory)
 
     def remove(self) -> None:
         """Kill and remove the container and its mounts."""
@@ -365,6 +398,11 @@ def untar(data: bytes) -> dict[str, bytes]:
             handle = tar.extractfile(member)
             files[name] = handle.read() if handle else b""
     return files
+
+
+def _exit(result: ExecResult) -> str:
+    """Why a command failed: its exit status and its stderr's tail."""
+    return f"exit status {result.exit_code}: {_tail(result.stderr) or '(no stderr)'}"
 
 
 def _tail(data: bytes, limit: int = 500) -> str:

@@ -6,10 +6,14 @@ An attempt, always in this order (docs/sandbox.md):
     agent       the scripted command or the agent adapter, with its deadline
     transcript  stdout and stderr saved to the store's artifacts, redacted — even after a
                 timeout or a failure
+    export      what the agent left running killed, the workspace read and saved to the store's
+                artifacts, redacted (file and folder names too)
     diff        the workspace against the fixtures it started from (redacted)
-    export      the workspace saved to the store's artifacts
     scoring     the executor runs the scorers while the container lives; the eval's checks are
-                copied to /assay/checks only now, after the agent has finished
+                copied to /assay/checks only now, after the agent has finished. When the agent
+                damaged its container (an export or the checks' copy failed in it), the checks
+                run in a fresh container of the same image over the exported workspace instead
+                (a separate verifier): what the agent did to its sandbox is its own result
     teardown    last; its failure is recorded on the item and never masks the result
 
 `begin()` runs provision → export and returns a `ContainerAttempt`; the executor scores it and
@@ -47,6 +51,7 @@ from assay.sandbox._docker import (
     ImageFacts,
     Limits,
     Sandbox,
+    SandboxError,
     client,
     folder_files,
     inspect_image,
@@ -206,12 +211,22 @@ class LiveSandbox:
         sandbox: the container.
         run: how blocking calls are run off the event loop.
         redactor: the attempt's secrets and patterns, kept out of what a scorer sees.
+
+    Attributes:
+        verifier: None while the attempt's own container is used; else where the checks run
+            instead and why (`{"container": "fresh", "reason": …}`), which a scorer records.
     """
 
     def __init__(self, sandbox: Sandbox, run: Any, redactor: Redactor) -> None:
         self._sandbox = sandbox
         self._run = run
         self._redactor = redactor
+        self.verifier: dict[str, str] | None = None
+
+    def use(self, sandbox: Sandbox, verifier: dict[str, str]) -> None:
+        """Run every later command in `sandbox`, the fresh verifier `verifier` describes."""
+        self._sandbox = sandbox
+        self.verifier = verifier
 
     async def exec(
         self,
@@ -233,9 +248,9 @@ class LiveSandbox:
         )
 
     async def put_files(self, folder: str, files: dict[str, bytes], *, replace: bool = False) -> None:
-        """Write files (relative path → bytes) under `folder`, as root (`replace`: whatever was
-        there is removed first)."""
-        await self._run(self._sandbox.put_files, folder, files, as_root=True, replace=replace)
+        """Write files (relative path → bytes) under `folder`, as Assay's control user (`replace`:
+        whatever was there is removed first)."""
+        await self._run(self._sandbox.put_files, folder, files, control=True, replace=replace)
 
 
 class _AttemptState:
@@ -260,6 +275,10 @@ class _AttemptState:
         }
         self.sandbox: Sandbox | None = None
         self.egress: Any = None
+        # Why the attempt's container cannot be trusted for scoring (set by a failure in it after
+        # the agent); then `verifier` is the fresh container the checks run in.
+        self.damaged: str | None = None
+        self.verifier: Sandbox | None = None
         self.baseline: dict[str, bytes] = {}
         self.scoring_started: float | None = None
 
@@ -290,7 +309,7 @@ class _AttemptState:
             self.timings["scoring"] = _ms(self.scoring_started)
         seconds = self.agent.spec.deadlines.cleanup
         errors = []
-        for part in (self.sandbox, self.egress):
+        for part in (self.sandbox, self.verifier, self.egress):
             if part is None:
                 continue
             try:
@@ -414,7 +433,9 @@ class ContainerAgent:
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
             denials = await self._run(state.egress.denials)
-            await self._run(state.save, "egress-denials.json", json.dumps(denials, indent=1).encode())
+            # A denied hostname can carry a secret (`<token>.example.com` is a way out).
+            denied = json.dumps(self.redactor.value(denials), indent=1)
+            await self._run(state.save, "egress-denials.json", denied.encode())
             state.facts["egress_denied"] = len(denials)
         if outcome.timed_out:
             return state.failed(
@@ -428,7 +449,7 @@ class ContainerAgent:
         # -- diff and export, the container still alive --------------------------------------------
         started = time.perf_counter()
         try:
-            files = await self._deadline("export", deadlines.export, self._run(sandbox.get_files, WORKSPACE))
+            files = await self._deadline("export", deadlines.export, self._export(state))
         except StageTimeout as exc:
             return state.failed(str(exc), FailureKind.TIMEOUT)
         workspace = await self._run(self._keep_workspace, state, files)
@@ -461,14 +482,17 @@ class ContainerAgent:
 
         async def before_scoring() -> None:
             state.scoring_started = time.perf_counter()
-            # Whatever the agent left running is stopped (it could read the checks, or change the
-            # workspace under them); the container's init survives a kill of every process.
-            await live.exec(["kill", "-KILL", "-1"], workdir="/")
-            if self.spec.checks is None:
-                return
-            checks = await self._run(folder_files, _folder(self.spec.checks, item, self.spec_dir))
-            # Whatever the agent left at that path is gone first: only the eval's checks are trusted.
-            await live.put_files(CHECKS_DIR, checks or {".keep": b""}, replace=True)
+            checks = None
+            if self.spec.checks is not None:
+                checks = await self._run(folder_files, _folder(self.spec.checks, item, self.spec_dir))
+            if state.damaged is None and checks is not None:
+                try:
+                    # Whatever was at that path is gone first: only the eval's checks are trusted.
+                    await live.put_files(CHECKS_DIR, checks or {".keep": b""}, replace=True)
+                except (SandboxError, docker.errors.APIError) as exc:
+                    state.damaged = f"copying the checks in failed: {exc}"
+            if state.damaged is not None:
+                await self._verify_fresh(state, live, prompt, checks)
 
         return ContainerAttempt(
             result,
@@ -480,11 +504,65 @@ class ContainerAgent:
             _before_scoring=before_scoring,
         )
 
+    async def _export(self, state: _AttemptState) -> dict[str, bytes]:
+        """The workspace, read once the agent's processes are gone (`Sandbox.export`). If that
+        fails in the container (the agent filled its memory with files in /tmp, say), the
+        container is marked damaged and the export tried once more with headroom for Assay's own
+        commands."""
+        sandbox = state.sandbox
+        assert sandbox is not None
+        try:
+            return await self._run(sandbox.export, WORKSPACE)
+        except (SandboxError, docker.errors.APIError) as exc:
+            state.damaged = f"exporting the workspace failed: {exc}"
+        await self._run(sandbox.add_headroom)
+        return await self._run(sandbox.export, WORKSPACE)
+
+    async def _verify_fresh(
+        self, state: _AttemptState, live: LiveSandbox, prompt: str, checks: dict[str, bytes] | None
+    ) -> None:
+        """A separate verifier: a fresh container of the same image and limits with the exported
+        workspace, the prompt and the checks, in which every scorer's command runs from now on.
+
+        Raises:
+            SandboxError: the fresh container could not be made (an engine fault: the scorers
+                fail, as for any sandbox that cannot be prepared).
+        """
+        # The reason may quote the container's stderr, and through it names the agent chose.
+        why = self.redactor.text(state.damaged or "")
+        state.facts["verifier"] = verifier = {"container": "fresh", "reason": why}
+        try:
+            workspace = await self._run(folder_files, state.folder / "workspace")
+            labels = {RUN_LABEL: self.run_id, "assay.role": "verifier"}
+            state.verifier = await self._run(
+                Sandbox.create, self._engine, self.facts, labels=labels, limits=self.limits
+            )
+            if workspace:
+                await self._run(state.verifier.put_files, WORKSPACE, workspace)
+            control = {"prompt.txt": prompt.encode()}
+            if checks is not None:
+                control.update({f"checks/{name}": data for name, data in (checks or {".keep": b""}).items()})
+            await self._run(state.verifier.put_files, CONTROL, control, control=True)
+        except Exception as exc:
+            raise SandboxError(
+                f"the attempt's container was damaged ({why}) and a fresh verifier could not be made: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        live.use(state.verifier, verifier)
+
     def _keep_workspace(self, state: _AttemptState, files: dict[str, bytes]) -> Path:
-        """The diff and the exported workspace, redacted, into the attempt's folder (a thread)."""
-        state.save("diff.patch", self.redactor.text(workspace_diff(state.baseline, files)).encode())
+        """The diff and the exported workspace into the attempt's folder (a thread), redacted:
+        contents, and names too — a file or folder named after a secret is stored under the
+        redacted name, listed in the attempt's `redacted_names`."""
+        names = self.redactor.paths([*state.baseline, *files])
+        renamed = sorted(names[name] for name in files if names[name] != name)
+        if renamed:
+            state.facts["redacted_names"] = renamed
+        before = {names[name]: data for name, data in state.baseline.items()}
+        after = {names[name]: data for name, data in files.items()}
+        state.save("diff.patch", self.redactor.text(workspace_diff(before, after)).encode())
         workspace = state.folder / "workspace"
-        for name, data in files.items():
+        for name, data in after.items():
             path = workspace / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(_redacted_bytes(data, self.redactor, self.secret_values))
@@ -524,7 +602,7 @@ class ContainerAgent:
             state.baseline = await self._run(folder_files, _folder(self.spec.fixtures, item, self.spec_dir))
         if state.baseline:
             await self._run(state.sandbox.put_files, WORKSPACE, state.baseline)
-        await self._run(state.sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, as_root=True)
+        await self._run(state.sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, control=True)
         secrets = {k: v for k, v in self.secret_values.items() if v}
         if state.egress is not None:
             secrets.update(state.egress.proxy_env())
