@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from assay.capture import Redactor
+from assay.calls.capture import Redactor
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import openai_spec, run_assay

@@ -710,9 +710,9 @@ def test_checks_run_in_a_fresh_verifier_when_the_agent_damaged_its_container(
 
 
 def test_an_attempt_user_with_assays_control_uid_is_refused(tmp_path: Path, image: str) -> None:
-    from assay.dataset import Item
+    from assay.spec.dataset import Item
     from assay.errors import SpecError
-    from assay.sandbox.container import prepare_container
+    from assay.targets.container import prepare_container
     from assay.spec import ContainerTarget
 
     target = ContainerTarget(kind="container", image=image, command=["true"], user="65533")
