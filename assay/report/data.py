@@ -1,0 +1,361 @@
+"""What the report shows, computed from the store with Polars: plain functions over one run (and,
+for the baseline section, over both sides of a comparison). Nothing here knows about HTML."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from assay.analysis.stats import mean_interval
+from assay.analysis.summary import summarise
+from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
+from assay.store import Store
+
+if TYPE_CHECKING:
+    from assay.analysis.compare import Side
+
+# Long text is stored in the page only up to FULL_TEXT_LIMIT characters (the rest is dropped,
+# with a note).
+FULL_TEXT_LIMIT = 20_000
+# Items whose scores changed most, shown side by side with the baseline.
+CHANGED_ITEMS = 20
+TOKEN_KINDS = ("input", "output", "reasoning", "cached")
+
+
+class RunData:
+    """One run's record, summary, items and scores, read once.
+
+    Args:
+        store: the store.
+        run_id: the run.
+    """
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.run_id = run_id
+        self.record = store.read_run(run_id)
+        self.summary = summarise(store, run_id)
+        self.items = store.run_items(run_id).sort("item_index", "trial")
+        self.scores = store.run_scores(run_id).sort("item_index", "trial", "scorer")
+        self.scorers: list[str] = sorted(set(self.scores["scorer"].to_list()))
+        self.kinds: dict[str, str] = dict(
+            self.scores.select("scorer", "scorer_kind").unique("scorer").iter_rows()
+        )
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+
+def json_text(value: str | None) -> str:
+    """The text of a JSON text column: a string as itself, anything else as indented JSON.
+
+    Args:
+        value: the column's value (JSON text, or None).
+    """
+    if value is None:
+        return ""
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if isinstance(parsed, str):
+        return parsed
+    return json.dumps(parsed, indent=1, ensure_ascii=False)
+
+
+def cut(text: str | None) -> str:
+    """`text` ("" for None) up to FULL_TEXT_LIMIT characters, with a note when it was longer.
+
+    Args:
+        text: the text.
+    """
+    text = text or ""
+    if len(text) <= FULL_TEXT_LIMIT:
+        return text
+    return text[:FULL_TEXT_LIMIT] + f"\n… (cut in this report: {len(text):,} characters in all)"
+
+
+def merge_reasons(column: pl.Series) -> dict[str, int]:
+    """The counts of a column of JSON `{reason: n}` objects, added up.
+
+    Args:
+        column: the `cost_reasons` column.
+    """
+    merged: dict[str, int] = {}
+    for text in column.drop_nulls():
+        for name, n in json.loads(text).items():
+            merged[name] = merged.get(name, 0) + n
+    return merged
+
+
+# -- scores ---------------------------------------------------------------------------------------
+
+
+def scored_values(data: RunData, scorer: str) -> pl.Series:
+    """Every value `scorer` gave (item × trial), in item order.
+
+    Args:
+        data: the run.
+        scorer: the scorer's name.
+    """
+    frame = data.scores.filter(pl.col("scorer") == scorer, pl.col("outcome") == ScorerOutcome.SCORED)
+    return frame["score"].drop_nulls()
+
+
+def scorer_outcomes(data: RunData) -> dict[str, dict[str, int]]:
+    """Per scorer: how many of its rows ended in each outcome.
+
+    Args:
+        data: the run.
+    """
+    return {
+        s: dict(data.scores.filter(pl.col("scorer") == s).group_by("outcome").len().iter_rows())
+        for s in data.scorers
+    }
+
+
+def scorer_table(data: RunData) -> list[dict[str, Any]]:
+    """Per scorer: kind, scored count, mean and 95 % CI (Student t over every scored value),
+    quantiles and the other outcomes' counts.
+
+    Args:
+        data: the run.
+    """
+    rows = []
+    outcomes = scorer_outcomes(data)
+    for scorer in data.scorers:
+        values = scored_values(data, scorer).to_numpy()
+        low, high = mean_interval(values) if values.size else (math.nan, math.nan)
+        rows.append(
+            {
+                "scorer": scorer,
+                "kind": data.kinds.get(scorer),
+                "n": int(values.size),
+                "mean": float(values.mean()) if values.size else None,
+                "ci_low": None if math.isnan(low) else low,
+                "ci_high": None if math.isnan(high) else high,
+                "min": float(values.min()) if values.size else None,
+                "median": float(pl.Series(values).median()) if values.size else None,
+                "max": float(values.max()) if values.size else None,
+                "outcomes": outcomes[scorer],
+            }
+        )
+    return rows
+
+
+# -- cost -----------------------------------------------------------------------------------------
+
+
+def item_costs(data: RunData) -> dict[str, Any]:
+    """What the run's items say about cost: `known` (the cost of each item that made model calls,
+    unknown as 0), `incomplete` (items whose accounting is not complete) and their `reasons`.
+
+    Args:
+        data: the run.
+    """
+    items = data.items
+    measured = items.filter(pl.col("operations").fill_null(0) > 0)  # items that made model calls
+    return {
+        "known": measured["cost_usd"].fill_null(0).to_list(),
+        "incomplete": items.filter(pl.col("cost_completeness") != Completeness.COMPLETE).height,
+        "reasons": merge_reasons(items["cost_reasons"]),
+    }
+
+
+def _generation_rows(data: RunData) -> list[dict[str, Any]]:
+    """Per target model: the items' tokens and cost, the judging share taken out."""
+    items, scores = data.items, data.scores
+    fallback = data.record.get("model") or f"({data.record.get('target_kind') or 'target'})"
+    judging = scores.group_by("item_id", "trial").agg(
+        pl.col("operations").fill_null(0).sum().alias("judge_ops"),
+        pl.col("cost_reasons").alias("judge_reasons"),
+    )
+    gen = items.join(judging, on=["item_id", "trial"], how="left").with_columns(
+        pl.col("model").fill_null(fallback).alias("key"),
+        (pl.col("operations").fill_null(0) - pl.col("judge_ops").fill_null(0)).alias("gen_ops"),
+    )
+    timing = {row["model"]: row for row in data.summary.get("timing_by_model") or []}
+    rows: list[dict[str, Any]] = []
+    for key in sorted(set(gen["key"].to_list())):
+        group = gen.filter(pl.col("key") == key)
+        reasons = merge_reasons(group["cost_reasons"])
+        for lists in group["judge_reasons"].drop_nulls():
+            for name, n in merge_reasons(pl.Series(lists, dtype=pl.String)).items():
+                reasons[name] = reasons.get(name, 0) - n
+        reasons = {k: n for k, n in reasons.items() if n > 0}
+        unverified = (group["cost_completeness"] == Completeness.UNVERIFIED).any()
+        completeness = (
+            Completeness.UNVERIFIED
+            if unverified
+            else Completeness.INCOMPLETE
+            if reasons
+            else Completeness.COMPLETE
+        )
+        t = timing.get(key, {})
+        rows.append(
+            {
+                "role": "generation",
+                "model": key,
+                "items": group.height,
+                "calls": int(group["gen_ops"].sum()),
+                **{f"tokens_{k}": int(group[f"tokens_{k}"].fill_null(0).sum()) for k in TOKEN_KINDS},
+                "cost_usd": float(group["cost_generation_usd"].fill_null(0).sum()),
+                "completeness": completeness.value,
+                "reasons": reasons,
+                "wire_ms_p50": t.get("wire_ms_p50"),
+                "wire_ms_p95": t.get("wire_ms_p95"),
+            }
+        )
+    return rows
+
+
+def _judging_rows(data: RunData) -> list[dict[str, Any]]:
+    """Per (model-graded scorer, judge model): the scores' tokens and cost."""
+    scores = data.scores
+    judged = scores.filter(pl.col("model").is_not_null() | (pl.col("operations").fill_null(0) > 0))
+    rows: list[dict[str, Any]] = []
+    for (scorer, model), group in sorted(
+        judged.with_columns(pl.col("model").fill_null("(unknown)")).group_by("scorer", "model"),
+        key=lambda kv: (str(kv[0][0]), str(kv[0][1])),
+    ):
+        kinds = set(group["cost_completeness"].drop_nulls().to_list())
+        completeness = next(
+            (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds),
+            Completeness.COMPLETE.value,
+        )
+        rows.append(
+            {
+                "role": f"judging · {scorer}",
+                "model": model,
+                "items": group.height,
+                "calls": int(group["operations"].fill_null(0).sum()),
+                **{f"tokens_{k}": int(group[f"tokens_{k}"].fill_null(0).sum()) for k in TOKEN_KINDS},
+                "cost_usd": float(group["cost_usd"].fill_null(0).sum()),
+                "completeness": completeness,
+                "reasons": merge_reasons(group["cost_reasons"]),
+                "wire_ms_p50": None,
+                "wire_ms_p95": None,
+            }
+        )
+    return rows
+
+
+def model_rows(data: RunData) -> list[dict[str, Any]]:
+    """Tokens and cost per (role, model): generation from the items (their judging share taken
+    out), judging from the scores of model-graded scorers.
+
+    Args:
+        data: the run.
+    """
+    return _generation_rows(data) + _judging_rows(data)
+
+
+# -- items ----------------------------------------------------------------------------------------
+
+
+def failed_items(data: RunData) -> list[dict[str, Any]]:
+    """The items (× trials) that failed, with their failure's kind, provider and HTTP status.
+
+    Args:
+        data: the run.
+    """
+    return data.items.filter(pl.col("outcome") == ItemOutcome.FAILED).to_dicts()
+
+
+def failed_scores(data: RunData) -> list[dict[str, Any]]:
+    """The scores whose scorer failed (item, scorer, error).
+
+    Args:
+        data: the run.
+    """
+    return data.scores.filter(pl.col("outcome") == ScorerOutcome.FAILED).to_dicts()
+
+
+def browser_rows(data: RunData) -> list[dict[str, Any]]:
+    """One row per item × trial for the browser: scores by scorer (null when not scored, with the
+    scorer's outcome) and the item's texts, cut to FULL_TEXT_LIMIT.
+
+    Args:
+        data: the run.
+    """
+    by_item: dict[tuple[str, int], dict[str, Any]] = {}
+    for item_id, trial, scorer, score, outcome in data.scores.select(
+        "item_id", "trial", "scorer", "score", "outcome"
+    ).iter_rows():
+        by_item.setdefault((item_id, trial), {})[scorer] = (score, outcome)
+    rows = []
+    for r in data.items.iter_rows(named=True):
+        scored = by_item.get((r["item_id"], r["trial"]), {})
+        rows.append(
+            {
+                "id": r["item_id"],
+                "trial": r["trial"],
+                "outcome": r["outcome"],
+                "scores": {
+                    s: (v if v is not None and math.isfinite(v) else None) for s, (v, _) in scored.items()
+                },
+                "states": {s: o for s, (_, o) in scored.items() if o != ScorerOutcome.SCORED},
+                "input": cut(json_text(r["input"])),
+                "expected": cut(json_text(r["expected"])) if r["expected"] is not None else "",
+                "output": cut(r["output_text"] if r["output_text"] is not None else json_text(r["output"])),
+                "error": cut(r["error"]),
+                # Files the attempt kept, linked from its row; a workspace folder is one link.
+                "files": [f for f in r.get("artifacts") or [] if not f.endswith("/workspace")],
+            }
+        )
+    return rows
+
+
+def changed_items(base: Side, cand: Side, limit: int = CHANGED_ITEMS) -> list[dict[str, Any]]:
+    """The (item_id, trial) pairs whose scores (or outcome) changed most, largest change first
+    (regressions before improvements of the same size).
+
+    Args:
+        base: the baseline side.
+        cand: the candidate side.
+        limit: how many to return.
+    """
+
+    def scores(side: Side) -> dict[tuple[str, int], dict[str, float]]:
+        out: dict[tuple[str, int], dict[str, float]] = {}
+        for item_id, trial, scorer, score in side.mean_scores().iter_rows():
+            out.setdefault((item_id, trial), {})[scorer] = score
+        return out
+
+    def items(side: Side) -> dict[tuple[str, int], dict[str, Any]]:
+        frame = side.items.unique(["item_id", "trial"], keep="first", maintain_order=True)
+        return {(r["item_id"], r["trial"]): r for r in frame.iter_rows(named=True)}
+
+    def side_of(row: dict[str, Any] | None) -> tuple[str | None, str | None, str | None]:
+        return (row["outcome"], row["output"], row["error"]) if row else (None, None, None)
+
+    b_scores, c_scores, b_items, c_items = scores(base), scores(cand), items(base), items(cand)
+    out = []
+    for key in set(b_items) | set(c_items):
+        before, after = b_scores.get(key, {}), c_scores.get(key, {})
+        deltas = {s: (before.get(s), after.get(s)) for s in sorted(set(before) | set(after))}
+        change = sum(abs(a - b) for b, a in deltas.values() if a is not None and b is not None)
+        signed = sum(a - b for b, a in deltas.values() if a is not None and b is not None)
+        b_row, c_row = b_items.get(key), c_items.get(key)
+        outcome_changed = (b_row or {}).get("outcome") != (c_row or {}).get("outcome")
+        if change == 0 and not outcome_changed:
+            continue
+        first = b_row or c_row or {}
+        out.append(
+            {
+                "item_id": key[0],
+                "trial": key[1],
+                "index": first.get("item_index") or 0,
+                "input": first.get("input"),
+                "expected": first.get("expected"),
+                "baseline": side_of(b_row),
+                "candidate": side_of(c_row),
+                "scores": deltas,
+                "change": change + (1 if outcome_changed else 0),
+                "signed": signed,
+            }
+        )
+    out.sort(key=lambda r: (-r["change"], r["signed"], r["index"], r["trial"]))
+    return out[:limit]

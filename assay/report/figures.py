@@ -1,0 +1,315 @@
+"""The report's Plotly figures, each as the `<div>` and `<script>` that draw it with the page's
+inline plotly.js.
+
+What a figure returns is Plotly's own HTML: its JSON encoder writes `<`, `>` and `/` as `\\u003c`,
+`\\u003e` and `\\u002f`, so no data can close the script. Dataset-derived labels (scorer names) are
+also HTML-escaped with `label`, because Plotly reads a few tags in the text it draws.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import polars as pl
+
+from assay.outcomes import ItemOutcome, ScorerOutcome, Verdict
+from assay.report.data import RunData, scored_values, scorer_outcomes
+from assay.report.style import ACCENT, OUTCOME_COLOURS, VERDICT_COLOURS, num
+
+FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+HORIZONTAL_LEGEND = {"orientation": "h", "y": -0.3, "traceorder": "normal"}
+
+
+def plotlyjs() -> str:
+    """plotly.js itself, to inline once in the page's head."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def label(text: str) -> str:
+    """A dataset-derived label for a figure (Plotly reads a few HTML tags in labels).
+
+    Args:
+        text: the label.
+    """
+    return html.escape(text, quote=False)
+
+
+def nice_bin(top: float, bins: int = 25) -> float:
+    """A round bin width (1, 2 or 5 × 10^k) giving about `bins` bins from 0 to `top`.
+
+    Args:
+        top: the largest value.
+        bins: about how many bins.
+    """
+    if not top > 0:
+        return 1.0
+    raw = top / bins
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _html(figure: Any, name: str, height: int) -> str:
+    """`figure` in the page's look, as HTML that draws it into `<div id="fig-{name}">`."""
+    import plotly.io as pio
+
+    figure.update_layout(
+        template="plotly_white",
+        height=height,
+        margin={"l": 10, "r": 20, "t": figure.layout.margin.t or 40, "b": 40},
+        font={"family": FONT, "size": 12},
+        title_font_size=14,
+    )
+    figure.update_yaxes(automargin=True)
+    figure.update_xaxes(automargin=True)
+    return pio.to_html(
+        figure,
+        full_html=False,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        div_id=f"fig-{name}",
+        default_height=f"{height}px",
+        default_width="100%",
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+def score_means(shown: list[dict[str, Any]]) -> str:
+    """Each scorer's mean with its 95 % CI, as dots with error bars.
+
+    Args:
+        shown: `scorer_table` rows that have a mean.
+    """
+    import plotly.graph_objects as go
+
+    low = [row["mean"] - row["ci_low"] if row["ci_low"] is not None else 0 for row in shown]
+    high = [row["ci_high"] - row["mean"] if row["ci_high"] is not None else 0 for row in shown]
+    dots = go.Figure(
+        go.Scatter(
+            x=[row["mean"] for row in shown],
+            y=[label(row["scorer"]) for row in shown],
+            mode="markers",
+            marker={"size": 11, "color": ACCENT},
+            error_x={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "thickness": 2},
+            customdata=[[row["n"], row["ci_low"], row["ci_high"]] for row in shown],
+            hovertemplate="%{y}: %{x:.3f}<br>95% CI [%{customdata[1]:.3f}, %{customdata[2]:.3f}]"
+            "<br>n = %{customdata[0]}<extra></extra>",
+        )
+    )
+    dots.update_layout(title="Mean score per scorer, with 95 % CI", showlegend=False)
+    dots.update_xaxes(range=[-0.02, 1.02], title="score", zeroline=False)
+    dots.update_yaxes(autorange="reversed")
+    return _html(dots, "scores", 90 + 44 * len(shown))
+
+
+def score_distributions(data: RunData, shown: list[dict[str, Any]]) -> str:
+    """A histogram of each scorer's values, up to three side by side.
+
+    Args:
+        data: the run.
+        shown: `scorer_table` rows that have a mean.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    cols = min(3, len(shown))
+    nrows = math.ceil(len(shown) / cols)
+    hist = make_subplots(
+        rows=nrows,
+        cols=cols,
+        subplot_titles=[label(row["scorer"]) for row in shown],
+        horizontal_spacing=0.06,
+        vertical_spacing=0.18 / max(1, nrows - 1) if nrows > 1 else 0.1,
+    )
+    for i, row in enumerate(shown):
+        hist.add_trace(
+            go.Histogram(
+                x=scored_values(data, row["scorer"]).to_list(),
+                xbins={"start": -0.025, "end": 1.025, "size": 0.05},
+                marker={"color": ACCENT, "line": {"color": "white", "width": 1}},
+                name=label(row["scorer"]),
+                hovertemplate="score %{x}<br>%{y} items<extra></extra>",
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+    hist.update_xaxes(range=[-0.05, 1.05])
+    hist.update_layout(title="Score distributions", showlegend=False, bargap=0.05)
+    hist.update_layout(margin={"t": 80})
+    return _html(hist, "distributions", 110 + 230 * nrows)
+
+
+# One legend for items and scorers: an item's `completed` and a scorer's `scored` are the same success.
+_OUTCOME_GROUPS = [
+    ("completed / scored", "completed", ItemOutcome.COMPLETED, ScorerOutcome.SCORED),
+    ("failed", "failed", ItemOutcome.FAILED, ScorerOutcome.FAILED),
+    ("skipped", "skipped", None, ScorerOutcome.SKIPPED),
+    ("cancelled", "cancelled", ItemOutcome.CANCELLED, ScorerOutcome.CANCELLED),
+    ("budget_skipped", "budget_skipped", ItemOutcome.BUDGET_SKIPPED, ScorerOutcome.BUDGET_SKIPPED),
+    (
+        "budget_interrupted",
+        "budget_interrupted",
+        ItemOutcome.BUDGET_INTERRUPTED,
+        ScorerOutcome.BUDGET_INTERRUPTED,
+    ),
+]
+
+
+def outcomes(data: RunData) -> str:
+    """Stacked bars of the items' outcomes and each scorer's.
+
+    Args:
+        data: the run.
+    """
+    import plotly.graph_objects as go
+
+    counts = data.summary["items"]
+    total = sum(counts.values())
+    categories = ["items"] + [f"scorer: {label(s)}" for s in data.scorers]
+    per_scorer = scorer_outcomes(data)
+    series = [
+        (
+            name,
+            OUTCOME_COLOURS[colour],
+            [counts.get(item, 0) if item else 0] + [per_scorer[s].get(scorer, 0) for s in data.scorers],
+        )
+        for name, colour, item, scorer in _OUTCOME_GROUPS
+    ]
+    # Scorers never run on an item that did not complete: show that gap, not a shorter bar.
+    gap = [0] + [max(0, total - sum(per_scorer[s].values())) for s in data.scorers]
+    series.append(("no score (item not completed)", "#d9dee4", gap))
+    bars = go.Figure()
+    for name, colour, xs in series:
+        if not any(xs):
+            continue
+        bars.add_trace(
+            go.Bar(
+                x=xs,
+                y=categories,
+                orientation="h",
+                name=name,
+                marker={"color": colour, "line": {"color": "white", "width": 1}},
+                text=[str(x) if x else "" for x in xs],
+                textposition="inside",
+                insidetextanchor="middle",
+                hovertemplate="%{y}: %{x} " + name + "<extra></extra>",
+            )
+        )
+    bars.update_layout(title="Item and scorer outcomes", barmode="stack", legend=HORIZONTAL_LEGEND)
+    bars.update_yaxes(autorange="reversed")
+    bars.update_xaxes(title="item × trial", range=[0, max(total, 1)])
+    return _html(bars, "outcomes", 160 + 40 * len(categories))
+
+
+def latency(data: RunData) -> str:
+    """A histogram of the items' durations, completed and failed stacked.
+
+    Args:
+        data: the run.
+    """
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    timed = data.items.filter(pl.col("duration_ms").is_not_null())
+    top = float(timed["duration_ms"].max() or 0.0)
+    bins = {"start": 0, "end": top * 1.0001 + 1e-9, "size": nice_bin(top)}
+    for outcome in (ItemOutcome.COMPLETED, ItemOutcome.FAILED):
+        values = timed.filter(pl.col("outcome") == outcome)["duration_ms"].to_list()
+        if values:
+            figure.add_trace(
+                go.Histogram(
+                    x=values,
+                    name=outcome.value,
+                    xbins=bins,
+                    marker={"color": OUTCOME_COLOURS[outcome.value], "line": {"color": "white", "width": 1}},
+                    hovertemplate="%{x} ms<br>%{y} items<extra></extra>",
+                )
+            )
+    d = data.summary["duration_ms"]
+    figure.update_layout(
+        title=f"Latency per item (p50 {num(d['p50'], 0)} ms, p95 {num(d['p95'], 0)} ms)",
+        barmode="stack",
+        legend=HORIZONTAL_LEGEND,
+    )
+    figure.update_xaxes(title="duration ms (target call, retries included)", rangemode="tozero")
+    figure.update_yaxes(title="items")
+    return _html(figure, "latency", 320)
+
+
+def cost(known: list[float]) -> str:
+    """A histogram of the items' known cost.
+
+    Args:
+        known: each measured item's cost in USD (some of them above 0).
+    """
+    import plotly.graph_objects as go
+
+    top = max(known)
+    figure = go.Figure(
+        go.Histogram(
+            x=known,
+            xbins={"start": 0, "end": top * 1.0001, "size": nice_bin(top)},
+            marker={"color": ACCENT, "line": {"color": "white", "width": 1}},
+            hovertemplate="$%{x}<br>%{y} items<extra></extra>",
+        )
+    )
+    figure.update_layout(title="Known cost per item (generation + judging)", showlegend=False)
+    figure.update_xaxes(title="USD per item", tickformat="$.2~g", rangemode="tozero")
+    figure.update_yaxes(title="items")
+    return _html(figure, "cost", 320)
+
+
+def forest(rows: list[dict[str, Any]]) -> str:
+    """Each scorer's Δ (candidate − baseline) with its CI, coloured by verdict.
+
+    Args:
+        rows: the comparison's scorer rows that have pairs.
+    """
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for verdict in Verdict:
+        group = [row for row in rows if row["verdict"] == verdict]
+        if not group:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=[row["delta"] * 100 for row in group],
+                y=[label(row["scorer"]) for row in group],
+                mode="markers",
+                name=verdict.value,
+                marker={"size": 12, "color": VERDICT_COLOURS[verdict], "symbol": "diamond"},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(row["ci_high"] - row["delta"]) * 100 for row in group],
+                    "arrayminus": [(row["delta"] - row["ci_low"]) * 100 for row in group],
+                    "thickness": 2.5,
+                    "color": VERDICT_COLOURS[verdict],
+                },
+                customdata=[
+                    [row["ci_low"] * 100, row["ci_high"] * 100, row["n_pairs"], row["threshold"] * 100]
+                    for row in group
+                ],
+                hovertemplate="%{y}: %{x:+.1f} pts<br>95% CI [%{customdata[0]:+.1f}, %{customdata[1]:+.1f}]"
+                "<br>n = %{customdata[2]} pairs, threshold %{customdata[3]:.0f} pts<extra>"
+                + verdict.value
+                + "</extra>",
+            )
+        )
+    figure.add_vline(x=0, line={"color": "#52606d", "width": 1})
+    low = min(0.0, *(row["ci_low"] * 100 for row in rows))
+    high = max(0.0, *(row["ci_high"] * 100 for row in rows))
+    pad = max(1.0, (high - low) * 0.08)
+    figure.update_xaxes(range=[low - pad, high + pad])
+    figure.update_layout(
+        title="Δ score per scorer (candidate − baseline), 95 % paired bootstrap CI",
+        legend={"orientation": "h", "y": -0.3, "title": {"text": "verdict"}},
+        showlegend=True,
+    )
+    figure.update_xaxes(title="Δ points", zeroline=False)
+    figure.update_yaxes(autorange="reversed")
+    return _html(figure, "forest", 150 + 46 * len(rows))

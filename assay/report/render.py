@@ -1,0 +1,141 @@
+"""The page: Jinja2 templates from the package (autoescape on) filled with what `sections` gives
+them, the package's CSS and JS and plotly.js inlined, written as one self-contained file."""
+
+from __future__ import annotations
+
+import functools
+import os
+from datetime import UTC, datetime
+from importlib.resources import files
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from assay import __version__
+from assay.report import figures, sections, style
+from assay.report.data import TOKEN_KINDS, RunData, cut, json_text
+from assay.store import Store
+
+
+@functools.cache
+def environment() -> Environment:
+    """The report's Jinja2 environment: templates from `assay/report/templates/`, every printed
+    value HTML-escaped, an undefined name an error, and `tojson` safe inside `<script>`."""
+    env = Environment(
+        loader=PackageLoader("assay.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    # `tojson` escapes <, >, & and ' itself; these make it strict (no NaN) and compact.
+    env.policies["json.dumps_kwargs"] = {"ensure_ascii": True, "allow_nan": False, "separators": (",", ":")}
+    env.filters.update(
+        dash=style.dash,
+        num=style.num,
+        signed=style.signed,
+        when=style.when,
+        reasons=style.reasons_text,
+        cut=cut,
+        json_text=json_text,
+    )
+    env.tests["long"] = sections.is_long
+    env.globals.update(
+        money_parts=style.money_parts,
+        TOKEN_KINDS=TOKEN_KINDS,
+        NEUTRAL=style.NEUTRAL,
+        OUTCOME_COLOURS=style.OUTCOME_COLOURS,
+        VERDICT_COLOURS=style.VERDICT_COLOURS,
+        STATUS_COLOURS=style.STATUS_COLOURS,
+        COMPLETENESS_COLOURS=style.COMPLETENESS_COLOURS,
+    )
+    return env
+
+
+@functools.cache
+def _static(name: str) -> str:
+    return (files("assay.report") / "static" / name).read_text(encoding="utf-8")
+
+
+def money(usd: float | None, completeness: str | None, reasons: dict[str, int] | None = None) -> Markup:
+    """Cost as HTML that never shows a bare $0 for accounting that is not complete: complete
+    figures as they are, incomplete ones as a lower bound (or "unknown" when nothing was
+    measured) with the reasons.
+
+    Args:
+        usd: the measured dollars.
+        completeness: the accounting's completeness.
+        reasons: why it is incomplete, counted.
+    """
+    macros = environment().get_template("macros.html.j2").module
+    return macros.money(usd, completeness, reasons)  # type: ignore[attr-defined]
+
+
+def default_path(store: Store, run_id: str) -> Path:
+    """`<store>/reports/<run_id>.html`.
+
+    Args:
+        store: the store.
+        run_id: the run.
+    """
+    return store.root / "reports" / f"{run_id}.html"
+
+
+def build_report(
+    store: Store, run_id: str, *, baseline: str | None = None, artifacts_href: str = "../artifacts"
+) -> str:
+    """The report as one HTML document (a string).
+
+    Args:
+        store: the store.
+        run_id: the run.
+        baseline: a run of the same dataset to compare with.
+        artifacts_href: the store's artifacts folder, relative to where the page will be; the
+            items' kept files (transcripts, diffs) link into it.
+    """
+    data = RunData(store, run_id)
+    # First: a baseline that cannot be compared fails before any other work.
+    against = sections.baseline(store, data, baseline) if baseline is not None else None
+    return (
+        environment()
+        .get_template("page.html.j2")
+        .render(
+            title=f"{data.record['name']} · {run_id} — Assay report",
+            version=__version__,
+            generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            css=_static("report.css"),
+            js=_static("report.js"),
+            plotlyjs=figures.plotlyjs(),
+            run=sections.header(data),
+            baseline=against,
+            scores=sections.scores(data),
+            outcomes=figures.outcomes(data),
+            timing=sections.timing(data),
+            models=sections.models(data),
+            failures=sections.failures(data),
+            browser=sections.browser(data, artifacts_href),
+        )
+    )
+
+
+def write_report(
+    store: Store, run_id: str, *, baseline: str | None = None, out: str | Path | None = None
+) -> Path:
+    """Write the report of `run_id` (compared with `baseline` when given); returns its path.
+
+    Args:
+        store: the store.
+        run_id: the run to report on (the candidate when a baseline is given).
+        baseline: a run of the same dataset to compare with.
+        out: the HTML file to write (default `<store>/reports/<run_id>.html`).
+    """
+    path = Path(out) if out is not None else default_path(store, run_id)
+    # Links to what attempts kept (transcripts, diffs, workspaces), relative to where the page is.
+    artifacts = os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())
+    page = build_report(store, run_id, baseline=baseline, artifacts_href=Path(artifacts).as_posix())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path

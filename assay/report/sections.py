@@ -1,0 +1,199 @@
+"""What each section of the page gets: the values its template prints (still plain data: the
+templates escape them), the figures it draws, and the sentences that depend on the figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.errors import InputError
+from assay.outcomes import ItemOutcome, ScorerOutcome
+from assay.report import data as queries
+from assay.report import figures
+from assay.report.data import RunData
+from assay.report.style import pct, reasons_text
+from assay.store import Store
+
+# Long text is cut in the page (with a "more" toggle) past this many characters or five lines.
+CLIP_CHARS = 280
+# Rows of the item browser shown at once (the "show more" button adds as many again).
+BROWSER_PAGE = 200
+
+
+def is_long(text: str) -> bool:
+    """Whether a text box starts cut, with a "more" toggle (the browser's script decides alike).
+
+    Args:
+        text: the box's text.
+    """
+    return len(text) > CLIP_CHARS or text.count("\n") > 4
+
+
+def header(data: RunData) -> dict[str, Any]:
+    """The run's facts: identity, status, model, dates, item coverage and gate, cost.
+
+    Args:
+        data: the run.
+    """
+    r, s = data.record, data.summary
+    counts = s["items"]
+    planned = r["n_planned"] or sum(counts.values())
+    done = counts.get(ItemOutcome.COMPLETED, 0)
+    others = ", ".join(
+        f"{n} {outcome}" for outcome, n in counts.items() if n and outcome != ItemOutcome.COMPLETED
+    )
+    coverage = f"{done} of {planned} completed ({pct(done / planned if planned else None)})"
+    gate = "passed" if s["gate_passed"] else "FAILED"
+    return {
+        "name": r["name"],
+        "run_id": data.run_id,
+        "kind": r.get("kind"),
+        "matrix_id": r.get("matrix_id"),
+        "cell": r.get("cell"),
+        "source_run_id": r.get("source_run_id"),
+        "status": r["status"],
+        "model": r.get("model") or r.get("target_kind"),
+        "created": r.get("created_at"),
+        "finished": r.get("finished_at"),
+        "wall": f"{r['wall_ms'] / 1000:.2f} s" if r.get("wall_ms") else "–",
+        "coverage": coverage + (f" · {others}" if others else ""),
+        "rate": f"item error rate {pct(s['item_error_rate'])} "
+        f"(limit {pct(s['fail_on_item_error_rate'], 0)}, gate {gate})",
+        "trials": r.get("trials"),
+        "seed": r.get("seed"),
+        "cost": s["cost"],
+        "tags": r.get("tags") or [],
+    }
+
+
+def scores(data: RunData) -> dict[str, Any]:
+    """Each scorer's statistics, its mean with CI and its distribution as figures.
+
+    Args:
+        data: the run.
+    """
+    rows = queries.scorer_table(data)
+    for row in rows:
+        others = [f"{n} {o}" for o, n in sorted(row["outcomes"].items()) if o != ScorerOutcome.SCORED and n]
+        row["not_scored"] = ", ".join(others) if others else "–"
+    shown = [row for row in rows if row["mean"] is not None]
+    return {
+        "rows": rows,
+        "means": figures.score_means(shown) if shown else None,
+        "distributions": figures.score_distributions(data, shown) if shown else None,
+    }
+
+
+def timing(data: RunData) -> dict[str, Any]:
+    """Latency and cost histograms (or why there is no cost to plot), and the gauges.
+
+    Args:
+        data: the run.
+    """
+    costs = queries.item_costs(data)
+    total, incomplete = data.items.height, costs["incomplete"]
+    why = None
+    if not any(usd > 0 for usd in costs["known"]):
+        if incomplete:
+            why = (
+                f"{incomplete} of {total} items' accounting is incomplete ({reasons_text(costs['reasons'])}), "
+                "so this is not $0"
+            )
+        elif not total:
+            why = "the run has no items yet"
+        else:
+            why = "every item's accounting is complete and no call was billed (free or cached calls, or none)"
+    return {
+        "latency": figures.latency(data),
+        "cost": None if why else figures.cost(costs["known"]),
+        "why": why,
+        "incomplete": incomplete,
+        "total": total,
+        "reasons": costs["reasons"],
+        "gauges": data.summary["gauges"],
+    }
+
+
+def models(data: RunData) -> dict[str, Any]:
+    """Tokens and cost per generation and judge model, the run's total, and what the target's own
+    code reported (kept apart).
+
+    Args:
+        data: the run.
+    """
+    s = data.summary
+    caller = s.get("caller_cost_usd")
+    return {
+        "rows": queries.model_rows(data),
+        "total": {"planned": s["planned"], "cost": s["cost"], "tokens": s["tokens"]},
+        "caller": None if caller is None else f"${caller:,.6g}",
+    }
+
+
+def failures(data: RunData) -> dict[str, Any]:
+    """The failed items and the failed scores.
+
+    Args:
+        data: the run.
+    """
+    return {
+        "failed": queries.failed_items(data),
+        "scorers": queries.failed_scores(data),
+        "trials": data.record.get("trials", 1),
+    }
+
+
+def baseline(store: Store, data: RunData, baseline_id: str) -> dict[str, Any]:
+    """`assay compare`'s verdicts against `baseline_id`, its forest plot, and the items whose
+    scores changed most. A comparison that cannot be made is said in the section (`error`); runs
+    that cannot be read together (unknown, of another dataset) raise `InputError`.
+
+    Args:
+        store: the store.
+        data: the run (the candidate).
+        baseline_id: the baseline run.
+    """
+    from assay.analysis.compare import CompareOptions, compare, load_sides
+
+    base, cand = load_sides(store, [baseline_id], [data.run_id])
+    section: dict[str, Any] = {"run_id": baseline_id, "error": None}
+    try:
+        doc = compare(base, cand, CompareOptions())
+    except InputError as exc:
+        return {**section, "error": str(exc)}
+    paired = [row for row in doc["scorers"] if row.get("n_pairs")]
+    notes = [] if doc["cost"]["certified"] else [f"cost delta not certified: {doc['cost']['reason']}"]
+    changed = queries.changed_items(base, cand)
+    for row in changed:
+        row["changes"] = [
+            {"scorer": scorer, "before": b, "after": a, "direction": "down" if (b or 0) > (a or 0) else "up"}
+            for scorer, (b, a) in row["scores"].items()
+            if b is None or a is None or b != a
+        ]
+    return {
+        **section,
+        "forest": figures.forest(paired) if paired else None,
+        "scorers": doc["scorers"],
+        "lines": doc["lines"],
+        "notes": notes + [f"gate failed: {m}" for m in doc["failed_gates"]],
+        "changed": changed,
+    }
+
+
+def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
+    """The item browser: its filters' choices and every row's data for the page's script.
+
+    Args:
+        data: the run.
+        artifacts_href: the store's artifacts folder, relative to the page.
+    """
+    return {
+        "outcomes": sorted(set(data.items["outcome"].to_list())),
+        "payload": {
+            "scorers": data.scorers,
+            "trials": int(data.record.get("trials") or 1),
+            "page": BROWSER_PAGE,
+            "clip": CLIP_CHARS,
+            "rows": queries.browser_rows(data),
+            "artifacts": artifacts_href,
+        },
+    }
