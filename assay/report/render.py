@@ -10,7 +10,6 @@ from importlib.resources import files
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup
 
 from assay import __version__
 from assay.report import figures, sections, style
@@ -58,10 +57,10 @@ def _static(name: str) -> str:
     return (files("assay.report") / "static" / name).read_text(encoding="utf-8")
 
 
-def money(usd: float | None, completeness: str | None, reasons: dict[str, int] | None = None) -> Markup:
-    """Cost as HTML that never shows a bare $0 for accounting that is not complete: complete
-    figures as they are, incomplete ones as a lower bound (or "unknown" when nothing was
-    measured) with the reasons.
+def money(usd: float | None, completeness: str | None, reasons: dict[str, int] | None = None) -> str:
+    """Cost as HTML (the `money` macro of the templates) that never shows a bare $0 for accounting
+    that is not complete: complete figures as they are, incomplete ones as a lower bound (or
+    "unknown" when nothing was measured) with the reasons.
 
     Args:
         usd: the measured dollars.

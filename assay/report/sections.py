@@ -95,8 +95,8 @@ def timing(data: RunData) -> dict[str, Any]:
     if not any(usd > 0 for usd in costs["known"]):
         if incomplete:
             why = (
-                f"{incomplete} of {total} items' accounting is incomplete ({reasons_text(costs['reasons'])}), "
-                "so this is not $0"
+                f"{incomplete} of {total} items' accounting is incomplete "
+                f"({reasons_text(costs['reasons'])}), so this is not $0"
             )
         elif not total:
             why = "the run has no items yet"
