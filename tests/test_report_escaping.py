@@ -67,13 +67,13 @@ def hostile_runs(tmp_path_factory) -> dict[str, str]:
         sub = folder / name
         sub.mkdir()
         write_jsonl(sub / "data.jsonl", rows)
-        (sub / "solvers.py").write_text(SOLVERS)
+        (sub / "hostile_solvers.py").write_text(SOLVERS)
         spec = write_spec(
             sub,
             name=f"hostile-{name}",
             dataset={"path": "data.jsonl", "id": "id"},
-            target={"kind": "python", "function": f"solvers:{name}"},
-            scorers=[{"kind": "user_code", "name": SCORER, "function": "solvers:judge"}],
+            target={"kind": "python", "function": f"hostile_solvers:{name}"},
+            scorers=[{"kind": "user_code", "name": SCORER, "function": "hostile_solvers:judge"}],
             tags=[hostile("tag")],
             fail_on_item_error_rate=1,
         )
