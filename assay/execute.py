@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -87,6 +86,8 @@ class ShardExecutor:
 
         async def drain() -> None:
             for item, trial in pending:
+                if plan.lease.lost is not None:  # another process drives the run now: start nothing
+                    raise plan.lease.lost
                 finished = await self._run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
@@ -100,10 +101,15 @@ class ShardExecutor:
             await asyncio.gather(*workers)
         finally:
             # On cancellation or an infrastructure error, stop the shard's other items (a retry
-            # runs them again) and commit what finished, so none of it runs twice.
+            # runs them again) and commit what finished, so none of it runs twice — once they have
+            # stopped, so that none adds an item after the last commit.
             for worker in workers:
                 worker.cancel()
-            batch.flush()
+            try:
+                if workers:
+                    await asyncio.wait(workers)
+            finally:
+                batch.flush()
         return report
 
     async def _score(
@@ -386,24 +392,38 @@ class _Batch:
             self.flush()
 
     def flush(self) -> None:
-        if self._items:
-            # A random part name: a resumed shard writes beside, never over, its earlier parts.
-            part = f"part-{self._shard:05d}-{uuid.uuid4().hex[:12]}"
-            self._plan.store.commit_batch(
-                self._plan.run_id,
-                part,
-                _table(self._items, _schema.ITEMS),
-                pa.concat_tables(
-                    [_table(self._scores, _schema.SCORES), _gauges_table(self._items, self._gauges)]
-                ),
-                _requests_table(self._requests) if self._requests else None,
-                _table(self._turns, _schema.TURNS) if self._turns else None,
-            )
-            self._plan.capture.committed(sum(r["bytes"] for r in self._requests))
-            # A retried shard (Prefect retries a failed task) must not run these again.
-            self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
+        """Commit the batch, if this process still holds the run (`Lease.check`, and
+        `Lease.after_commit` once the parts are written)."""
+        # Taken out of the batch first: whatever interrupts the commit, a later flush (the shard's
+        # last, in its `finally`) never commits these rows a second time.
+        items, scores, requests, turns, gauges = (
+            self._items,
+            self._scores,
+            self._requests,
+            self._turns,
+            self._gauges,
+        )
         self._items, self._scores, self._requests, self._turns, self._gauges = [], [], [], [], []
         self._since = time.monotonic()
+        if not items:
+            return
+        plan = self._plan
+        plan.lease.check()
+        # The lease generation in the name fences a paused writer (assay/lease.py); the random
+        # suffix puts a resumed shard's parts beside, never over, its earlier ones.
+        part = plan.lease.part_name(self._shard)
+        plan.store.commit_batch(
+            plan.run_id,
+            part,
+            _table(items, _schema.ITEMS),
+            pa.concat_tables([_table(scores, _schema.SCORES), _gauges_table(items, gauges)]),
+            _requests_table(requests) if requests else None,
+            _table(turns, _schema.TURNS) if turns else None,
+        )
+        plan.lease.after_commit(f"{part}.parquet")
+        plan.capture.committed(sum(r["bytes"] for r in requests))
+        # A retried shard (Prefect retries a failed task) must not run these again.
+        plan.done.update((row["item_id"], row["trial"]) for row in items)
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -110,23 +110,47 @@ def run_assay(
     )
 
 
-def start_run_until_committed(spec: Path, store: Path, timeout: float = 60) -> subprocess.Popen[str]:
-    """`assay run` in a subprocess, returned once it has committed its first part (still running)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
+def start_assay(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """The `assay` command in a subprocess (stdout and stderr piped), `env` over this environment."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", *args],
         cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def start_run(spec: Path, store: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`assay run --quiet` in a subprocess, `env` over this environment."""
+    return start_assay("run", str(spec), "--store", str(store), "--quiet", env=env)
+
+
+def wait_for(
+    condition: Any, what: str, process: subprocess.Popen[str] | None = None, timeout: float = 60
+) -> None:
+    """Poll `condition()` until it is true; fail naming `what` after `timeout` s, or at once if
+    `process` ended meanwhile."""
     deadline = time.monotonic() + timeout
-    while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None, (
-            f"the run ended before it committed anything: {process.stderr.read()!r}"
-        )
-        assert time.monotonic() < deadline, f"no part was committed within {timeout} s"
+    while not condition():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended before {what}: {process.stderr.read()!r}")
+        assert time.monotonic() < deadline, f"not {what} within {timeout} s"
         time.sleep(0.05)
+
+
+def start_run_until_committed(
+    spec: Path, store: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`assay run` in a subprocess, returned once it has committed its first part (still running)."""
+    process = start_run(spec, store, env)
+    wait_for(
+        lambda: list((store / "items").glob("run_id=*/part-*.parquet")),
+        "a part was committed",
+        process,
+        timeout,
+    )
     return process
 
 
