@@ -369,26 +369,34 @@ class Executor(ShardExecutor):
         return spend.columns()
 
 
+@dataclass(slots=True)
+class _Rows:
+    """The rows of the items a batch holds."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    gauges: list[Any] = field(default_factory=list)
+
+
 class _Batch:
     """Rows waiting to be committed, flushed by size or age."""
 
     def __init__(self, plan: RunPlan, shard: int) -> None:
         self._plan = plan
         self._shard = shard
-        self._items: list[dict[str, Any]] = []
-        self._scores: list[dict[str, Any]] = []
-        self._requests: list[dict[str, Any]] = []
-        self._turns: list[dict[str, Any]] = []
-        self._gauges: list[Any] = []
+        self._rows = _Rows()
         self._since = time.monotonic()
 
     def add(self, finished: Finished) -> None:
-        self._items.append(finished.item)
-        self._gauges.append(finished.gauges)
-        self._scores.extend(finished.scores)
-        self._requests.extend(finished.requests)
-        self._turns.extend(finished.turns)
-        if len(self._items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
+        rows = self._rows
+        rows.items.append(finished.item)
+        rows.gauges.append(finished.gauges)
+        rows.scores.extend(finished.scores)
+        rows.requests.extend(finished.requests)
+        rows.turns.extend(finished.turns)
+        if len(rows.items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
@@ -396,16 +404,9 @@ class _Batch:
         `Lease.after_commit` once the parts are written)."""
         # Taken out of the batch first: whatever interrupts the commit, a later flush (the shard's
         # last, in its `finally`) never commits these rows a second time.
-        items, scores, requests, turns, gauges = (
-            self._items,
-            self._scores,
-            self._requests,
-            self._turns,
-            self._gauges,
-        )
-        self._items, self._scores, self._requests, self._turns, self._gauges = [], [], [], [], []
+        rows, self._rows = self._rows, _Rows()
         self._since = time.monotonic()
-        if not items:
+        if not rows.items:
             return
         plan = self._plan
         plan.lease.check()
@@ -415,15 +416,15 @@ class _Batch:
         plan.store.commit_batch(
             plan.run_id,
             part,
-            _table(items, _schema.ITEMS),
-            pa.concat_tables([_table(scores, _schema.SCORES), _gauges_table(items, gauges)]),
-            _requests_table(requests) if requests else None,
-            _table(turns, _schema.TURNS) if turns else None,
+            _table(rows.items, _schema.ITEMS),
+            pa.concat_tables([_table(rows.scores, _schema.SCORES), _gauges_table(rows.items, rows.gauges)]),
+            _requests_table(rows.requests) if rows.requests else None,
+            _table(rows.turns, _schema.TURNS) if rows.turns else None,
         )
         plan.lease.after_commit(f"{part}.parquet")
-        plan.capture.committed(sum(r["bytes"] for r in requests))
+        plan.capture.committed(sum(r["bytes"] for r in rows.requests))
         # A retried shard (Prefect retries a failed task) must not run these again.
-        plan.done.update((row["item_id"], row["trial"]) for row in items)
+        plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

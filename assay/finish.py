@@ -18,8 +18,9 @@ from assay.summary import close_run, mark_failed
 
 
 def is_cancellation(stop: BaseException) -> bool:
-    """Ctrl-C, SIGTERM (which the CLI delivers as Ctrl-C) or a Prefect cancel."""
-    return isinstance(stop, asyncio.CancelledError | KeyboardInterrupt)
+    """Ctrl-C, SIGTERM (which the CLI delivers as Ctrl-C), a Prefect cancel, or the event loop
+    closing the flow's coroutine as the process goes down (`GeneratorExit`)."""
+    return isinstance(stop, asyncio.CancelledError | KeyboardInterrupt | GeneratorExit)
 
 
 def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None) -> dict[str, Any]:

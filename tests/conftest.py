@@ -95,6 +95,21 @@ def openai_spec(folder: Path, base_url: str, n: int = 10, **overrides: Any) -> P
     return write_spec(folder, **spec)
 
 
+def paced_spec(folder: Path, n: int) -> Path:
+    """`n` items through tests/helpers/commit_signals.py's target, 4 at a time, each waiting
+    `ASSAY_TEST_DELAY_S` (default 20 ms), scored by exact match."""
+    rows = [{"id": f"q{i}", "input": f"q{i}", "expected": f"q{i}"} for i in range(n)]
+    write_jsonl(folder / "data.jsonl", rows)
+    return write_spec(
+        folder,
+        name="paced",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={"kind": "python", "function": "tests.helpers.commit_signals:answer"},
+        scorers=[{"kind": "exact_match"}],
+        concurrency=4,
+    )
+
+
 def run_assay(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -22,13 +22,12 @@ from assay.store import Store
 from tests.conftest import (
     only_run_id,
     openai_spec,
+    paced_spec,
     run_assay,
     start_assay,
     start_run,
     start_run_until_committed,
     wait_for,
-    write_jsonl,
-    write_spec,
 )
 
 SHORT_TTL = {"ASSAY_LEASE_TTL_S": "2"}
@@ -163,29 +162,14 @@ def test_a_run_whose_lease_is_taken_by_force_stops(tmp_path, mock):
     assert _newest(store, run_id)["token"] == "theirs"
 
 
-def _python_spec(folder: Path, n: int) -> Path:
-    """`n` items through tests/helpers/commit_signals.py's target (50 ms each, 4 at a time: the
-    first batch is committed after 2 s, by age, with about 160 items)."""
-    write_jsonl(
-        folder / "data.jsonl", [{"id": f"q{i}", "input": f"q{i}", "expected": f"q{i}"} for i in range(n)]
-    )
-    return write_spec(
-        folder,
-        name="paced",
-        dataset={"path": "data.jsonl", "id": "id"},
-        target={"kind": "python", "function": "tests.helpers.commit_signals:answer"},
-        scorers=[{"kind": "exact_match"}],
-        concurrency=4,
-    )
-
-
+# 50 ms an item, 4 at a time: the first batch is committed after 2 s (by age), with ~160 items.
 PACED = {**SHORT_TTL, "ASSAY_TEST_DELAY_S": "0.05"}
 
 
 def test_a_holder_paused_between_its_check_and_its_commit_leaves_no_duplicate(tmp_path):
     """Paused after its last lease check, with a batch about to be committed: the new holder
     redoes those items, and the stale commit, landing after the takeover, is withdrawn."""
-    spec = _python_spec(tmp_path, 300)
+    spec = paced_spec(tmp_path, 300)
     store = tmp_path / "store"
     paused = start_run(spec, store, env={**PACED, "ASSAY_TEST_AT": "stop-before-commit"})
     wait_for(lambda: _stopped(paused), "paused before its first commit", paused)
@@ -206,7 +190,7 @@ def test_a_holder_paused_between_its_check_and_its_commit_leaves_no_duplicate(tm
 def test_a_stale_commit_that_its_writer_cannot_withdraw_is_removed_by_the_new_holder(tmp_path):
     """The stale commit lands while the new holder runs, and its writer is killed before it can
     check its lease: the new holder removes the part before it closes the run."""
-    spec = _python_spec(tmp_path, 300)
+    spec = paced_spec(tmp_path, 300)
     store = tmp_path / "store"
     stale = start_run(spec, store, env={**PACED, "ASSAY_TEST_AT": "stop-before-commit,stop-after-commit"})
     wait_for(lambda: _stopped(stale), "paused before its first commit", stale)
