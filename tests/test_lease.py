@@ -166,25 +166,30 @@ def test_a_run_whose_lease_is_taken_by_force_stops(tmp_path, mock):
 PACED = {**SHORT_TTL, "ASSAY_TEST_DELAY_S": "0.05"}
 
 
-def test_a_holder_paused_between_its_check_and_its_commit_leaves_no_duplicate(tmp_path):
-    """Paused after its last lease check, with a batch about to be committed: the new holder
-    redoes those items, and the stale commit, landing after the takeover, is withdrawn."""
+@pytest.mark.parametrize("paused_at", ["stop-before-commit", "stop-mid-commit"])
+def test_a_holder_paused_between_its_check_and_its_commit_leaves_no_duplicate(tmp_path, paused_at):
+    """Paused after its last lease check, with a batch about to be committed (before any of its
+    files is written, or with its scores part in place): the new holder redoes those items, and
+    the stale commit — landing after the takeover, or failing for the files the new holder
+    cleared — adds nothing and records nothing."""
     spec = paced_spec(tmp_path, 300)
     store = tmp_path / "store"
-    paused = start_run(spec, store, env={**PACED, "ASSAY_TEST_AT": "stop-before-commit"})
-    wait_for(lambda: _stopped(paused), "paused before its first commit", paused)
+    paused = start_run(spec, store, env={**PACED, "ASSAY_TEST_AT": paused_at})
+    wait_for(lambda: _stopped(paused), "paused at its first commit", paused)
     run_id = only_run_id(store)
     try:
         _wait_expired(store, run_id)
         resumed = run_assay("resume", run_id, "--store", str(store), "--json", env=PACED)
         assert resumed.returncode == 0, resumed.stderr
+        finished = Store(store).read_run(run_id)
+        assert finished["status"] == "completed" and finished["n_completed"] == 300
     finally:
         paused.send_signal(signal.SIGCONT)
     _, stderr = paused.communicate(timeout=120)
 
     assert paused.returncode == 3, stderr
     _assert_each_item_once(store, run_id, 300, 1)
-    assert Store(store).read_run(run_id)["n_completed"] == 300
+    assert Store(store).read_run(run_id) == finished, "the new holder's record stands"
 
 
 def test_a_stale_commit_that_its_writer_cannot_withdraw_is_removed_by_the_new_holder(tmp_path):

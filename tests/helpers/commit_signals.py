@@ -7,12 +7,15 @@ this module is left alone):
 
 - `sigterm-after-commit`: SIGTERM to itself the moment its first items part (the commit marker)
   is in place, before the batch's bookkeeping runs;
-- `stop-before-commit`: SIGSTOP itself just before its first items part is renamed into place,
-  that is after its last lease check: paused with a batch about to be committed;
+- `stop-before-commit`: SIGSTOP itself once its first batch passed its lease check, before any of
+  its files is written (at the scores partition's `mkdir`);
+- `stop-mid-commit`: SIGSTOP itself just before its first items part (the commit marker) is renamed
+  into place, its scores part already in place;
 - `stop-after-commit`: SIGSTOP itself just after, before it checks its lease again.
 
-Python's audit hook sees the rename coming (`os.rename` events, which `os.replace` raises) and the
-lease's next listing (`os.listdir`); a profile hook sees the rename return.
+Python's audit hook sees the folder made (`os.mkdir`), the rename coming (`os.rename` events,
+which `os.replace` raises) and the lease's next listing (`os.listdir`); a profile hook sees the
+rename return.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ def _in(dataset: str, path: Any) -> bool:
     return f"{os.sep}{dataset}{os.sep}" in path and os.path.basename(path).startswith("part-")
 
 
+def _partition(dataset: str, path: Any) -> bool:
+    folder, name = os.path.split(os.fspath(path))
+    return os.path.basename(folder) == dataset and name.startswith("run_id=")
+
+
 def _once(point: str) -> bool:
     """Whether to act at `point` now (each point acts once)."""
     if point not in AT:
@@ -49,10 +57,12 @@ def _once(point: str) -> bool:
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     global _committed
-    if event == "os.rename" and _in("scores", args[1]) and _once("sigterm-after-commit"):
+    if event == "os.mkdir" and _partition("scores", args[0]) and _once("stop-before-commit"):
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif event == "os.rename" and _in("scores", args[1]) and _once("sigterm-after-commit"):
         sys.setprofile(_profile)  # on for the items part's rename, which comes next
     elif event == "os.rename" and _in("items", args[1]) and not _committed:
-        if _once("stop-before-commit"):
+        if _once("stop-mid-commit"):
             os.kill(os.getpid(), signal.SIGSTOP)
         _committed = True
     elif event == "os.listdir" and _committed and _once("stop-after-commit"):
