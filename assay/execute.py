@@ -3,7 +3,9 @@
 Plain asyncio. One limiter (`RunPlan`'s concurrency) bounds the whole run's in-flight target
 calls across every shard — shards are awaited together on one event loop — and one per item
 bounds its scorers. Finished items are committed in batches, so a killed process loses at most
-the items in flight and one unflushed batch; those run again on resume.
+the items in flight and one unflushed batch; those run again on resume. A batch is committed only
+while this process holds the run's lease (assay/lease.py): one that lost it starts and commits
+nothing more.
 """
 
 from __future__ import annotations
