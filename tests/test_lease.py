@@ -47,9 +47,18 @@ def _newest(store: Path, run_id: str) -> dict[str, Any]:
 
 
 def _take_by_force(store: Path, run_id: str, renewed: float, ttl: float = 30) -> None:
-    """What another host's process holding the run looks like: the next lease record, its own."""
+    """What another host's process holding the run looks like: the next lease record, its own
+    (the number after the newest; the next one if the holder's renewal took that one first)."""
     number = _records(store, run_id)[-1][0] + 1
-    record = {
+    folder = store / "leases" / f"run_id={run_id}"
+    while not put_if_absent(
+        folder / f"{number:012d}.json", json.dumps(_foreign(number, renewed, ttl)).encode()
+    ):
+        number += 1
+
+
+def _foreign(number: int, renewed: float, ttl: float) -> dict[str, Any]:
+    return {
         "host": "elsewhere",
         "pid": 1,
         "flow_run_id": None,
@@ -60,8 +69,6 @@ def _take_by_force(store: Path, run_id: str, renewed: float, ttl: float = 30) ->
         "ttl": ttl,
         "released": False,
     }
-    path = store / "leases" / f"run_id={run_id}" / f"{number:012d}.json"
-    assert put_if_absent(path, json.dumps(record).encode())
 
 
 def _wait_expired(store: Path, run_id: str) -> None:
@@ -86,8 +93,9 @@ def test_a_second_process_is_refused_then_takes_over_once_the_holder_dies(tmp_pa
     mock.configure(latency_ms=40)
     spec = openai_spec(tmp_path, mock.base_url, n=200, concurrency=4)
     store = tmp_path / "store"
-    holder = start_run_until_committed(spec, store)
-    # Paused, the holder can neither finish nor die while the other process is refused.
+    # Paused, the holder can neither finish nor die while the other process is refused; and its
+    # lease outlives any slow start of that process: only its death lets the run be taken over.
+    holder = start_run_until_committed(spec, store, env={"ASSAY_LEASE_TTL_S": "600"})
     holder.send_signal(signal.SIGSTOP)
     run_id = only_run_id(store)
     try:
