@@ -110,9 +110,12 @@ def test_sigterm_at_any_moment_leaves_counts_that_add_up(tmp_path, mock):
         time.sleep(delay)  # the moment under test, not a wait for something
         process.terminate()
         _, stderr = process.communicate(timeout=120)
-        assert process.returncode in (0, 130), stderr
         record = _assert_counts_add_up(store, only_run_id(store))
         assert record["status"] in ("cancelled", "completed"), record["status"]
+        # Killed by the signal itself only once the run was over (its handler is gone by then).
+        assert process.returncode in (0, 130) or (
+            process.returncode == -signal.SIGTERM and record["status"] == "completed"
+        ), (process.returncode, stderr)
         return delay, record["status"], record["n_completed"]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
