@@ -236,15 +236,17 @@ class Lease:
             who = "its lease records were deleted"
         else:
             held = newest[1]
-            who = f"it is held by {held.get('host')}:{held.get('pid')} since {held.get('since')}" + (
-                f" (Prefect flow run {held['flow_run_id']})" if held.get("flow_run_id") else ""
+            who = (
+                f"{held.get('host')}:{held.get('pid')} took the run over at {held.get('since')}"
+                + (f" (Prefect flow run {held['flow_run_id']})" if held.get("flow_run_id") else "")
+                + (" and has since let it go" if held.get("released") else "")
+                + f", after this process went {self.ttl:g} s without renewing its lease (it was"
+                " paused or cut off), or by force"
             )
         self.lost = LeaseLostError(
             self.run_id,
-            f"lost the lease on run {self.run_id}: {who}. This process was paused or cut off longer "
-            f"than the lease's time to live ({self.ttl:g} s) and another process took the run over; "
-            f"it stopped starting items and committed nothing more. The run's record is the new "
-            f"holder's: `assay show {self.run_id}`",
+            f"lost the lease on run {self.run_id}: {who}. This process stopped starting items and "
+            f"committed nothing more; the run's record is the new holder's: `assay show {self.run_id}`",
         )
         return self.lost
 

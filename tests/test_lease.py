@@ -163,7 +163,7 @@ def test_a_run_whose_lease_is_taken_by_force_stops(tmp_path, mock):
     _, stderr = holder.communicate(timeout=60)
 
     assert holder.returncode == 3, stderr
-    assert "held by elsewhere:1" in stderr
+    assert "elsewhere:1 took the run over" in stderr
     items = Store(store).run_items(run_id)
     assert 0 < items.height < 1000 and items["item_id"].n_unique() == items.height
     assert Store(store).read_run(run_id)["status"] == "running", "the record is the new holder's to write"

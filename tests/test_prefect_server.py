@@ -336,7 +336,7 @@ def test_a_flow_run_that_lost_its_lease_fails_without_retrying_its_shards(
     _, stderr = holder.communicate(timeout=CLI_TIMEOUT_S)
 
     assert holder.returncode == 3, stderr
-    assert f"lost the lease on run {run_id}" in stderr and "held by elsewhere:1" in stderr
+    assert f"lost the lease on run {run_id}" in stderr and "elsewhere:1 took the run over" in stderr
     record = Store(store).read_run(run_id)
     assert record["status"] == "running", "the record is the new holder's to write"
     flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
