@@ -1,10 +1,13 @@
 """The `assay` command: run, resume, show and list evals from a terminal.
 
-Exit status: 0 ok, 1 a gate failed, 2 bad input (spec, dataset, flag, unknown run).
+Exit status: 0 ok, 1 a gate failed (or a crash: the run is recorded as failed), 2 bad input (spec,
+dataset, flag, unknown run), 3 another process took over the run this one was driving, 130
+interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import asyncio
 import json
@@ -14,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from assay import _prefect_env
-from assay.errors import InputError
+from assay.errors import InputError, LeaseLostError
 
-EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -153,9 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             for problem in exc.problems:
                 print(f"  - {problem}", file=sys.stderr)
         return EXIT_INPUT
+    except LeaseLostError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOST
     except KeyboardInterrupt:
         print("interrupted: finished items are stored; `assay resume RUN_ID` continues", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> int:
@@ -170,7 +176,7 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     if not (args.quiet or args.json):
         progress.install(_terminal.progress_bar())
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         summary = asyncio.run((flow if orchestrated else flow.fn)(store=args.store, **params))
     finally:
@@ -187,8 +193,11 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM delivered as Ctrl-C, which `asyncio.run` turns into a cancellation of the flow at
+    its next `await`. Raising KeyboardInterrupt here instead would land at any bytecode — between
+    a batch's commit and its bookkeeping, say, so that the batch was committed twice."""
+    _thread.interrupt_main(signal.SIGINT)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assay.accounting import Price, parse_budget
 from assay.capture import CaptureSettings
+from assay.chat import HttpURL
 from assay.errors import SpecError
 from assay.outcomes import GAUGE_PREFIX
 from assay.response_cache import check_cache
@@ -70,7 +71,7 @@ class OpenAITarget(_Strict):
     """
 
     kind: Literal["openai"]
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: HttpURL
     model: str = Field(min_length=1)
     api_key_env: str | None = None
     prompt: str = "{input}"
@@ -144,7 +145,7 @@ class HttpAgentTarget(_Strict):
     """
 
     kind: Literal["http_agent"]
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: HttpURL
     model: str | None = Field(default=None, min_length=1)
     api_key_env: str | None = None
     poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)
