@@ -25,11 +25,11 @@ from typing import Any
 import polars as pl
 
 from assay import __version__ as _assay_version
+from assay.analysis.stats import mean_interval
+from assay.analysis.summary import summarise
 from assay.errors import InputError
 from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome, Verdict
-from assay.analysis.stats import mean_interval
 from assay.store import Store
-from assay.analysis.summary import summarise
 
 # Long text is cut in the page (with a "more" toggle) past this many characters, and stored in
 # the page only up to FULL_TEXT_LIMIT characters (the rest is dropped, with a note).
