@@ -176,8 +176,9 @@ SCORES = _schema(
 RUNS = _schema(
     ("kind", pa.string(), "run | rescore"),
     ("name", pa.string(), "the spec's name"),
-    ("status", pa.string(), "running | completed | failed_gate | cancelled | unavailable"),
+    ("status", pa.string(), "running | completed | failed_gate | cancelled | failed | unavailable"),
     ("unavailable_reason", pa.string(), "why a scorer's gold check made the eval unavailable"),
+    ("error", pa.string(), "why the run failed (status `failed`): the exception that stopped it"),
     ("created_at", _TS, "when the run was first started (UTC)"),
     ("finished_at", _TS, "when it last finished (UTC); null while running"),
     ("spec_path", pa.string(), "the spec file the run was started from"),
@@ -216,7 +217,14 @@ RUNS = _schema(
     ("n_planned", pa.int64(), "items x trials planned"),
     ("n_completed", pa.int64(), "item outcomes: completed"),
     ("n_failed", pa.int64(), "item outcomes: failed"),
-    ("n_cancelled", pa.int64(), "item outcomes: cancelled"),
+    (
+        "n_cancelled",
+        pa.int64(),
+        (
+            "items x trials planned that have no row: the run was cancelled or failed before them "
+            "(`assay resume` runs them); completed + failed + cancelled + budget_* = planned"
+        ),
+    ),
     ("n_budget_skipped", pa.int64(), "item outcomes: budget_skipped"),
     ("n_budget_interrupted", pa.int64(), "item outcomes: budget_interrupted"),
     ("item_error_rate", pa.float64(), "failed / (completed + failed); null if nothing was attempted"),

@@ -5,7 +5,10 @@
     │   ├── SpecError               the eval spec (YAML) or a flag that overrides it
     │   ├── DatasetError            a dataset file or one of its rows
     │   ├── RunNotFoundError        a run id the store does not hold
-    │   └── ResumeRefusedError      resuming a run whose identity changed
+    │   ├── ResumeRefusedError      resuming a run whose identity changed
+    │   └── RunHeldError            another live process drives the run (it holds the run's lease)
+    ├── LeaseLostError              another process took over the run this one was driving: this
+    │                               one stopped, committing nothing more (exit status 3)
     ├── StoreError                  the store on disk is not what Assay wrote
     └── SessionError                a policy misused its session (overlapping or late start/resume)
 
@@ -48,6 +51,25 @@ class RunNotFoundError(InputError):
 
 class ResumeRefusedError(InputError):
     """The spec's identity changed since the run started, so resuming would mix results."""
+
+
+class RunHeldError(InputError):
+    """Another live process drives the run: `run X is held by H since T`."""
+
+
+class LeaseLostError(AssayError):
+    """This process was driving a run and another process took it over (its lease expired while
+    this one was paused, or it was taken by force). This process stops starting items, commits
+    nothing more and leaves the run's record to the new holder.
+
+    Args:
+        run_id: the run.
+        message: who holds it now, and what this process did.
+    """
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class StoreError(AssayError):
@@ -100,3 +122,9 @@ class TargetFailure(Exception):
         self.retryable = retryable
         self.request_id = request_id
         self.usage = usage
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one line for a record or a message: `Type: message`, or the type alone."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

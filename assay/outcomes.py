@@ -78,12 +78,15 @@ class RunKind(StrEnum):
 
 class RunStatus(StrEnum):
     """`running` until the flow finishes; `failed_gate` when the item-error-rate gate trips;
-    `unavailable` when a scorer's gold check failed before anything ran."""
+    `cancelled` by Ctrl-C, SIGTERM or a Prefect cancel; `failed` when something other than a
+    target's failure stopped it (the run's `error` says what); `unavailable` when a scorer's gold
+    check failed before anything ran. A cancelled or failed run continues with `assay resume`."""
 
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED_GATE = "failed_gate"
     CANCELLED = "cancelled"
+    FAILED = "failed"
     UNAVAILABLE = "unavailable"
 
 

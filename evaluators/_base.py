@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluators._imports import resolve_callable
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:
@@ -113,6 +115,22 @@ class Scorer(BaseModel):
         """Whether scoring waits on I/O (a coroutine). Sync scorers run one after another on the
         event loop, since concurrency buys them nothing; async ones run `scorer_concurrency` at once."""
         return inspect.iscoroutinefunction(type(self).score)
+
+    def unresolved(self, search_path: str | None = None) -> list[str]:
+        """Why the `module:function` references this scorer makes cannot be used: one line per
+        reference that does not import, naming its field; empty when all do. A run checks this
+        before it writes anything.
+
+        Args:
+            search_path: the spec's folder, made importable first.
+        """
+        if self.applies is None:
+            return []
+        try:
+            resolve_callable(self.applies, search_path)
+        except (ValueError, TypeError) as exc:
+            return [f"applies: {exc}"]
+        return []
 
     def score(self, sample: Sample) -> float | bool | Score:  # may also be async
         raise NotImplementedError

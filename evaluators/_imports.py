@@ -1,4 +1,4 @@
-"""Resolving the `module:function` references a spec names (user scorers, `applies`)."""
+"""Resolving the `module:function` references a spec names (targets, user scorers, `applies`, policies)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,19 @@ def import_callable(ref: str, search_path: str | None = None) -> Callable[..., A
     if not callable(obj):
         raise TypeError(f"cannot use {ref!r}: {type(obj).__name__} object is not callable")
     return obj
+
+
+def resolve_callable(ref: str, search_path: str | None = None) -> Callable[..., Any]:
+    """`import_callable`, with every failure a `ValueError` or `TypeError` saying why — also an
+    exception the module's own code raised while it was imported.
+
+    Args:
+        ref: `module:function`.
+        search_path: a folder made importable first.
+    """
+    try:
+        return import_callable(ref, search_path=search_path)
+    except (ValueError, TypeError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed on import
+        raise ValueError(f"importing {ref!r} raised {type(exc).__name__}: {exc}") from None

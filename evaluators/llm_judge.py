@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from assay.calls.chat import ChatClient
-from assay.errors import TargetFailure
+from assay.calls.chat import ChatClient, HttpURL
 from assay.calls.response_cache import check_cache
+from assay.errors import TargetFailure
 from evaluators._base import Sample, Score, Scorer
 
 SCALE_UNIT = "0-1"
@@ -243,7 +243,7 @@ class LlmJudge(Scorer):
     )
 
     kind: Literal["llm_judge"] = "llm_judge"
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: HttpURL
     model: str = Field(min_length=1)
     api_key_env: str | None = Field(default=None, min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)

@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 import httpx
 from pydantic import Field
 
+from assay.calls.chat import HttpURL
 from evaluators._base import Sample, Score, Scorer
 
 
@@ -33,7 +34,7 @@ class Remote(Scorer):
     operational: ClassVar[frozenset[str]] = frozenset({"api_key_env", "timeout", "gold_check"})
 
     kind: Literal["remote"] = "remote"
-    url: str = Field(pattern=r"^https?://")
+    url: HttpURL
     api_key_env: str | None = None
     timeout: float = Field(default=30.0, gt=0)
 

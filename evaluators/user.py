@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import field_validator
 
 from evaluators._base import Sample, Score, Scorer
-from evaluators._imports import add_search_path, import_callable
+from evaluators._imports import add_search_path, resolve_callable
 
 # The Sample fields a user function may ask for, by parameter name.
 _ARGUMENTS = ("output", "input", "expected", "annotations", "fields", "trajectory", "workspace", "sandbox")
@@ -33,7 +33,7 @@ class _Call:
 @functools.cache
 def _load(ref: str) -> _Call:
     # Cached per ref: imports and signatures are the same for every item.
-    fn = import_callable(ref)
+    fn = resolve_callable(ref)
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError) as exc:
@@ -99,6 +99,15 @@ class UserCode(Scorer):
         if not _REF.match(function):
             raise ValueError(f"function must be of the form 'module:function', got {function!r}")
         return function
+
+    def unresolved(self, search_path: str | None = None) -> list[str]:
+        problems = super().unresolved(search_path)
+        add_search_path(search_path)
+        try:
+            _load(self.function)  # imports it and checks its parameters
+        except (ValueError, TypeError) as exc:
+            problems.append(f"function: {exc}")
+        return problems
 
     def is_async(self, search_path: str | None = None) -> bool:
         add_search_path(search_path)

@@ -10,13 +10,12 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext
 
+from assay.orchestrate.finish import finish_run
 from assay.run import progress
-from assay.store.lease import renewing
 from assay.run.plan import new_run_id
 from assay.run.rescore import RescoreExecutor, open_rescore, parse_scorers
 from assay.sandbox.hygiene import clean_after
 from assay.store import Store
-from assay.analysis.summary import close_run
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 
@@ -58,13 +57,12 @@ async def rescore_run(
         resume=resume,
         flow_run_id=flow_run and str(flow_run.id),
     )
-    name_flow_run(f"rescore {source_run_id} · {plan.run_id}")
-    progress.current().started(plan.total, len(plan.done))
-
-    # Score every completed source item in shards; failed ones pass through unscored.
-    executor = RescoreExecutor(plan, source_rows)
     try:
-        async with renewing([plan.lease] if plan.lease is not None else []):
+        name_flow_run(f"rescore {source_run_id} · {plan.run_id}")
+        progress.current().started(plan.total, len(plan.done))
+        # Score every completed source item in shards; failed ones pass through unscored.
+        executor = RescoreExecutor(plan, source_rows)
+        async with plan.lease.holding():
             try:
                 await asyncio.gather(
                     *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
@@ -73,22 +71,12 @@ async def rescore_run(
                 if any(getattr(s, "where", None) == "fresh" for s in plan.spec.scorers):
                     await clean_after(plan.run_id)  # a cancelled scorer's fresh sandbox
     except BaseException as stop:
-        if isinstance(stop, Exception):
-            raise  # a crash: the rescore stays `running`, and resume finishes it
-        # Ctrl-C, SIGTERM or a Prefect cancel: what finished is kept, the rest recorded as cancelled.
-        wall_ms = (time.perf_counter() - started) * 1000
-        close_run(
-            plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, capture=plan.capture, cancelled=True
-        )
+        # Ctrl-C, SIGTERM or a Prefect cancel: what finished is kept, the rest recorded as
+        # cancelled; a crash: recorded as failed with its error; a lost lease: nothing recorded.
+        finish_run(plan, (time.perf_counter() - started) * 1000, stop)
         raise
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
-    summary = close_run(
-        plan.store,
-        plan.run_id,
-        wall_ms=(time.perf_counter() - started) * 1000,
-        budget=plan.budget,
-        capture=plan.capture,
-    )
+    summary = finish_run(plan, (time.perf_counter() - started) * 1000)
     await publish_run_summary(summary)
     return summary

@@ -10,15 +10,15 @@ from typing import Any
 from prefect import flow
 from prefect.context import FlowRunContext
 
+from assay.analysis.leaderboard import build_leaderboard
+from assay.analysis.summary import mark_unavailable, matrix_summary
+from assay.orchestrate.finish import finish_run
 from assay.run import progress
 from assay.run.execute import Executor
 from assay.run.gold import gold_check_failures
-from assay.analysis.leaderboard import build_leaderboard
-from assay.store.lease import renewing
 from assay.run.plan import RunPlan, new_run_id, open_runs
 from assay.sandbox.hygiene import clean_after, makes_containers
 from assay.store import Store
-from assay.analysis.summary import close_run, mark_unavailable, matrix_summary
 from assay.targets import open_target
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
@@ -59,46 +59,29 @@ async def run_eval(
         cell=cell,
         extra_tags=extra_tags,
     )
-    name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
-    progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
-
-    # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.
-    failures = [failure for plan in plans for failure in await gold_check_failures(plan)]
-    if failures:
+    try:
+        name_flow_run(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
+        progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
+        # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.
+        failures = [failure for plan in plans for failure in await gold_check_failures(plan)]
+    except BaseException as stop:  # a cancellation, or a crash: each run says which
         for plan in plans:
-            if plan.lease is not None:
-                plan.lease.release()
+            finish_run(plan, _ms_since(started), stop)
+        raise
+    if failures:
         summaries = [mark_unavailable(plan.store, plan.run_id, failures) for plan in plans]
+        for plan in plans:
+            plan.lease.release()
         return summaries[0] if len(summaries) == 1 else {**summaries[0], "cells": summaries}
 
     # Execute every run (every cell of a matrix at once), each against its own target and limiter,
-    # holding each run's lease so no other process drives it meanwhile.
-    try:
-        async with renewing([plan.lease for plan in plans if plan.lease is not None]):
-            await asyncio.gather(*(_execute(plan) for plan in plans))
-    except BaseException as stop:
-        if isinstance(stop, Exception):
-            raise  # a crash: the run stays `running`, and resume finishes it
-        # Ctrl-C, SIGTERM or a Prefect cancel: finished items are committed; the rest are
-        # recorded as cancelled (no rows, so `assay resume` runs them).
-        wall_ms = (time.perf_counter() - started) * 1000
-        for plan in plans:
-            close_run(
-                plan.store,
-                plan.run_id,
-                wall_ms=wall_ms,
-                budget=plan.budget,
-                capture=plan.capture,
-                cancelled=True,
-            )
-        raise
-
-    # Summarise what the store holds, apply the item-error-rate gate, record the final status.
-    wall_ms = (time.perf_counter() - started) * 1000
-    summaries = [
-        close_run(plan.store, plan.run_id, wall_ms=wall_ms, budget=plan.budget, capture=plan.capture)
-        for plan in plans
-    ]
+    # each holding its lease; each records how it ended (completed or failed its gate, cancelled,
+    # failed with its error — or nothing, when another process took it over).
+    ends = await asyncio.gather(*(_run(plan, started) for plan in plans), return_exceptions=True)
+    for end in ends:
+        if isinstance(end, BaseException):
+            raise end
+    summaries = list(ends)
     for summary in summaries:
         await publish_run_summary(summary)
     matrix_id = plans[0].record["matrix_id"]
@@ -107,6 +90,21 @@ async def run_eval(
 
     # A matrix: rank its cells per scorer against the first cell, and store the leaderboard.
     return {**matrix_summary(summaries), "leaderboard": build_leaderboard(plans[0].store, matrix_id)}
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+async def _run(plan: RunPlan, started: float) -> dict[str, Any]:
+    """Execute one run while holding its lease, and record how it ended; returns its summary."""
+    try:
+        async with plan.lease.holding():
+            await _execute(plan)
+    except BaseException as stop:
+        finish_run(plan, _ms_since(started), stop)
+        raise
+    return finish_run(plan, _ms_since(started))
 
 
 async def _execute(plan: RunPlan) -> None:

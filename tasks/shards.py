@@ -7,6 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
+from assay.errors import LeaseLostError
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.plan import Shard
 
@@ -22,11 +23,18 @@ def shard_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     return f"assay-run-shard-v{CODE_VERSION}-{plan.run_id}-{plan.identity.digest}-{shard.digest}"
 
 
+def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a failed shard, unless another process took its run over (`LeaseLostError`): a retry
+    would only find the lease lost again."""
+    return not isinstance(state.data, LeaseLostError)
+
+
 @task(
     name="run-shard",
     task_run_name="shard-{shard.index}",
     retries=2,
     retry_delay_seconds=2,
+    retry_condition_fn=worth_retrying,
     cache_key_fn=shard_cache_key,
     persist_result=True,
 )

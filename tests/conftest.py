@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.testing.mock_openai import MockOpenAIServer
 from assay.testing.harness import HarnessServer
+from assay.testing.mock_openai import MockOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,6 +95,21 @@ def openai_spec(folder: Path, base_url: str, n: int = 10, **overrides: Any) -> P
     return write_spec(folder, **spec)
 
 
+def paced_spec(folder: Path, n: int) -> Path:
+    """`n` items through tests/helpers/commit_signals.py's target, 4 at a time, each waiting
+    `ASSAY_TEST_DELAY_S` (default 20 ms), scored by exact match."""
+    rows = [{"id": f"q{i}", "input": f"q{i}", "expected": f"q{i}"} for i in range(n)]
+    write_jsonl(folder / "data.jsonl", rows)
+    return write_spec(
+        folder,
+        name="paced",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={"kind": "python", "function": "tests.helpers.commit_signals:answer"},
+        scorers=[{"kind": "exact_match"}],
+        concurrency=4,
+    )
+
+
 def run_assay(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
@@ -110,23 +125,47 @@ def run_assay(
     )
 
 
-def start_run_until_committed(spec: Path, store: Path, timeout: float = 60) -> subprocess.Popen[str]:
-    """`assay run` in a subprocess, returned once it has committed its first part (still running)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
+def start_assay(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """The `assay` command in a subprocess (stdout and stderr piped), `env` over this environment."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", *args],
         cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def start_run(spec: Path, store: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`assay run --quiet` in a subprocess, `env` over this environment."""
+    return start_assay("run", str(spec), "--store", str(store), "--quiet", env=env)
+
+
+def wait_for(
+    condition: Any, what: str, process: subprocess.Popen[str] | None = None, timeout: float = 60
+) -> None:
+    """Poll `condition()` until it is true; fail naming `what` after `timeout` s, or at once if
+    `process` ended meanwhile."""
     deadline = time.monotonic() + timeout
-    while not list((store / "items").glob("run_id=*/part-*.parquet")):
-        assert process.poll() is None, (
-            f"the run ended before it committed anything: {process.stderr.read()!r}"
-        )
-        assert time.monotonic() < deadline, f"no part was committed within {timeout} s"
+    while not condition():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended before {what}: {process.stderr.read()!r}")
+        assert time.monotonic() < deadline, f"not {what} within {timeout} s"
         time.sleep(0.05)
+
+
+def start_run_until_committed(
+    spec: Path, store: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`assay run` in a subprocess, returned once it has committed its first part (still running)."""
+    process = start_run(spec, store, env)
+    wait_for(
+        lambda: list((store / "items").glob("run_id=*/part-*.parquet")),
+        "a part was committed",
+        process,
+        timeout,
+    )
     return process
 
 

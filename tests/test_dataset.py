@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from assay.cli import main
-from assay.spec.dataset import Item, load_items
 from assay.errors import DatasetError, InputError
 from assay.spec import DatasetSpec
+from assay.spec.dataset import Item, load_items
 from tests.conftest import write_jsonl, write_spec
 
 ROWS = [

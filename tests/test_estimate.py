@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from assay.cli import main
 from assay.analysis.estimate import count_tokens
+from assay.cli import main
 from tests.conftest import mock_target, openai_spec
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}

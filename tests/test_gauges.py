@@ -12,8 +12,8 @@ import pytest
 from assay.cli import main
 from assay.outcomes import RowKind
 from assay.store import Store
-from tests.conftest import openai_spec, write_jsonl, write_spec
 from assay.testing.harness import HarnessServer
+from tests.conftest import openai_spec, write_jsonl, write_spec
 
 SOLVERS = """
 import time

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from assay.cli import main
-from assay.spec.dataset import Item
 from assay.errors import DatasetError, SpecError, TargetFailure
 from assay.spec import HttpAgentTarget, parse_spec
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import HttpAgent, TargetResult, open_target, prepare_http_agent
 from assay.targets.http_agent import STATUSES, HarnessError, is_safe_path, validate_trajectory
-from tests.conftest import REPO, write_jsonl, write_spec
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
+from tests.conftest import REPO, write_jsonl, write_spec
 
 T = TypeVar("T")
 

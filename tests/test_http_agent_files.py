@@ -17,15 +17,15 @@ from typing import Any
 import polars as pl
 import pytest
 
-from assay.testing._background import BackgroundServer
 from assay.cli import main
-from assay.spec.dataset import Item
 from assay.errors import DatasetError, TargetFailure
 from assay.spec import HttpAgentTarget
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import HttpAgent, TargetResult
-from tests.conftest import only_run_id, run_assay, start_run_until_committed, write_jsonl, write_spec
+from assay.testing._background import BackgroundServer
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
+from tests.conftest import only_run_id, run_assay, start_run_until_committed, write_jsonl, write_spec
 from tests.test_remote_scorer import Evaluator
 
 RUN = "run-assay-1"

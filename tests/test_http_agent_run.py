@@ -10,8 +10,8 @@ import pytest
 
 from assay.cli import main
 from assay.store import Store
-from tests.conftest import write_jsonl, write_spec
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
+from tests.conftest import write_jsonl, write_spec
 
 
 @pytest.fixture

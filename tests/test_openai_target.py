@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from assay.spec.dataset import Item
 from assay.errors import TargetFailure
 from assay.spec import OpenAITarget
+from assay.spec.dataset import Item
 from assay.targets import OpenAIChatTarget
 
 ITEM = Item(item_id="a", item_index=0, input="What is 1 + 1?", expected="2", fields={"q": "What is 1 + 1?"})

@@ -297,3 +297,56 @@ def test_a_container_run_is_a_flow_run_with_shards_of_sandboxed_attempts(
     assert items["output_text"].to_list() == [str(n) for n in range(6)]
     assert Store(store).run_scores(run_id)["score"].to_list() == [1.0] * 6
     assert leftovers(run_id) == []
+
+
+def test_a_flow_run_that_lost_its_lease_fails_without_retrying_its_shards(
+    prefect_api: PrefectAPI, tmp_path: Path
+) -> None:
+    """Paused with a batch about to be committed, the flow run's lease is taken by another host
+    meanwhile: on waking, the shard finds the lease lost, is not retried, and the flow run fails
+    saying so (exit 3); the run's record is left to the new holder."""
+    import psutil
+
+    from assay.store.lease import put_if_absent
+    from tests.conftest import paced_spec, wait_for
+
+    spec = paced_spec(tmp_path, 300)
+    store = tmp_path / "store"
+    env = {**prefect_api.env, "ASSAY_LEASE_TTL_S": "600", "ASSAY_TEST_AT": "stop-before-commit"}
+    holder = subprocess.Popen(
+        # `-m` from the repo root: the spec's target lives in the tests package.
+        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stopped = lambda: psutil.Process(holder.pid).status() == psutil.STATUS_STOPPED
+        wait_for(stopped, "paused before its first commit", holder, timeout=CLI_TIMEOUT_S)
+        (partition,) = (store / "runs").glob("run_id=*")
+        run_id = partition.name.removeprefix("run_id=")
+        leases = store / "leases" / f"run_id={run_id}"
+        number = max(int(path.stem) for path in leases.glob("*.json") if path.stem.isdigit()) + 1
+        theirs = {"host": "elsewhere", "pid": 1, "token": "theirs", "renewed": time.time(), "ttl": 600}
+        assert put_if_absent(leases / f"{number:012d}.json", json.dumps(theirs).encode())
+    finally:
+        holder.send_signal(subprocess.signal.SIGCONT)
+    _, stderr = holder.communicate(timeout=CLI_TIMEOUT_S)
+
+    assert holder.returncode == 3, stderr
+    assert f"lost the lease on run {run_id}" in stderr and "elsewhere:1 took the run over" in stderr
+    record = Store(store).read_run(run_id)
+    assert record["status"] == "running", "the record is the new holder's to write"
+    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    assert flow_run["state"]["type"] in ("FAILED", "CRASHED")
+    task_runs = httpx.post(
+        f"{prefect_api.url}/task_runs/filter",
+        json={"flow_runs": {"id": {"any_": [record["prefect_flow_run_id"]]}}},
+        timeout=10,
+    ).json()
+    shards = [run for run in task_runs if run["name"].startswith("shard-")]
+    assert shards and all(run["run_count"] <= 1 for run in shards), [
+        (run["name"], run["run_count"], run["state_type"]) for run in shards
+    ]

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from assay.testing._background import BackgroundServer, listen
 from assay.cli import main
 from assay.store import Store
+from assay.testing._background import BackgroundServer, listen
 from tests.conftest import write_jsonl, write_spec
 
 

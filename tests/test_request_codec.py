@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay.errors import InputError
 from assay.calls.request_codec import (
     MAX_FILE_BYTES,
     MAX_LINE_BYTES,
@@ -27,6 +26,7 @@ from assay.calls.request_codec import (
     validate_jsonl,
     write_jsonl,
 )
+from assay.errors import InputError
 
 
 def full_record(**overrides: Any) -> RequestRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import polars as pl
 import pytest
@@ -92,7 +93,32 @@ def test_rescore_bad_input(source, capsys):
     assert "--spec FILE or one or more --scorer" in capsys.readouterr().err
     assert main(["rescore", source_id, "--store", store, "--scorer", "{kind: regex, pattern: '('}"]) == 2
     assert "pattern" in capsys.readouterr().err
+    unresolved = "{kind: user_code, function: 'no_such_module_s:score'}"
+    assert main(["rescore", source_id, "--store", store, "--scorer", unresolved]) == 2
+    assert (
+        "error: --scorer: scorers.0.function: cannot import 'no_such_module_s:score'"
+        in capsys.readouterr().err
+    )
     assert len(list(Store(store).runs().collect()["run_id"])) == 1, "nothing written on bad input"
+
+
+def test_a_crashing_rescore_ends_as_failed(source, tmp_path, capsys, monkeypatch):
+    """A scorer that stops the rescore (not an Exception, so not a scorer's failure) ends it as
+    `failed` with the error, not `running`."""
+    store, source_id = source
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "crashing_scorer.py").write_text(
+        "class Crash(BaseException):\n    pass\n\ndef score(output):\n    raise Crash('scorer host lost')\n"
+    )
+    (tmp_path / "rescore.yaml").write_text(
+        "scorers:\n  - {kind: user_code, function: 'crashing_scorer:score'}\n"
+    )
+    with pytest.raises(BaseException) as crashed:
+        main(["rescore", source_id, "--store", store, "--spec", str(tmp_path / "rescore.yaml"), "-q"])
+    assert type(crashed.value).__name__ == "Crash"
+    (rescore,) = Store(store).runs().filter(pl.col("kind") == "rescore").collect().to_dicts()
+    assert rescore["status"] == "failed" and rescore["error"] == "Crash: scorer host lost"
+    assert rescore["n_completed"] + rescore["n_failed"] + rescore["n_cancelled"] == rescore["n_planned"]
 
 
 def test_rescore_in_a_subprocess_matches(source):

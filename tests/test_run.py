@@ -149,3 +149,53 @@ def test_api_key_comes_from_env_and_is_never_stored(tmp_path, mock, capsys, monk
     assert main(["run", str(spec), "--store", str(tmp_path / "s2")]) == 2
     assert "ASSAY_TEST_KEY" in capsys.readouterr().err
     assert not (tmp_path / "s2").exists()
+
+
+CRASHING_TARGET = '''
+import asyncio
+import pathlib
+
+class Crash(BaseException):
+    """An infrastructure failure: not an Exception, so no target turns it into an item's failure."""
+
+MARK = pathlib.Path(__file__).with_name("crashed")
+
+async def solve(x):
+    await asyncio.sleep(0.001 * int(x))
+    if x == "20" and not MARK.exists():
+        MARK.touch()
+        raise Crash("disk on fire")
+    return x
+'''
+
+
+def test_a_crash_ends_the_run_as_failed_and_resume_finishes_it(tmp_path, capsys):
+    """Something other than a target's failure stops the run after its record exists: the run
+    is recorded as `failed` with the error (never left `running`), and `assay resume` finishes it."""
+    (tmp_path / "crashing_target.py").write_text(CRASHING_TARGET)
+    write_jsonl(tmp_path / "d.jsonl", [{"input": str(i), "expected": str(i)} for i in range(25)])
+    spec = write_spec(
+        tmp_path,
+        name="crashing",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "crashing_target:solve"},
+        scorers=[{"kind": "exact_match"}],
+        concurrency=1,
+    )
+    store = tmp_path / "s"
+    with pytest.raises(BaseException) as crashed:
+        main(["run", str(spec), "--store", str(store), "-q"])
+    assert type(crashed.value).__name__ == "Crash"
+    (partition,) = (store / "runs").glob("run_id=*")
+    run_id = partition.name.removeprefix("run_id=")
+    assert (
+        f"run {run_id} is recorded as failed; `assay resume {run_id}` continues it" in crashed.value.__notes__
+    )
+    record = Store(store).read_run(run_id)
+    assert record["status"] == "failed" and record["error"] == "Crash: disk on fire"
+    assert (record["n_completed"], record["n_cancelled"], record["n_planned"]) == (20, 5, 25)
+
+    code, summary = run_json(capsys, "resume", run_id, "--store", str(store))
+    assert code == 0 and summary["status"] == "completed" and summary["error"] is None
+    assert summary["items"]["completed"] == 25
+    assert Store(store).run_items(run_id)["item_id"].n_unique() == 25

@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 
 from assay.outcomes import RowKind
-from assay.targets.container import workspace_diff
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
+from assay.targets.container import workspace_diff
 from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
@@ -421,9 +421,9 @@ def test_a_rescore_reads_the_exported_workspace_without_any_container(tmp_path: 
 
 
 def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: str) -> None:
+    from assay.spec import ContainerTarget
     from assay.spec.dataset import Item
     from assay.targets.container import prepare_container
-    from assay.spec import ContainerTarget
 
     target = ContainerTarget(kind="container", image="assay-test/moving:latest", command=["true"])
     stored = {
@@ -710,10 +710,10 @@ def test_checks_run_in_a_fresh_verifier_when_the_agent_damaged_its_container(
 
 
 def test_an_attempt_user_with_assays_control_uid_is_refused(tmp_path: Path, image: str) -> None:
-    from assay.spec.dataset import Item
     from assay.errors import SpecError
-    from assay.targets.container import prepare_container
     from assay.spec import ContainerTarget
+    from assay.spec.dataset import Item
+    from assay.targets.container import prepare_container
 
     target = ContainerTarget(kind="container", image=image, command=["true"], user="65533")
     item = Item(item_id="a", item_index=0, input="x", expected=None)

@@ -17,12 +17,13 @@ import polars as pl
 import pytest
 
 from assay.cli import main
-from assay.spec.dataset import Item
 from assay.errors import SessionError, TargetFailure
 from assay.outcomes import RowKind
 from assay.run.sessions import Session, drive
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import SessionState, TargetResult
+from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 from tests.conftest import (
     arithmetic_rows,
     mock_target,
@@ -32,7 +33,6 @@ from tests.conftest import (
     write_jsonl,
     write_spec,
 )
-from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 
 SCORERS = [{"kind": "exact_match", "name": "exact"}]
 

@@ -7,6 +7,7 @@ the bad value; nothing is written to the store.
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -485,4 +486,90 @@ def test_cli_missing_api_key_env(tmp_path, capsys, monkeypatch):
     code, lines = run_cli(capsys, spec, store)
     assert code == 2 and len(lines) == 1
     assert "target.api_key_env" in lines[0] and "ASSAY_TEST_SPEC_KEY" in lines[0]
+    assert not store.exists()
+
+
+REFERENCED = """\
+def ok(output):
+    return 1.0
+
+def needs_context(output, context):
+    return 1.0
+
+NOT_CALLABLE = 1
+"""
+
+PY = {"kind": "python", "function": "refs_mod:ok"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"target": {"kind": "python", "function": "refs_mod:no_such_function"}},
+            "target.function: cannot import 'refs_mod:no_such_function': 'refs_mod' has no attribute",
+        ),
+        (
+            {"target": {"kind": "python", "function": "no_such_module_r:f"}},
+            "target.function: cannot import 'no_such_module_r:f': No module named 'no_such_module_r'",
+        ),
+        (
+            {"target": {"kind": "python", "function": "refs_broken:f"}},
+            "target.function: importing 'refs_broken:f' raised RuntimeError: broken on import",
+        ),
+        (
+            {"target": {"kind": "python", "function": "refs_mod:NOT_CALLABLE"}},
+            "target.function: cannot use 'refs_mod:NOT_CALLABLE': int object is not callable",
+        ),
+        (
+            {"target": None, "targets": {"a": PY, "b": {"kind": "python", "function": "refs_mod:nope"}}},
+            "targets.b.function: cannot import 'refs_mod:nope'",
+        ),
+        (
+            {"scorers": [{"kind": "user_code", "function": "refs_mod:nope"}]},
+            "scorers.0.function: cannot import 'refs_mod:nope'",
+        ),
+        (
+            {"scorers": [{"kind": "user_code", "function": "refs_mod:needs_context"}]},
+            "scorers.0.function: user_code function 'refs_mod:needs_context' requires parameter 'context'",
+        ),
+        (
+            {"scorers": [{"kind": "exact_match", "applies": "refs_mod:nope"}]},
+            "scorers.0.applies: cannot import 'refs_mod:nope'",
+        ),
+        (
+            {"scorers": [{"kind": "remote", "url": "http://"}]},
+            "scorers.0.url: 'http://' is not a URL: it names no host",
+        ),
+        (
+            {"scorers": [{"kind": "remote", "url": "http://127.0.0.1:99999/score"}]},
+            "scorers.0.url: 'http://127.0.0.1:99999/score' is not a URL: port 99999 is out of range",
+        ),
+    ],
+    ids=[
+        "function",
+        "module",
+        "module-raises",
+        "not-callable",
+        "matrix-cell",
+        "user-code",
+        "user-code-params",
+        "applies",
+        "remote-no-host",
+        "remote-port",
+    ],
+)
+def test_cli_refuses_a_reference_that_does_not_resolve(tmp_path, capsys, monkeypatch, overrides, message):
+    """Every `module:function` and endpoint the spec names is resolved before anything runs: one
+    message naming the field, exit 2, nothing written (a python target's function that did not
+    import used to crash the run and leave it `running`)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "refs_mod.py").write_text(REFERENCED)
+    (tmp_path / "refs_broken.py").write_text("raise RuntimeError('broken on import')\n")
+    write_jsonl(tmp_path / "data.jsonl", [{"input": "a", "expected": "a"}])
+    spec = write_spec(tmp_path, **{k: v for k, v in minimal(**overrides).items() if v is not None})
+    store = tmp_path / "store"
+    code, lines = run_cli(capsys, spec, store)
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith(f"error: {spec}: {message}"), lines
     assert not store.exists()

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from assay.analysis import stats
-from assay.outcomes import Verdict
 from assay.analysis.stats import (
     PairedEstimate,
     items_needed,
@@ -22,6 +21,7 @@ from assay.analysis.stats import (
     sd_for_power_from_single_run,
     verdict,
 )
+from assay.outcomes import Verdict
 
 # Coverage simulations: 1,000 datasets of 200 pairs. 1,000 resamples (not the default 10,000)
 # keep them to a few seconds: the Monte-Carlo error of a 2.5 % quantile from 1,000 resamples

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assay import _schema
-from assay.store import Store
 from assay.analysis.summary import summarise
+from assay.store import Store
 from tests.conftest import openai_spec, run_assay
 
 

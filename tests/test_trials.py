@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from assay.analysis.summary import pass_at_k
 from assay.cli import main
 from assay.run.plan import execution_order
-from assay.analysis.summary import pass_at_k
 from tests.conftest import write_jsonl, write_spec
 
 SOLVER = """

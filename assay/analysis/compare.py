@@ -21,9 +21,6 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
-from assay.errors import InputError
-from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
-from assay.run.plan import new_run_id
 from assay.analysis.stats import (
     PairedEstimate,
     items_needed_for_sd,
@@ -31,8 +28,11 @@ from assay.analysis.stats import (
     sd_for_power_from_single_run,
     verdict,
 )
-from assay.store import Store, write_atomic
 from assay.analysis.summary import item_error_rate
+from assay.errors import InputError
+from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
+from assay.run.plan import new_run_id
+from assay.store import Store, write_atomic
 from evaluators import SCORER_CLASSES
 
 # Model-graded scorers are noisy judges: a difference under 5 points is not worth a verdict.

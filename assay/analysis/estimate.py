@@ -15,10 +15,10 @@ from typing import Any
 import polars as pl
 
 from assay.calls.accounting import PriceTable, Usage
-from assay.spec.dataset import Item
 from assay.run.identity import identity_of
 from assay.run.plan import validate
 from assay.spec import EvalSpec, OpenAITarget
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import render
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 
 from assay import _schema
 from assay.analysis.compare import CompareOptions, Side, scorer_rows
+from assay.analysis.stats import mean_interval
+from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
 from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
-from assay.analysis.stats import mean_interval
 from assay.store import Store, write_atomic
-from assay.analysis.summary import item_error_rate
 
 
 def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

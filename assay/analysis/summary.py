@@ -101,6 +101,7 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "matrix_id": record["matrix_id"],
         "cell": record["cell"],
         "status": record["status"],
+        "error": record.get("error"),
         "planned": record["n_planned"],
         "items": counts,
         "item_error_rate": rate,
@@ -242,7 +243,8 @@ def close_run(
     wall_ms: float,
     budget: Budget,
     capture: Recorder | None = None,
-    cancelled: bool = False,
+    stopped: RunStatus | None = None,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -252,20 +254,22 @@ def close_run(
         wall_ms: how long this execution took.
         budget: the run's budget, recorded on the run.
         capture: the run's request recorder, whose manifest is recorded on the run.
-        cancelled: the execution was cancelled: the planned items without a row are counted as
-            `cancelled` and the run's status is `cancelled`.
+        stopped: `cancelled` or `failed` when the execution stopped before the end: that is the
+            run's status, and the planned items without a row are counted as `cancelled`.
+        error: why it failed (status `failed`).
     """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
     counts = summary["items"]
-    if cancelled:
+    if stopped is not None:
         counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
-        status = RunStatus.CANCELLED
+        status = stopped
     else:
         status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
     record.update(
         status=status.value,
+        error=error,
         finished_at=datetime.now(UTC),
         item_error_rate=summary["item_error_rate"],
         wall_ms=wall_ms,
@@ -276,7 +280,7 @@ def close_run(
         timing_by_model=json.dumps(summary["timing_by_model"]),
     )
     store.write_run(run_id, record)
-    summary.update(status=status.value, wall_ms=wall_ms, budget=budget.columns())
+    summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())
     if capture is not None:
         summary["capture"] = capture.manifest()
     return summary

@@ -22,11 +22,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
+from pydantic import AfterValidator, Field
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -39,6 +40,26 @@ from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, curr
 from assay.calls.capture import Operation
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
+
+
+def _usable_url(url: str) -> str:
+    """An endpoint a spec names must parse as a URL with a host (and a port in 1..65535)."""
+    if any(character.isspace() for character in url):
+        raise ValueError(f"{url!r} is not a URL: it contains white space")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"{url!r} is not a URL: {exc}") from None
+    if not parsed.host:
+        raise ValueError(f"{url!r} is not a URL: it names no host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise ValueError(f"{url!r} is not a URL: port {parsed.port} is out of range")
+    return url
+
+
+# The type of every endpoint field of a spec (targets' and judges' `base_url`, a remote
+# evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
+HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
 
 _RETRYABLE_STATUS = {408, 409, 429} | set(range(500, 600))
 _MAX_RETRY_AFTER_S = 60.0

@@ -1,10 +1,13 @@
 """The `assay` command: run, resume, show and list evals from a terminal.
 
-Exit status: 0 ok, 1 a gate failed, 2 bad input (spec, dataset, flag, unknown run).
+Exit status: 0 ok, 1 a gate failed (or a crash: the run is recorded as failed), 2 bad input (spec,
+dataset, flag, unknown run), 3 another process took over the run this one was driving, 130
+interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import asyncio
 import json
@@ -13,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from assay.errors import InputError, LeaseLostError
 from assay.orchestrate import prefect_env as _prefect_env
-from assay.errors import InputError
 
-EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -153,9 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             for problem in exc.problems:
                 print(f"  - {problem}", file=sys.stderr)
         return EXIT_INPUT
+    except LeaseLostError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOST
     except KeyboardInterrupt:
         print("interrupted: finished items are stored; `assay resume RUN_ID` continues", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> int:
@@ -171,7 +177,7 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     if not (args.quiet or args.json):
         progress.install(_terminal.progress_bar())
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         summary = asyncio.run((flow if orchestrated else flow.fn)(store=args.store, **params))
     finally:
@@ -188,8 +194,11 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM delivered as Ctrl-C, which `asyncio.run` turns into a cancellation of the flow at
+    its next `await`. Raising KeyboardInterrupt here instead would land at any bytecode — between
+    a batch's commit and its bookkeeping, say, so that the batch was committed twice."""
+    _thread.interrupt_main(signal.SIGINT)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -251,8 +260,8 @@ def _resume(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from assay.cli import _terminal
     from assay.analysis.compare import CompareOptions, load_sides
+    from assay.cli import _terminal
     from assay.errors import SpecError
     from assay.spec import describe_errors
     from assay.store import Store
@@ -295,8 +304,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from assay.cli import _terminal
     from assay.analysis.compare import power_report
+    from assay.cli import _terminal
     from assay.store import Store
 
     report = power_report(Store(args.store), args.run_id, args.mde, power=args.power)
@@ -308,8 +317,8 @@ def _power(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from assay.cli import _terminal
     from assay.analysis.estimate import estimate
+    from assay.cli import _terminal
     from assay.store import Store
 
     report = estimate(args.spec, store=Store(args.store))
@@ -352,8 +361,8 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from assay.cli import _terminal
     from assay.analysis.leaderboard import build_leaderboard
+    from assay.cli import _terminal
     from assay.store import Store
 
     board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline)
@@ -420,8 +429,8 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from assay.store import Store
     from assay.analysis.summary import summarise
+    from assay.store import Store
 
     summary = summarise(Store(args.store), args.run_id)
     _print_summary(args, summary)

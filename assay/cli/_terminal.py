@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -91,6 +92,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     console.print(
         f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]  status [bold]{summary['status']}[/bold]"
     )
+    if summary.get("error"):
+        console.print(
+            f"stopped by: {escape(summary['error'])} (`assay resume {summary['run_id']}` continues it)"
+        )
     console.print(
         f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
         f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"

@@ -3,7 +3,9 @@
 Plain asyncio. One limiter (`RunPlan`'s concurrency) bounds the whole run's in-flight target
 calls across every shard — shards are awaited together on one event loop — and one per item
 bounds its scorers. Finished items are committed in batches, so a killed process loses at most
-the items in flight and one unflushed batch; those run again on resume.
+the items in flight and one unflushed batch; those run again on resume. A batch is committed only
+while this process holds the run's lease (assay/lease.py): one that lost it starts and commits
+nothing more.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -19,10 +20,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from assay import _schema
-from assay.run import progress
 from assay.calls.accounting import Accounting, BudgetDenied, Ledger, measuring
 from assay.calls.capture import Scope
-from assay.spec.dataset import Item
 from assay.errors import TargetFailure
 from assay.outcomes import (
     Completeness,
@@ -33,7 +32,9 @@ from assay.outcomes import (
     ScorerOutcome,
     SpendKind,
 )
+from assay.run import progress
 from assay.run.plan import RunPlan, Shard
+from assay.spec.dataset import Item
 from assay.targets import SandboxedTarget, Target, TargetResult
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
 from evaluators._base import RunContext, run_context
@@ -88,6 +89,8 @@ class ShardExecutor:
 
         async def drain() -> None:
             for item, trial in pending:
+                if plan.lease.lost is not None:  # another process drives the run now: start nothing
+                    raise plan.lease.lost
                 finished = await self._run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
@@ -101,10 +104,15 @@ class ShardExecutor:
             await asyncio.gather(*workers)
         finally:
             # On cancellation or an infrastructure error, stop the shard's other items (a retry
-            # runs them again) and commit what finished, so none of it runs twice.
+            # runs them again) and commit what finished, so none of it runs twice — once they have
+            # stopped, so that none adds an item after the last commit.
             for worker in workers:
                 worker.cancel()
-            batch.flush()
+            try:
+                if workers:
+                    await asyncio.wait(workers)
+            finally:
+                batch.flush()
         return report
 
     async def _score(
@@ -364,47 +372,62 @@ class Executor(ShardExecutor):
         return spend.columns()
 
 
+@dataclass(slots=True)
+class _Rows:
+    """The rows of the items a batch holds."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    gauges: list[Any] = field(default_factory=list)
+
+
 class _Batch:
     """Rows waiting to be committed, flushed by size or age."""
 
     def __init__(self, plan: RunPlan, shard: int) -> None:
         self._plan = plan
         self._shard = shard
-        self._items: list[dict[str, Any]] = []
-        self._scores: list[dict[str, Any]] = []
-        self._requests: list[dict[str, Any]] = []
-        self._turns: list[dict[str, Any]] = []
-        self._gauges: list[Any] = []
+        self._rows = _Rows()
         self._since = time.monotonic()
 
     def add(self, finished: Finished) -> None:
-        self._items.append(finished.item)
-        self._gauges.append(finished.gauges)
-        self._scores.extend(finished.scores)
-        self._requests.extend(finished.requests)
-        self._turns.extend(finished.turns)
-        if len(self._items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
+        rows = self._rows
+        rows.items.append(finished.item)
+        rows.gauges.append(finished.gauges)
+        rows.scores.extend(finished.scores)
+        rows.requests.extend(finished.requests)
+        rows.turns.extend(finished.turns)
+        if len(rows.items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
-        if self._items:
-            # A random part name: a resumed shard writes beside, never over, its earlier parts.
-            part = f"part-{self._shard:05d}-{uuid.uuid4().hex[:12]}"
-            self._plan.store.commit_batch(
-                self._plan.run_id,
-                part,
-                _table(self._items, _schema.ITEMS),
-                pa.concat_tables(
-                    [_table(self._scores, _schema.SCORES), _gauges_table(self._items, self._gauges)]
-                ),
-                _requests_table(self._requests) if self._requests else None,
-                _table(self._turns, _schema.TURNS) if self._turns else None,
-            )
-            self._plan.capture.committed(sum(r["bytes"] for r in self._requests))
-            # A retried shard (Prefect retries a failed task) must not run these again.
-            self._plan.done.update((row["item_id"], row["trial"]) for row in self._items)
-        self._items, self._scores, self._requests, self._turns, self._gauges = [], [], [], [], []
+        """Commit the batch, if this process still holds the run (`Lease.check`, and
+        `Lease.after_commit` once the parts are written)."""
+        # Taken out of the batch first: whatever interrupts the commit, a later flush (the shard's
+        # last, in its `finally`) never commits these rows a second time.
+        rows, self._rows = self._rows, _Rows()
         self._since = time.monotonic()
+        if not rows.items:
+            return
+        plan = self._plan
+        plan.lease.check()
+        # The lease generation in the name fences a paused writer (assay/lease.py); the random
+        # suffix puts a resumed shard's parts beside, never over, its earlier ones.
+        part = plan.lease.part_name(self._shard)
+        plan.store.commit_batch(
+            plan.run_id,
+            part,
+            _table(rows.items, _schema.ITEMS),
+            pa.concat_tables([_table(rows.scores, _schema.SCORES), _gauges_table(rows.items, rows.gauges)]),
+            _requests_table(rows.requests) if rows.requests else None,
+            _table(rows.turns, _schema.TURNS) if rows.turns else None,
+        )
+        plan.lease.after_commit(f"{part}.parquet")
+        plan.capture.committed(sum(r["bytes"] for r in rows.requests))
+        # A retried shard (Prefect retries a failed task) must not run these again.
+        plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

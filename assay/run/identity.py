@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.spec.dataset import Item, canonical_json, dataset_hash
 from assay.spec import EvalSpec
+from assay.spec.dataset import Item, canonical_json, dataset_hash
 from evaluators import Scorer
 
 _OPERATIONAL_TARGET_FIELDS = {

@@ -22,16 +22,16 @@ from typing import Any
 from assay import __version__
 from assay.calls.accounting import Budget, PriceTable
 from assay.calls.capture import Recorder, Redactor, secrets_of
-from assay.spec.dataset import Item, canonical_json, load_items
-from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError
-from assay.run.identity import Identity, identity_of, spec_hash
-from assay.store.lease import Lease
-from assay.outcomes import RunKind, RunStatus
 from assay.calls.response_cache import ResponseCache
-from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, load_spec
+from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError, describe
+from assay.outcomes import RunKind, RunStatus
+from assay.run.identity import Identity, identity_of, spec_hash
+from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, PythonTarget, load_spec
+from assay.spec.dataset import Item, canonical_json, load_items
 from assay.store import Store
+from assay.store.lease import Lease
 from assay.targets import prepare_http_agent, render
-from evaluators._imports import import_callable
+from evaluators._imports import resolve_callable
 
 MAX_SHARDS = 8
 _MIN_SHARD_SIZE = 25
@@ -62,8 +62,8 @@ class RunPlan:
         store: where results go.
         record: the run's row as last written.
         done: (item_id, trial) already committed when execution started.
-        work: (item position, trial) pairs to execute; default every item x every trial.
         lease: this process's hold on the run.
+        work: (item position, trial) pairs to execute; default every item x every trial.
 
     Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
     `capture` (the request sidecar's recorder).
@@ -80,8 +80,8 @@ class RunPlan:
         store: Store,
         record: dict[str, Any],
         done: set[tuple[str, int]],
+        lease: Lease,
         work: list[tuple[int, int]] | None = None,
-        lease: Lease | None = None,
     ) -> None:
         committed = store.run_items(run_id)["cost_usd"].sum() if done else 0.0
         self.run_id = run_id
@@ -161,9 +161,11 @@ def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
 
 
 def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
-    """Load the spec and dataset and check every prompt renders; raises `InputError`s."""
+    """Load the spec and dataset, check every reference resolves and every prompt renders;
+    raises `InputError`s."""
     spec = load_spec(spec_path)
     _check_environment(spec, spec_path)
+    _check_references(spec, spec_path)
     _check_policy(spec, spec_path)
     items = load_items(spec.dataset, spec_path.parent)
     for _, cell_spec in spec.cells():
@@ -198,6 +200,33 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
         raise SpecError(sorted(set(problems)), source=str(spec_path))
 
 
+def _check_references(spec: EvalSpec, spec_path: Path) -> None:
+    """Every `module:function` the spec names — a python target's function, user_code scorers'
+    and `applies` functions — must import from the spec's folder (the policy: `_check_policy`)."""
+    search_path = str(spec_path.parent)
+    problems = []
+    for cell, cell_spec in spec.cells():
+        if isinstance(cell_spec.target, PythonTarget):
+            where = "target" if cell is None else f"targets.{cell}"
+            try:
+                resolve_callable(cell_spec.target.function, search_path)
+            except (ValueError, TypeError) as exc:
+                problems.append(f"{where}.function: {exc}")
+    problems += scorer_problems(spec.scorers, search_path)
+    if problems:
+        raise SpecError(problems, source=str(spec_path))
+
+
+def scorer_problems(scorers: list[Any], search_path: str) -> list[str]:
+    """Why the scorers' `module:function` references cannot be used, one line each naming the
+    field (`scorers.<n>.function: cannot import ...`); empty when all resolve."""
+    return [
+        f"scorers.{n}.{problem}"
+        for n, scorer in enumerate(scorers)
+        for problem in scorer.unresolved(search_path)
+    ]
+
+
 def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
     """The policy must import from the spec's folder and be an async function of the session;
     sessions need a target that can hold one (not a `container`, yet)."""
@@ -213,13 +242,9 @@ def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
     if spec.policy is None:
         return
     try:
-        policy = import_callable(spec.policy, search_path=str(spec_path.parent))
+        policy = resolve_callable(spec.policy, search_path=str(spec_path.parent))
     except (ValueError, TypeError) as exc:
         raise SpecError(f"policy: {exc}", source=str(spec_path)) from None
-    except Exception as exc:  # noqa: BLE001 - the module's own code failed on import
-        raise SpecError(
-            f"policy: importing {spec.policy!r} raised {type(exc).__name__}: {exc}", source=str(spec_path)
-        ) from None
     if not inspect.iscoroutinefunction(policy):
         raise SpecError(
             f"policy: {spec.policy!r} must be an async function, e.g. `async def policy(session): ...`",
@@ -275,14 +300,15 @@ def start_or_resume(
     restart_hint: str,
 ) -> tuple[dict[str, Any], Lease]:
     """Take the run's lease and record the run as `running`: a new row, or the stored one after
-    checking its identity.
+    checking its identity (before anything is written: a refused resume writes nothing).
 
     A run id that already exists is resumed even without `resume` (a Prefect flow-run retry
-    arrives that way); resuming clears what a killed process left half-written.
+    arrives that way). The lease takes over the parts earlier executions committed (its
+    `accepted` parts are what the run resumes from) and a resume clears what a killed process
+    left half-written.
     """
-    lease = Lease(store.root, run_id, flow_run_id)
-    lease.acquire()
-    if resume or _exists(store, run_id):
+    resuming = resume or _exists(store, run_id)
+    if resuming:
         stored = store.read_run(run_id)
         before = Identity(
             dataset=stored["dataset_hash"],
@@ -300,13 +326,22 @@ def start_or_resume(
                 f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
                 f"{restart_hint}"
             )
-        store.remove_uncommitted(run_id)
-        record = {k: v for k, v in stored.items() if k != "run_id"}
-        record.update(status=RunStatus.RUNNING, finished_at=None)
-    else:
-        record = fresh
-    record["prefect_flow_run_id"] = flow_run_id
-    store.write_run(run_id, record)
+    lease = Lease(store, run_id, flow_run_id)
+    lease.acquire()
+    try:
+        lease.take_over_parts()
+        if resuming:
+            store.remove_uncommitted(run_id)
+            # Read again now that the run is ours: its last holder may have closed it meanwhile.
+            record = {k: v for k, v in store.read_run(run_id).items() if k != "run_id"}
+            record.update(status=RunStatus.RUNNING, finished_at=None, error=None)
+        else:
+            record = fresh
+        record["prefect_flow_run_id"] = flow_run_id
+        store.write_run(run_id, record)
+    except BaseException:
+        lease.release()
+        raise
     return record, lease
 
 
@@ -340,7 +375,9 @@ def open_runs(
         if not cells:
             raise SpecError(f"targets: the spec has no cell {cell!r} any more", source=str(spec_path))
     matrix_id = None if spec.targets is None or cell is not None else (run_id or new_run_id())
-    plans = []
+    # Every cell is prepared (its agent asked, its identity fixed) before any run is recorded,
+    # so bad input in any cell leaves the store untouched.
+    prepared = []
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items, spec_path.parent)
@@ -360,29 +397,42 @@ def open_runs(
             tags=[*spec.tags, *(extra_tags or [])],
             target_snapshot=json.dumps(snapshot) if snapshot else None,
         )
-        record, lease = start_or_resume(
-            store,
-            this_id,
-            identity,
-            fresh,
-            resume=resume,
-            flow_run_id=flow_run_id,
-            restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
-        )
-        plans.append(
-            RunPlan(
-                run_id=this_id,
-                spec=cell_spec,
-                spec_dir=spec_path.parent,
-                items=items,
-                identity=identity,
-                store=store,
-                record=record,
-                done=store.done_keys(this_id),
-                work=work,
-                lease=lease,
+        prepared.append((cell_spec, this_id, identity, work, fresh))
+
+    plans: list[RunPlan] = []
+    opened: list[tuple[str, Lease]] = []
+    try:
+        for cell_spec, this_id, identity, work, fresh in prepared:
+            record, lease = start_or_resume(
+                store,
+                this_id,
+                identity,
+                fresh,
+                resume=resume,
+                flow_run_id=flow_run_id,
+                restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
             )
-        )
+            opened.append((this_id, lease))
+            plans.append(
+                RunPlan(
+                    run_id=this_id,
+                    spec=cell_spec,
+                    spec_dir=spec_path.parent,
+                    items=items,
+                    identity=identity,
+                    store=store,
+                    record=record,
+                    done=store.done_keys(this_id, parts=lease.accepted),
+                    work=work,
+                    lease=lease,
+                )
+            )
+    except BaseException as exc:
+        # A run recorded as running must not stay so: these failed to start.
+        for opened_id, lease in opened:
+            mark_failed(store, opened_id, f"it did not start: {describe(exc)}")
+            lease.release()
+        raise
     return plans
 
 
@@ -426,3 +476,11 @@ def spec_for_resume(store: Store, run_id: str) -> Path:
     if not path.is_file():
         raise SpecError(f"run {run_id} was started from {path}, which no longer exists")
     return path
+
+
+def mark_failed(store: Store, run_id: str, error: str) -> None:
+    """Record that the run failed and why, touching nothing else (when even summarising failed)."""
+    record = store.read_run(run_id)
+    del record["run_id"]
+    record.update(status=RunStatus.FAILED.value, error=error, finished_at=datetime.now(UTC))
+    store.write_run(run_id, record)

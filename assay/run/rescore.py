@@ -20,13 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
-from assay.spec.dataset import Item
-from assay.errors import InputError, SpecError
+from assay.errors import InputError, SpecError, describe
+from assay.outcomes import ItemOutcome, RowKind, RunKind, RunStatus
 from assay.run.execute import Finished, ShardExecutor
 from assay.run.identity import Identity, scorers_digest
-from assay.outcomes import ItemOutcome, RowKind, RunKind, RunStatus
-from assay.run.plan import RunPlan, new_record, new_run_id, start_or_resume
+from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, scorer_problems, start_or_resume
 from assay.spec import EvalSpec, describe_errors
+from assay.spec.dataset import Item
 from assay.store import Store
 from evaluators import ScorerSpec
 
@@ -131,6 +131,9 @@ def open_rescore(
     else:
         stored_spec["scorers"] = [s.model_dump(mode="json") for s in scorers]
     spec = EvalSpec.model_validate(stored_spec)
+    problems = scorer_problems(spec.scorers, str(spec_dir))
+    if problems:
+        raise SpecError(problems, source=str(spec_path) if spec_path else "--scorer")
 
     rows = store.run_items(source_run_id)
     if rows.is_empty():
@@ -166,19 +169,25 @@ def open_rescore(
         flow_run_id=flow_run_id,
         restart_hint=f"Start a new rescore of {source_run_id} instead.",
     )
-    plan = RunPlan(
-        run_id=run_id,
-        spec=spec,
-        spec_dir=spec_dir,
-        items=items,
-        identity=identity,
-        store=store,
-        record=record,
-        done=store.done_keys(run_id),
-        work=work,
-        lease=lease,
-    )
-    _carry_requests(store, source_run_id, plan)
+    try:
+        plan = RunPlan(
+            run_id=run_id,
+            spec=spec,
+            spec_dir=spec_dir,
+            items=items,
+            identity=identity,
+            store=store,
+            record=record,
+            done=store.done_keys(run_id, parts=lease.accepted),
+            work=work,
+            lease=lease,
+        )
+        _carry_requests(store, source_run_id, plan)
+    except BaseException as exc:
+        # Recorded as running: it must not stay so.
+        mark_failed(store, run_id, f"it did not start: {describe(exc)}")
+        lease.release()
+        raise
     return plan, source_rows
 
 

@@ -39,10 +39,18 @@ from typing import TYPE_CHECKING, Any
 
 from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger, measuring
 from assay.calls.capture import Scope
-from assay.spec.dataset import Item
 from assay.errors import SessionError, TargetFailure
-from assay.run.execute import Finished, _captured, _completed_row, _failed_row, _json, _stopped_row, gauge_values
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
+from assay.run.execute import (
+    Finished,
+    _captured,
+    _completed_row,
+    _failed_row,
+    _json,
+    _stopped_row,
+    gauge_values,
+)
+from assay.spec.dataset import Item
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from assay.calls.chat import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
 
@@ -39,7 +40,7 @@ class OpenAITarget(StrictModel):
     """
 
     kind: Literal["openai"]
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: HttpURL
     model: str = Field(min_length=1)
     api_key_env: str | None = None
     prompt: str = "{input}"
@@ -113,7 +114,7 @@ class HttpAgentTarget(StrictModel):
     """
 
     kind: Literal["http_agent"]
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: HttpURL
     model: str | None = Field(default=None, min_length=1)
     api_key_env: str | None = None
     poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)

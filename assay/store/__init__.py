@@ -6,6 +6,7 @@
     <root>/turns/run_id=<id>/<part>.parquet     one row per prompt of a managed session
     <root>/artifacts/run_id=<id>/<item>/<trial>/ files kept per attempt (transcripts, workspaces)
     <root>/artifacts/run_id=<id>/@<name>        run-level sidecars (an http_agent's harness run ids)
+    <root>/leases/run_id=<id>/                  who drives the run (assay/lease.py)
 
 A batch of results is committed as parts of the same name: captured requests, turns and scores
 first, then the items part. The items part is the commit marker: a part without its items part is
@@ -103,7 +104,7 @@ class Store:
         A deletion cut short leaves only trash and row-less partitions, which `delete_run` of the
         same id finishes."""
         trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
-        for dataset in ("runs", "items", "scores", "requests", "turns", "artifacts"):
+        for dataset in ("runs", "items", "scores", "requests", "turns", "artifacts", "leases"):
             partition = self._partition(dataset, run_id)
             if partition.exists():
                 target = trash / dataset
@@ -152,15 +153,32 @@ class Store:
                     removed += 1
         return removed
 
+    def part_names(self, run_id: str, dataset: str = "items") -> set[str]:
+        """The file names of one run's parts of `dataset` (temporary files excluded); an items
+        part's name is the name of a committed batch."""
+        return {path.name for path in self._parts(dataset, run_id)}
+
+    def remove_parts(self, run_id: str, names: set[str]) -> None:
+        """Remove the batches named `names` from every dataset: the items part (the commit
+        marker) first, so no reader sees the batch's items without its scores."""
+        for dataset in ("items", "scores", "requests", "turns"):
+            for name in names:
+                (self._partition(dataset, run_id) / name).unlink(missing_ok=True)
+
     def _parts(self, dataset: str, run_id: str) -> list[Path]:
         folder = self._partition(dataset, run_id)
         if not folder.is_dir():
             return []
         return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(_TMP_PREFIX))
 
-    def done_keys(self, run_id: str) -> set[tuple[str, int]]:
-        """(item_id, trial) of every item already committed for the run."""
-        parts = self._parts("items", run_id)
+    def done_keys(self, run_id: str, parts: set[str] | None = None) -> set[tuple[str, int]]:
+        """(item_id, trial) of every item already committed for the run.
+
+        Args:
+            run_id: the run.
+            parts: only these items parts (by file name); default every one.
+        """
+        parts = [p for p in self._parts("items", run_id) if parts is None or p.name in parts]
         if not parts:
             return set()
         frame = pl.read_parquet(parts, columns=["item_id", "trial"])

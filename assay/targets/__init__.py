@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from assay.calls.accounting import Usage
-from assay.spec.dataset import Item
 from assay.spec import ContainerTarget, HttpAgentTarget, OpenAITarget, PythonTarget
+from assay.spec.dataset import Item
 from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult
 from assay.targets.http_agent import HttpAgent, item_files, prepare_http_agent
 from assay.targets.openai import OpenAIChatTarget, render

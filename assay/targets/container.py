@@ -40,7 +40,6 @@ from typing import Any
 import docker.errors
 
 from assay.calls.capture import Redactor
-from assay.spec.dataset import Item
 from assay.errors import SpecError, TargetFailure
 from assay.outcomes import FailureKind
 from assay.sandbox._docker import (
@@ -57,6 +56,7 @@ from assay.sandbox._docker import (
     inspect_image,
 )
 from assay.spec import ContainerTarget
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets._base import TargetResult
 from assay.targets.openai import render

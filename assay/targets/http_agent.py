@@ -43,10 +43,10 @@ import jsonschema
 from httpx_aiohttp import AiohttpTransport
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from assay.spec.dataset import Item
 from assay.errors import DatasetError, InputError, TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
+from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets._base import SessionState, TargetResult
 

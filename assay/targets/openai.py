@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from assay.calls.chat import ChatClient
-from assay.spec.dataset import Item
 from assay.spec import OpenAITarget
+from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult
 
 

@@ -8,10 +8,10 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from assay.spec.dataset import Item
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec import PythonTarget
+from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult
 from evaluators._imports import import_callable
 
