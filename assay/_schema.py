@@ -173,6 +173,15 @@ SCORES = _schema(
 )
 
 RUNS = _schema(
+    (
+        "revision",
+        pa.int64(),
+        (
+            "which write of the run's record this row is, from 1: every change (start, finish,"
+            " resume, tags) adds a row in a file of its own; the run's current record is its highest"
+            " revision"
+        ),
+    ),
     ("kind", pa.string(), "run | rescore"),
     ("name", pa.string(), "the spec's name"),
     ("status", pa.string(), "running | completed | failed_gate | cancelled | unavailable"),
@@ -310,6 +319,14 @@ COMPARISONS = _schema(
 )
 
 LEADERBOARDS = _schema(
+    (
+        "revision",
+        pa.int64(),
+        (
+            "which computation of the matrix's leaderboard the row belongs to, from 1 (a rebuild"
+            " adds rows, in a file of their own); the current leaderboard is the highest revision"
+        ),
+    ),
     ("created_at", _TS, "when the leaderboard was computed (UTC)"),
     ("cell", pa.string(), "the matrix cell"),
     ("run_id", pa.string(), "the cell's run"),

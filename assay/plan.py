@@ -300,7 +300,7 @@ def start_or_resume(
                 f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
                 f"{restart_hint}"
             )
-        store.remove_uncommitted(run_id)
+        store.recover(run_id)
         record = {k: v for k, v in stored.items() if k != "run_id"}
         record.update(status=RunStatus.RUNNING, finished_at=None)
     else:
