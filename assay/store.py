@@ -48,6 +48,9 @@ between two renames of the publish step (microseconds) leaves a scores, requests
 without its items part until the run resumes. Our readers read only parts whose items part exists;
 analysts keep to finished runs or join scores to items (docs/schema.md).
 
+The file steps (staging, put-if-absent, revisions, the tests' fault injection) are in
+`assay/_publish.py`.
+
 On object storage (S3 and the like: no rename; a PUT is atomic, conditional writes exist) the same
 protocol maps one to one: stage = PUT under `.staging/` (no `.writing` step: a PUT is never seen
 half done); publish = server-side copy to the final key, items last, then DELETE the staged
@@ -57,29 +60,22 @@ next); readers LIST then GET, which is safe because no key is ever overwritten.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 import shutil
-import signal
 import uuid
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from assay import _schema
+from assay import _publish, _schema
 from assay.errors import RunNotFoundError, StoreError
 from assay.outcomes import RowKind
 
 DEFAULT_ROOT = "assay-store"
 STAGING = ".staging"
-_WRITING, _STAGED = ".writing", ".staged"
 _CARRIED = "carried.parquet"
 # The batch datasets in publish order: the items part, the commit marker, last.
 _BATCH_DATASETS = ("requests", "turns", "scores", "items")
@@ -118,11 +114,11 @@ class Store:
         def table(revision: int) -> pa.Table:
             return pa.Table.from_pylist([{**record, "revision": revision}], schema=_schema.RUNS)
 
-        return _write_revision(self._partition("runs", run_id), "run", table, self._staging(run_id))
+        return _publish.write_revision(self._partition("runs", run_id), "run", table, self._staging(run_id))
 
     def read_run(self, run_id: str) -> dict[str, Any]:
         """A run's current record; `RunNotFoundError` if the store has no such run."""
-        path = _newest_revision(self._partition("runs", run_id), "run")
+        path = _publish.newest_revision(self._partition("runs", run_id), "run")
         rows = _read(_schema.RUNS, [path]).to_dicts() if path is not None else []
         if not rows:  # none, or deleted since the listing
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
@@ -135,8 +131,8 @@ class Store:
         return _read(_schema.RUNS, self._current_run_files(), hive=True).lazy()
 
     def _current_run_files(self) -> list[Path]:
-        partitions = _listing(self.root / "runs")
-        newest = (_newest_revision(p, "run") for p in partitions if p.name.startswith("run_id="))
+        partitions = _publish.listing(self.root / "runs")
+        newest = (_publish.newest_revision(p, "run") for p in partitions if p.name.startswith("run_id="))
         return sorted(p for p in newest if p is not None)
 
     # -- items and scores -----------------------------------------------------------------------
@@ -160,18 +156,17 @@ class Store:
             ("items", items),
         ):
             if table is not None and (table.num_rows or dataset == "items"):
-                _stage(table, batch, dataset)
-        self._publish(run_id, batch)
+                _publish.stage(table, batch, dataset)
+        self._publish_batch(run_id, batch)
 
-    def _publish(self, run_id: str, batch: Path) -> None:
+    def _publish_batch(self, run_id: str, batch: Path) -> None:
         """Rename a complete staged batch's files into their datasets, items last."""
         for dataset in _BATCH_DATASETS:
-            staged = batch / f"{dataset}{_STAGED}"
+            staged = batch / f"{dataset}{_publish.STAGED}"
             if staged.exists():
                 target = self._partition(dataset, run_id) / f"{batch.name}.parquet"
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if _fault("publish", dataset):
-                    os.kill(os.getpid(), signal.SIGKILL)
+                _publish.crash_point("publish", dataset)
                 # The part name is fresh (random), so the rename never replaces a file.
                 os.replace(staged, target)
         shutil.rmtree(batch, ignore_errors=True)
@@ -186,9 +181,9 @@ class Store:
         """
         counts = {"published": 0, "discarded": 0, "legacy": 0}
         staging = self._staging(run_id)
-        for entry in _listing(staging):
-            if entry.is_dir() and (entry / f"items{_STAGED}").exists():
-                self._publish(run_id, entry)
+        for entry in _publish.listing(staging):
+            if entry.is_dir() and (entry / f"items{_publish.STAGED}").exists():
+                self._publish_batch(run_id, entry)
                 counts["published"] += 1
             elif entry.is_dir():
                 shutil.rmtree(entry)
@@ -197,7 +192,7 @@ class Store:
                 entry.unlink(missing_ok=True)
         committed = {p.name for p in self._parts("items", run_id)} | {_CARRIED}
         for dataset in _BATCH_DATASETS:
-            for path in _listing(self._partition(dataset, run_id)):
+            for path in _publish.listing(self._partition(dataset, run_id)):
                 orphan = dataset != "items" and path.name not in committed
                 if path.name.startswith(_LEGACY_TMP_PREFIX) or orphan:
                     path.unlink(missing_ok=True)
@@ -247,10 +242,10 @@ class Store:
         """A rescore's copy of its source's captured requests (not part of any batch), once:
         `FileExistsError` if the run has it already."""
         path = self._partition("requests", run_id) / _CARRIED
-        _put(path, lambda staged: _write_parquet(requests, staged), self._staging(run_id))
+        _publish.put(path, lambda staged: _publish.write_parquet(requests, staged), self._staging(run_id))
 
     def _parts(self, dataset: str, run_id: str) -> list[Path]:
-        listing = _listing(self._partition(dataset, run_id))
+        listing = _publish.listing(self._partition(dataset, run_id))
         return [p for p in listing if p.suffix == ".parquet" and not p.name.startswith(_LEGACY_TMP_PREFIX)]
 
     def _committed_parts(self, dataset: str, run_id: str) -> list[Path]:
@@ -300,14 +295,18 @@ class Store:
             )
 
         folder = self.root / "leaderboards" / f"matrix_id={matrix_id}"
-        return _write_revision(folder, "leaderboard", table, self._staging())
+        return _publish.write_revision(folder, "leaderboard", table, self._staging())
 
     def write_comparison(self, comparison_id: str, table: pa.Table, document: str) -> None:
         """A comparison's rows (`comparison.parquet`) and its whole document (`comparison.json`),
         each written once under the comparison's fresh id."""
         folder = self.root / "comparisons" / f"comparison_id={comparison_id}"
-        _put(folder / "comparison.parquet", lambda staged: _write_parquet(table, staged), self._staging())
-        _put(folder / "comparison.json", lambda staged: staged.write_text(document), self._staging())
+        _publish.put(
+            folder / "comparison.parquet",
+            lambda staged: _publish.write_parquet(table, staged),
+            self._staging(),
+        )
+        _publish.put(folder / "comparison.json", lambda staged: staged.write_text(document), self._staging())
 
     # -- the analyst's view -----------------------------------------------------------------------
 
@@ -342,114 +341,6 @@ class Store:
     def turns(self) -> pl.LazyFrame:
         """Every session turn of every run."""
         return self._scan("turns", "part-*.parquet")
-
-
-def _listing(folder: Path) -> list[Path]:
-    """The entries of `folder`, sorted; none if it does not exist (or no longer: a run deleted)."""
-    try:
-        return sorted(folder.iterdir())
-    except FileNotFoundError:
-        return []
-
-
-# -- writing: staged files, published whole ------------------------------------------------------
-
-
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    pq.write_table(table, path, compression="zstd")
-
-
-def _stage(table: pa.Table, batch: Path, dataset: str) -> None:
-    """Write a batch's table of `dataset` into its staging folder: `<dataset>.staged` once whole."""
-    writing = batch / f"{dataset}{_WRITING}"
-    if _fault("stage", dataset):
-        _die_midway(table, writing)
-    _write_parquet(table, writing)
-    os.replace(writing, batch / f"{dataset}{_STAGED}")
-
-
-def _put(final: Path, write: Callable[[Path], None], staging: Path) -> None:
-    """Write a file under `staging`, then give it its final name unless a file has that name
-    already (put-if-absent: `FileExistsError`). A hard link publishes without replacing."""
-    staging.mkdir(parents=True, exist_ok=True)
-    staged = staging / f"{uuid.uuid4().hex}{_STAGED}"
-    try:
-        write(staged)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.link(staged, final)
-    finally:
-        staged.unlink(missing_ok=True)
-
-
-_REVISION = re.compile(r"-(\d+)")
-
-
-def _revision_of(path: Path, stem: str) -> int | None:
-    """`<stem>-<n>.parquet` is revision n; `<stem>.parquet`, from before revisions, is 0."""
-    if path.suffix != ".parquet" or not path.name.startswith(stem):
-        return None
-    rest = path.stem[len(stem) :]
-    if not rest:
-        return 0
-    match = _REVISION.fullmatch(rest)
-    return int(match.group(1)) if match else None
-
-
-def _revisions(folder: Path, stem: str) -> dict[int, Path]:
-    """The record's files in `folder` by revision."""
-    found = {}
-    for path in _listing(folder):
-        revision = _revision_of(path, stem)
-        if revision is not None:
-            found[revision] = path
-    return found
-
-
-def _newest_revision(folder: Path, stem: str) -> Path | None:
-    """The file of the record's highest revision in `folder`, or None."""
-    revisions = _revisions(folder, stem)
-    return revisions[max(revisions)] if revisions else None
-
-
-def _write_revision(folder: Path, stem: str, table: Callable[[int], pa.Table], staging: Path) -> int:
-    """Write `table(n)` as `<stem>-<n>.parquet`, n one more than the newest revision: if another
-    writer took n meanwhile, the next one."""
-    while True:
-        revision = max(_revisions(folder, stem), default=0) + 1
-        write = functools.partial(_write_parquet, table(revision))
-        try:
-            _put(folder / f"{stem}-{revision:06d}.parquet", write, staging)
-        except FileExistsError:
-            continue
-        return revision
-
-
-# -- fault injection, for the tests of the commit protocol ------------------------------------------
-
-_FAULT_ENV = "ASSAY_FAULT_KILL"
-_fault_seen: Counter[str] = Counter()
-
-
-def _fault(step: str, dataset: str) -> bool:
-    """With `ASSAY_FAULT_KILL=<step>:<dataset>:<n>` (tests only), true the n-th time this process
-    reaches `step` (`stage` or `publish`) for a file of `dataset`: the caller then SIGKILLs it."""
-    wanted = os.environ.get(_FAULT_ENV)
-    if not wanted:
-        return False
-    key = f"{step}:{dataset}"
-    _fault_seen[key] += 1
-    return wanted == f"{key}:{_fault_seen[key]}"
-
-
-def _die_midway(table: pa.Table, path: Path) -> None:
-    """SIGKILL this process halfway through writing `table` to `path`: what a kill during a write leaves."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    data = sink.getvalue().to_pybytes()
-    with path.open("wb") as file:
-        file.write(data[: len(data) // 2])
-        file.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 # -- reading, also files an older Assay wrote -----------------------------------------------------

@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 import duckdb
 import polars as pl
@@ -40,15 +41,23 @@ Read = Callable[[], object]
 
 
 class Readers:
-    """Threads, each running its reads in turn over and over until stopped; counts reads and
-    errors (by read and message)."""
+    """Threads, each running its reads in turn over and over until the `with` block ends; counts
+    reads and errors (by read and message)."""
 
     def __init__(self, *readers: dict[str, Read]) -> None:
         self.count, self.errors = 0, Counter()
         self._lock, self._stop = threading.Lock(), threading.Event()
-        self._threads = [threading.Thread(target=self._loop, args=(reads,)) for reads in readers]
+        self._threads = [threading.Thread(target=self._loop, args=(reads,), daemon=True) for reads in readers]
+
+    def __enter__(self) -> Self:
         for thread in self._threads:
             thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
 
     def _loop(self, reads: dict[str, Read]) -> None:
         while not self._stop.is_set():
@@ -69,11 +78,7 @@ class Readers:
             assert time.monotonic() < deadline, f"only {self.count} reads in {timeout} s"
             time.sleep(0.05)
 
-    def stop(self) -> str:
-        """Stop and join the threads; a report for an assertion message."""
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
+    def report(self) -> str:
         return f"{sum(self.errors.values())} of {self.count} reads failed: {self.errors.most_common(5)}"
 
 
@@ -178,12 +183,13 @@ def test_readers_never_fail_while_two_writers_revise_records_and_commit_batches(
     store = tmp_path / "store"
     store_writer.seed(Store(store))
     writers = [start_writer(store), start_writer(store, "--batches")]
-    readers = Readers(runs_reads(store), analyst_reads(store), store_reads(store, lambda: store_writer.RUNS))
-    for writer in writers:
-        finished(writer)
-    readers.wait_for(150)
-    assert not readers.errors, readers.stop()
-    readers.stop()
+    with Readers(
+        runs_reads(store), analyst_reads(store), store_reads(store, lambda: store_writer.RUNS)
+    ) as readers:
+        for writer in writers:
+            finished(writer)
+        readers.wait_for(150)
+    assert not readers.errors, readers.report()
 
     # Every revision either writer meant to write is there, none over another's (put-if-absent).
     per_run = 1 + 2 * ROUNDS // len(store_writer.RUNS)
@@ -204,11 +210,10 @@ def test_our_readers_never_fail_while_runs_are_deleted(tmp_path):
     def listed() -> list[str]:
         return Store(store).runs().collect()["run_id"].to_list()
 
-    readers = Readers(store_reads(store, listed), store_reads(store, listed))
-    finished(writer)
-    readers.wait_for(80)
-    assert not readers.errors, readers.stop()
-    readers.stop()
+    with Readers(store_reads(store, listed), store_reads(store, listed)) as readers:
+        finished(writer)
+        readers.wait_for(80)
+    assert not readers.errors, readers.report()
     assert sorted(listed()) == sorted([*store_writer.RUNS, f"d{ROUNDS // 2 - 1}", f"d{ROUNDS // 2}"])
 
 
@@ -216,9 +221,10 @@ def test_our_readers_never_fail_while_runs_are_deleted(tmp_path):
 
 
 def cells(folder: Path) -> None:
-    """`cells.py`: Python targets. `gated` answers its item `i0` only once `folder/open` exists,
+    """`busy_cells.py` (a name no other test's module has: a target module imported in this
+    process stays in `sys.modules`): Python targets. `gated` answers its item `i0` only once `folder/open` exists,
     which holds its run (and the readers on it) open until the test has read enough."""
-    (folder / "cells.py").write_text(
+    (folder / "busy_cells.py").write_text(
         f"""import pathlib, time
 
 def double(x):
@@ -245,7 +251,7 @@ def python_spec(folder: Path, n: int) -> Path:
         folder,
         name="busy",
         dataset={"path": "data.jsonl", "id": "id"},
-        target={"kind": "python", "function": "cells:double"},
+        target={"kind": "python", "function": "busy_cells:double"},
         scorers=[{"kind": "exact_match", "name": "exact"}],
     )
 
@@ -283,8 +289,8 @@ def test_two_matrix_runs_at_once_while_everything_reads(tmp_path):
         name="busy",
         dataset={"path": "data.jsonl", "id": "id"},
         targets={
-            "a": {"kind": "python", "function": "cells:gated"},
-            "b": {"kind": "python", "function": "cells:sloppy"},
+            "a": {"kind": "python", "function": "busy_cells:gated"},
+            "b": {"kind": "python", "function": "busy_cells:sloppy"},
         },
         scorers=[{"kind": "exact_match", "name": "exact"}],
         fail_on_item_error_rate=1,
@@ -318,11 +324,17 @@ def test_two_matrix_runs_at_once_while_everything_reads(tmp_path):
             **store_reads(store, lambda: Store(store).runs().collect()["run_id"].to_list()),
         },
     )
-    readers.wait_for(50)
-    (tmp_path / "open").touch()  # the gated items answer: the runs finish while the reads go on
-    outcomes = [run.communicate(timeout=300) for run in runs]
-    assert not readers.errors, readers.stop()
-    readers.stop()
+    try:
+        with readers:
+            readers.wait_for(50)
+            (tmp_path / "open").touch()  # the gated items answer: the runs finish while the reads go on
+            outcomes = [run.communicate(timeout=300) for run in runs]
+    finally:
+        (tmp_path / "open").touch()
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+    assert not readers.errors, readers.report()
 
     assert [run.returncode for run in runs] == [0, 0], outcomes
     for out, _ in outcomes:
@@ -381,12 +393,12 @@ def test_a_run_killed_mid_write_leaves_nothing_for_analysts_then_resumes_exactly
     assert data.run_items(run_id).height == committed
     assert set(data.run_scores(run_id)["item_id"]) == set(data.run_items(run_id)["item_id"])
 
-    # The next resume rolls that batch forward (published as it was, its items not run again).
-    resumed = run_assay(*resume)
-    assert resumed.returncode == 0, resumed.stderr
+    # The next resume (in this process: nothing to kill) rolls that batch forward, published as
+    # it was, its items not run again.
+    summary = json.loads(cli(*resume))
     assert (store / "items" / f"run_id={run_id}" / f"{batch.name}.parquet").is_file()
     items, scores = data.run_items(run_id), data.run_scores(run_id)
     assert items.height == 1200 and items["item_id"].n_unique() == 1200
     assert scores.height == 1200 and scores["item_id"].n_unique() == 1200
-    assert json.loads(resumed.stdout)["items"]["completed"] == 1200
+    assert summary["items"]["completed"] == 1200
     assert not list((store / STAGING).rglob("*.*")), "nothing left staged"
