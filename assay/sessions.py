@@ -41,7 +41,16 @@ from assay.accounting import Accounting, BudgetDenied, Ledger, Usage, current_le
 from assay.capture import Scope
 from assay.dataset import Item
 from assay.errors import SessionError, TargetFailure
-from assay.execute import Finished, _captured, _completed_row, _failed_row, _json, _stopped_row, gauge_values
+from assay.execute import (
+    Finished,
+    _captured,
+    _completed_row,
+    _failed_row,
+    _json,
+    _skipped_row,
+    _stopped_row,
+    gauge_values,
+)
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
@@ -415,8 +424,7 @@ class SessionRunner:
                 budget.note_closure("case")
                 if number > 1:
                     return None
-                row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached")
-                return _Attempt(number, row, queued_ms=queued_ms)
+                return _Attempt(number, _skipped_row(item, trial), queued_ms=queued_ms)
             scope = plan.capture.scope(item.item_id, trial)
             session = Session(ex.target, item, trial, number)  # type: ignore[arg-type]
             deadline = asyncio.timeout(plan.spec.item_timeout)
