@@ -59,14 +59,21 @@ ITEMS = _schema(
         pa.string(),
         "item outcome: completed | failed | cancelled | budget_skipped | budget_interrupted",
     ),
-    ("error", pa.string(), "why the item failed, for people; null unless failed"),
+    (
+        "error",
+        pa.string(),
+        (
+            "why the item did not complete, for people: the failure's message, or what stopped it"
+            " (budget reached, the budget's refusal of a call); null when completed"
+        ),
+    ),
     ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
     ("failure_provider", pa.string(), "who failed: `openai:<host>` or `python`"),
     ("failure_http_status", pa.int32(), "the last HTTP status of a failed call"),
     ("failure_retryable", pa.bool_(), "whether the failure was of a retryable kind (retries ran out)"),
     ("failure_request_id", pa.string(), "the provider's request id of the failed call"),
     ("model", pa.string(), "the model that answered, as the provider named it"),
-    ("started_at", _TS, "when the item started (UTC)"),
+    ("started_at", _TS, "when the item started (UTC); null if it never did (budget_skipped)"),
     ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
@@ -155,7 +162,14 @@ SCORES = _schema(
             "measured on gauge rows"
         ),
     ),
-    ("error", pa.string(), "why the scorer failed; null unless failed"),
+    (
+        "error",
+        pa.string(),
+        (
+            "why the scorer did not score: its failure's message, or what stopped it (the budget);"
+            " null when scored, skipped or measured"
+        ),
+    ),
     ("duration_ms", pa.float64(), "wall time of the scorer"),
     ("model", pa.string(), "the judge's model, for model-graded scorers"),
     *_TOKENS,
@@ -174,6 +188,15 @@ SCORES = _schema(
 )
 
 RUNS = _schema(
+    (
+        "revision",
+        pa.int64(),
+        (
+            "which write of the run's record this row is, from 1: every change (start, finish,"
+            " resume, tags) adds a row in a file of its own; the run's current record is its highest"
+            " revision"
+        ),
+    ),
     ("kind", pa.string(), "run | rescore"),
     ("name", pa.string(), "the spec's name"),
     ("status", pa.string(), "running | completed | failed_gate | cancelled | failed | unavailable"),
@@ -265,7 +288,11 @@ TURNS = _schema(
     ("prompt", pa.string(), "what was sent (JSON text)"),
     ("output", pa.string(), "what the target answered (JSON text); null unless completed"),
     ("outcome", pa.string(), "the prompt's outcome: completed | failed | cancelled | budget_interrupted"),
-    ("error", pa.string(), "why the prompt (or, on a row without one, the attempt) failed"),
+    (
+        "error",
+        pa.string(),
+        "why the prompt (or, on a row without one, the attempt) failed, or the budget's refusal",
+    ),
     ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
     ("model", pa.string(), "the model that answered, as the provider named it"),
     *_TOKENS,
@@ -319,6 +346,14 @@ COMPARISONS = _schema(
 )
 
 LEADERBOARDS = _schema(
+    (
+        "revision",
+        pa.int64(),
+        (
+            "which computation of the matrix's leaderboard the row belongs to, from 1 (a rebuild"
+            " adds rows, in a file of their own); the current leaderboard is the highest revision"
+        ),
+    ),
     ("created_at", _TS, "when the leaderboard was computed (UTC)"),
     ("cell", pa.string(), "the matrix cell"),
     ("run_id", pa.string(), "the cell's run"),

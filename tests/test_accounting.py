@@ -76,6 +76,11 @@ def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys)
     items = Store(tmp_path / "s").run_items(summary["run_id"]).sort("item_index")
     assert items["outcome"].to_list() == ["completed"] * 4 + ["budget_skipped"] * 6
     assert mock.stats()["requests"] == 4
+    # A skipped item never started: no start time, no timing; its error says why (docs/schema.md).
+    skipped = items.filter(pl.col("outcome") == "budget_skipped")
+    assert skipped["started_at"].null_count() == 6 and skipped["duration_ms"].null_count() == 6
+    assert set(skipped["error"]) == {"budget reached"} and skipped["failure_kind"].null_count() == 6
+    assert items.filter(pl.col("outcome") == "completed")["started_at"].null_count() == 0
     record = Store(tmp_path / "s").read_run(summary["run_id"])
     assert record["budget_status"] == "closed" and record["budget_closed_by"] == "case"
     assert record["budget_limit_usd"] == 0.0007 and record["budget_spent_usd"] == pytest.approx(0.0008)

@@ -69,8 +69,9 @@ def test_every_cell_is_its_own_run_under_one_matrix(matrix, capsys):
     assert by_cell["awful"]["delta_vs_baseline"] == pytest.approx(-0.25)
     assert by_cell["sloppy"]["verdict_vs_baseline"] is None
     assert by_cell["sloppy"]["ci_low"] < 0.75 < by_cell["sloppy"]["ci_high"]
-    stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/leaderboard.parquet")
+    stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/*.parquet")
     assert stored.height == 3 and set(stored["cell"]) == {"sloppy", "perfect", "awful"}
+    assert set(stored["revision"]) == {1}
 
 
 def test_leaderboard_command_with_another_baseline(matrix, capsys):
@@ -81,6 +82,10 @@ def test_leaderboard_command_with_another_baseline(matrix, capsys):
     board = json.loads(capsys.readouterr().out)
     verdicts = {row["cell"]: row["verdict_vs_baseline"] for row in board["rows"]}
     assert verdicts == {"perfect": None, "sloppy": "regressed", "awful": "regressed"}
+    # The rebuild is the matrix's second revision of its leaderboard, beside the first.
+    stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/*.parquet")
+    current = stored.filter(pl.col("revision") == pl.col("revision").max())
+    assert sorted(stored["revision"].unique()) == [1, 2] and set(current["baseline_cell"]) == {"perfect"}
     assert main(["leaderboard", matrix_id, "--baseline", "nope", "--store", store]) == 2
     assert "sloppy, perfect, awful" in capsys.readouterr().err
     assert main(["leaderboard", "no-such-matrix", "--store", store]) == 2

@@ -496,6 +496,7 @@ def test_the_budget_stops_a_session_between_its_prompts(tmp_path, mock, capsys):
     # The first prompt's cost closes the budget: the session's next prompt is refused before it is
     # sent, and no later item starts.
     assert items["outcome"].to_list() == ["budget_interrupted", "budget_skipped", "budget_skipped"]
+    assert items["started_at"].is_null().to_list() == [False, True, True], "skipped items never started"
     assert mock.stats()["requests"] == 1
     turns = store.run_turns(summary["run_id"]).filter(pl.col("item_id") == "q0").sort("index")
     assert turns.select("method", "outcome").rows() == [

@@ -3,6 +3,7 @@ missing columns are null or their default, and a run of today can sit beside it.
 
 from __future__ import annotations
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -30,14 +31,21 @@ def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> 
         pq.write_table(old.drop_columns(["kind", "value"]), part)
     for part in (store / "items").rglob("*.parquet"):
         _drop(part, ["artifacts", "sandbox", "teardown_error", "attempt", "attempts_made"])
-    _drop(run_dir / "run.parquet", ["policy", "attempts", "target_snapshot"])
+    # Its run record was one file, `run.parquet`, replaced at each change (no revisions).
+    *older, newest = sorted(run_dir.glob("run-*.parquet"))
+    newest.rename(run_dir / "run.parquet")
+    for path in older:
+        path.unlink()
+    _drop(run_dir / "run.parquet", ["revision", "policy", "attempts", "target_snapshot"])
 
     data = Store(store)
     scores = data.run_scores(run_id)
     assert scores.height == 8 and set(scores["kind"]) == {"score"}
     assert scores["value"].to_list() == scores["score"].to_list()
     assert data.run_items(run_id)["sandbox"].null_count() == 4
-    assert data.read_run(run_id)["target_snapshot"] is None
+    record = data.read_run(run_id)
+    assert record["target_snapshot"] is None and record["revision"] == 0 and record["status"] == "completed"
+    assert data.runs().select("run_id", "revision").collect().rows() == [(run_id, 0)]
     assert set(data.scores().collect().columns) >= {name for name in _schema.SCORES.names}
     summary = summarise(data, run_id)
     assert {row["scorer"]: row["scored"] for row in summary["scorers"]} == {"exact": 4, "digits": 4}
@@ -46,3 +54,9 @@ def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> 
     assert run_assay("run", str(spec), "--store", str(store), "--quiet").returncode == 0
     kinds = data.scores().group_by("kind").len().collect()
     assert set(kinds["kind"]) == {"score", "gauge"}
+    # A change to the old run is its revision 1, which supersedes `run.parquet`.
+    data.write_run(run_id, {**record, "tags": ["upgraded"]})
+    assert data.read_run(run_id)["tags"] == ["upgraded"] and (run_dir / "run-000001.parquet").is_file()
+    assert data.runs().filter(pl.col("run_id") == run_id).select("revision", "tags").collect().rows() == [
+        (1, ["upgraded"])
+    ]

@@ -10,7 +10,6 @@ are reported beside the verdicts, and never decide one.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +31,7 @@ from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
 from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
 from assay.run.plan import new_run_id
-from assay.store import Store, write_atomic
+from assay.store import Store
 from evaluators import SCORER_CLASSES
 
 # Model-graded scorers are noisy judges: a difference under 5 points is not worth a verdict.
@@ -419,7 +418,6 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
 def write_comparison(store: Store, document: dict[str, Any]) -> None:
     """`<store>/comparisons/comparison_id=<id>/comparison.parquet` (a row per scorer) and the
     whole document beside it as `comparison.json`."""
-    folder = store.root / "comparisons" / f"comparison_id={document['comparison_id']}"
     created = datetime.fromisoformat(document["created_at"])
     options = document["options"]
     rows = [
@@ -434,10 +432,11 @@ def write_comparison(store: Store, document: dict[str, Any]) -> None:
         }
         for row in document["scorers"]
     ]
-    write_atomic(pa.Table.from_pylist(rows, schema=_schema.COMPARISONS), folder / "comparison.parquet")
-    tmp = folder / f".tmp-{document['comparison_id']}.json"
-    tmp.write_text(json.dumps(document, indent=2, default=str))
-    os.replace(tmp, folder / "comparison.json")
+    store.write_comparison(
+        document["comparison_id"],
+        pa.Table.from_pylist(rows, schema=_schema.COMPARISONS),
+        json.dumps(document, indent=2, default=str),
+    )
 
 
 def power_report(

@@ -1,7 +1,7 @@
 """The leaderboard of a matrix run: cells ranked per scorer, each compared with a baseline cell.
 
-Written to `<store>/leaderboards/matrix_id=<id>/leaderboard.parquet`, so the terminal, the report
-and analysts read the same table.
+Written to `<store>/leaderboards/matrix_id=<id>/leaderboard-<revision>.parquet` (a rebuild adds a
+revision), so the terminal, the report and analysts read the same table.
 """
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
-from assay import _schema
 from assay.analysis.compare import CompareOptions, Side, scorer_rows
 from assay.analysis.stats import mean_interval
 from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
 from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
-from assay.store import Store, write_atomic
+from assay.store import Store
 
 
 def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -107,6 +105,5 @@ def build_leaderboard(
         .sort("scorer", "rank", "cell")
     )
     ranked = table.to_dicts()
-    folder = store.root / "leaderboards" / f"matrix_id={matrix_id}"
-    write_atomic(pa.Table.from_pylist(ranked, schema=_schema.LEADERBOARDS), folder / "leaderboard.parquet")
+    store.write_leaderboard(matrix_id, ranked)
     return {"matrix_id": matrix_id, "baseline_cell": baseline_cell, "rows": ranked}

@@ -179,7 +179,7 @@ class ShardExecutor:
         budget = self.plan.budget
         if budget.closed and not type(scorer).deterministic:
             budget.note_closure("scorer")
-            return _unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, "budget reached"), Accounting(), None
+            return _unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, _BUDGET_REACHED), Accounting(), None
         scope = self.plan.capture.scope(item.item_id, trial, scorer.name)
         with measuring(
             SpendKind.JUDGING, self.plan.prices, budget, scope, self.plan.response_cache
@@ -251,8 +251,7 @@ class Executor(ShardExecutor):
             queued_ms = (started - waited) * 1000
             if self.plan.budget.closed:  # judges' spend counts; no new sandbox once it is reached
                 self.plan.budget.note_closure("case")
-                row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached")
-                return Finished(row, [], [])
+                return Finished(_skipped_row(item, trial), [], [])
             attempt = await self.target.begin(item, trial)  # type: ignore[attr-defined]
             try:
                 if attempt.failure is not None:
@@ -324,11 +323,7 @@ class Executor(ShardExecutor):
             queued_ms = (started - waited) * 1000
             if budget.closed:  # checked after the wait for a slot, which may have been long
                 budget.note_closure("case")
-                return Finished(
-                    _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached"),
-                    [],
-                    [],
-                )
+                return Finished(_skipped_row(item, trial), [], [])
             scope = self.plan.capture.scope(item.item_id, trial)
             with measuring(
                 SpendKind.GENERATION, self.plan.prices, budget, scope, self.plan.response_cache
@@ -454,7 +449,7 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _item_columns(item: Item, trial: int, started_at: datetime) -> dict[str, Any]:
+def _item_columns(item: Item, trial: int, started_at: datetime | None) -> dict[str, Any]:
     return {
         "item_id": item.item_id,
         "item_index": item.item_index,
@@ -533,6 +528,19 @@ def _stopped_row(
         **_item_columns(item, trial, started_at),
         "outcome": outcome.value,
         "error": why,
+        **Accounting().columns(),
+    }
+
+
+_BUDGET_REACHED = "budget reached"
+
+
+def _skipped_row(item: Item, trial: int) -> dict[str, Any]:
+    """An item the closed budget kept from starting: no start time, no timing, no spend."""
+    return {
+        **_item_columns(item, trial, None),
+        "outcome": ItemOutcome.BUDGET_SKIPPED.value,
+        "error": _BUDGET_REACHED,
         **Accounting().columns(),
     }
 

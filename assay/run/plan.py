@@ -329,9 +329,12 @@ def start_or_resume(
     lease = Lease(store, run_id, flow_run_id)
     lease.acquire()
     try:
+        if resuming:
+            # First what a killed writer left staged (a complete batch is kept, not redone), then
+            # the fence: which committed parts the run resumes from.
+            store.recover(run_id)
         lease.take_over_parts()
         if resuming:
-            store.remove_uncommitted(run_id)
             # Read again now that the run is ours: its last holder may have closed it meanwhile.
             record = {k: v for k, v in store.read_run(run_id).items() if k != "run_id"}
             record.update(status=RunStatus.RUNNING, finished_at=None, error=None)

@@ -47,6 +47,7 @@ from assay.run.execute import (
     _completed_row,
     _failed_row,
     _json,
+    _skipped_row,
     _stopped_row,
     gauge_values,
 )
@@ -423,8 +424,7 @@ class SessionRunner:
                 budget.note_closure("case")
                 if number > 1:
                     return None
-                row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_SKIPPED, "budget reached")
-                return _Attempt(number, row, queued_ms=queued_ms)
+                return _Attempt(number, _skipped_row(item, trial), queued_ms=queued_ms)
             scope = plan.capture.scope(item.item_id, trial)
             session = Session(ex.target, item, trial, number)  # type: ignore[arg-type]
             deadline = asyncio.timeout(plan.spec.item_timeout)
