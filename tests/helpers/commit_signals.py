@@ -8,7 +8,7 @@ this module is left alone):
 - `sigterm-after-commit`: SIGTERM to itself the moment its first items part (the commit marker)
   is in place, before the batch's bookkeeping runs;
 - `stop-before-commit`: SIGSTOP itself once its first batch passed its lease check, before any of
-  its files is written (at the scores partition's `mkdir`);
+  its files is written (at the `mkdir` of the batch's staging folder, `.staging/run_id=<id>/part-…`);
 - `stop-mid-commit`: SIGSTOP itself just before its first items part (the commit marker) is renamed
   into place, its scores part already in place;
 - `stop-after-commit`: SIGSTOP itself just after, before it checks its lease again.
@@ -42,9 +42,9 @@ def _in(dataset: str, path: Any) -> bool:
     return f"{os.sep}{dataset}{os.sep}" in path and os.path.basename(path).startswith("part-")
 
 
-def _partition(dataset: str, path: Any) -> bool:
+def _staged_batch(path: Any) -> bool:
     folder, name = os.path.split(os.fspath(path))
-    return os.path.basename(folder) == dataset and name.startswith("run_id=")
+    return f"{os.sep}.staging{os.sep}" in folder and name.startswith("part-")
 
 
 def _once(point: str) -> bool:
@@ -57,7 +57,7 @@ def _once(point: str) -> bool:
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     global _committed
-    if event == "os.mkdir" and _partition("scores", args[0]) and _once("stop-before-commit"):
+    if event == "os.mkdir" and _staged_batch(args[0]) and _once("stop-before-commit"):
         os.kill(os.getpid(), signal.SIGSTOP)
     elif event == "os.rename" and _in("scores", args[1]) and _once("sigterm-after-commit"):
         sys.setprofile(_profile)  # on for the items part's rename, which comes next
