@@ -111,6 +111,11 @@ class Scorer(BaseModel):
         if not self.name:
             object.__setattr__(self, "name", self.kind)
 
+    @property
+    def makes_containers(self) -> bool:
+        """Whether scoring starts Docker containers of its own (a run's end removes what is left)."""
+        return False
+
     def is_async(self, search_path: str | None = None) -> bool:
         """Whether scoring waits on I/O (a coroutine). Sync scorers run one after another on the
         event loop, since concurrency buys them nothing; async ones run `scorer_concurrency` at once."""

@@ -65,6 +65,11 @@ class CodeExec(Scorer):
             raise ValueError("where: fresh needs `image`")
         return self
 
+    @property
+    def makes_containers(self) -> bool:
+        """A fresh sandbox is a container of the scorer's own (the attempt's is the target's)."""
+        return self.where == "fresh"
+
     async def score(self, sample: Sample) -> Score:
         if self.where == "attempt":
             if sample.sandbox is None:

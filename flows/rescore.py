@@ -68,7 +68,7 @@ async def rescore_run(
                     *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
                 )
             finally:
-                if any(getattr(s, "where", None) == "fresh" for s in plan.spec.scorers):
+                if any(scorer.makes_containers for scorer in plan.spec.scorers):
                     await clean_after(plan.run_id)  # a cancelled scorer's fresh sandbox
     except BaseException as stop:
         # Ctrl-C, SIGTERM or a Prefect cancel: what finished is kept, the rest recorded as

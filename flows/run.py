@@ -17,9 +17,9 @@ from assay.run import progress
 from assay.run.execute import Executor
 from assay.run.gold import gold_check_failures
 from assay.run.plan import RunPlan, new_run_id, open_runs
-from assay.sandbox.hygiene import clean_after, makes_containers
+from assay.sandbox.hygiene import clean_after
 from assay.store import Store
-from assay.targets import open_target
+from assay.targets import makes_containers, open_target
 from tasks import orchestrated, run_shard, shard_limit
 from tasks.publish import name_flow_run, publish_run_summary
 

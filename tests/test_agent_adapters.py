@@ -1,4 +1,4 @@
-"""The container target's agent adapters (assay/sandbox/agents.py), without Docker.
+"""The container target's agent adapters (assay/targets/container/agents/), without Docker.
 
 The requirements: each parser reads its CLI's stream into exact figures, and a figure the stream
 did not give is None, never 0; a broken stream is reported, never raised; the command line is
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from assay.calls.capture import Redactor
 from assay.errors import InputError, SpecError
 from assay.spec import AgentSpec
-from assay.targets.agents import (
+from assay.targets.container.agents import (
     AgentReport,
     command_line,
     env_file_text,

@@ -79,3 +79,38 @@ def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, cap
     assert three["cost_usd_max"] == pytest.approx(3 * one["cost_usd_max"])
     assert three["cost_usd_expected"] == pytest.approx(one["cost_usd_expected"])
     assert "up to 3 attempts" in three["note"] and "policy's further prompts" in three["note"]
+
+
+def _judged_spec(tmp_path, target: dict) -> object:
+    """Three rows, one llm_judge scorer (priced), and `target`."""
+    (tmp_path / "solver.py").write_text("def solve(question):\n    return question\n")
+    return openai_spec(
+        tmp_path,
+        "http://127.0.0.1:9/v1",
+        n=3,
+        target=target,
+        prices={"judge-1": {"input": 1.0, "output": 2.0}},
+        scorers=[
+            {"kind": "llm_judge", "base_url": "http://127.0.0.1:9/v1", "model": "judge-1", "max_tokens": 8}
+        ],
+    )
+
+
+def test_an_unmeasured_targets_calls_are_counted_and_its_judges_estimated(tmp_path, capsys):
+    report = estimate(
+        capsys, _judged_spec(tmp_path, {"kind": "python", "function": "solver:solve"}), tmp_path / "s"
+    )
+    generation, judging = report["lines"]
+    assert generation["kind"] == "generation" and generation["model"] is None and generation["calls"] == 3
+    assert "python target: its spend is not measured" in generation["note"]
+    # The judge's calls cost money whatever the target is.
+    assert judging["kind"] == "judging" and judging["model"] == "judge-1" and judging["calls"] == 3
+    assert judging["output_tokens_max"] == 8 * 3 and report["cost_usd_max"] == judging["cost_usd_max"] > 0
+
+
+def test_an_http_agents_model_is_not_metered(tmp_path, capsys):
+    # The harness runs the model and reports its own spend: there is no price to demand.
+    target = {"kind": "http_agent", "base_url": "http://127.0.0.1:9", "model": "agent-model-1"}
+    report = estimate(capsys, _judged_spec(tmp_path, target), tmp_path / "s")
+    assert report["lines"][0]["model"] is None and report["unpriced_models"] == []
+    assert "http_agent target: its spend is not measured" in report["lines"][0]["note"]

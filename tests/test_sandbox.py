@@ -20,7 +20,7 @@ import pytest
 from assay.outcomes import RowKind
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
-from assay.targets.container import workspace_diff
+from assay.targets.container.workspace import workspace_diff
 from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
@@ -423,7 +423,7 @@ def test_a_rescore_reads_the_exported_workspace_without_any_container(tmp_path: 
 def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: str) -> None:
     from assay.spec import ContainerTarget
     from assay.spec.dataset import Item
-    from assay.targets.container import prepare_container
+    from assay.targets.container.preflight import prepare_container
 
     target = ContainerTarget(kind="container", image="assay-test/moving:latest", command=["true"])
     stored = {
@@ -713,7 +713,7 @@ def test_an_attempt_user_with_assays_control_uid_is_refused(tmp_path: Path, imag
     from assay.errors import SpecError
     from assay.spec import ContainerTarget
     from assay.spec.dataset import Item
-    from assay.targets.container import prepare_container
+    from assay.targets.container.preflight import prepare_container
 
     target = ContainerTarget(kind="container", image=image, command=["true"], user="65533")
     item = Item(item_id="a", item_index=0, input="x", expected=None)

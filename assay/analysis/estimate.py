@@ -17,10 +17,10 @@ import polars as pl
 from assay.calls.accounting import PriceTable, Usage
 from assay.run.identity import identity_of
 from assay.run.plan import validate
-from assay.spec import EvalSpec, OpenAITarget
+from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.store import Store
-from assay.targets import render
+from assay.targets import kind_of
 
 _CHARS_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 4
@@ -82,6 +82,38 @@ def _session_note(spec: EvalSpec) -> str:
     return "; the policy's further prompts are not counted (each is one more call)"
 
 
+def _generation(
+    cell: str | None, spec: EvalSpec, items: list[Item], store: Store, prices: PriceTable
+) -> dict[str, Any]:
+    """The target's line: its measured calls (its kind says which), or the calls it makes
+    unmeasured."""
+    target = spec.target
+    calls = len(items) * spec.trials
+    metered = kind_of(target).metered(target)
+    if metered is None:
+        return {
+            "cell": cell,
+            "kind": "generation",
+            "model": None,
+            "calls": calls,
+            "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
+        }
+    per_item = sum(count_tokens(text) for item in items for text in metered.texts(item))
+    observed = _observed_output_tokens(store, spec, items)
+    ceiling = metered.max_tokens
+    expected_out = (observed if observed is not None else (ceiling or 0)) * calls
+    max_out = (ceiling * calls) if ceiling else expected_out
+    if observed is not None:
+        note = "output tokens observed in a stored run of this target"
+    elif ceiling:
+        note = "output tokens bounded by max_tokens"
+    else:
+        note = "no max_tokens and no stored run: output tokens not estimated"
+    line = _line(metered.model, calls, per_item * spec.trials, expected_out, max_out, prices)
+    line.update(cell=cell, kind="generation", note=note + _session_note(spec))
+    return _with_attempts(line, spec.attempts)
+
+
 def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
     """Estimate every cell of a spec: generation calls and model-graded scorers' judging calls.
 
@@ -93,38 +125,8 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
     lines = []
     for cell, cell_spec in spec.cells():
         prices = PriceTable.shipped(cell_spec.prices)
-        target = cell_spec.target
-        if not isinstance(target, OpenAITarget):
-            lines.append(
-                {
-                    "cell": cell,
-                    "kind": "generation",
-                    "model": None,
-                    "calls": len(items) * spec.trials,
-                    "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
-                }
-            )
-            continue
-        per_item = sum(
-            count_tokens(render(t, item))
-            for item in items
-            for t in (target.prompt, target.system)
-            if t is not None
-        )
-        observed = _observed_output_tokens(store, cell_spec, items)
-        ceiling = target.max_tokens
         calls = len(items) * spec.trials
-        expected_out = (observed if observed is not None else (ceiling or 0)) * calls
-        max_out = (ceiling * calls) if ceiling else expected_out
-        if observed is not None:
-            note = "output tokens observed in a stored run of this target"
-        elif ceiling:
-            note = "output tokens bounded by max_tokens"
-        else:
-            note = "no max_tokens and no stored run: output tokens not estimated"
-        line = _line(target.model, calls, per_item * spec.trials, expected_out, max_out, prices)
-        line.update(cell=cell, kind="generation", note=note + _session_note(cell_spec))
-        lines.append(_with_attempts(line, cell_spec.attempts))
+        lines.append(_generation(cell, cell_spec, items, store, prices))
         for scorer in cell_spec.scorers:
             if type(scorer).deterministic or not hasattr(scorer, "model"):
                 continue

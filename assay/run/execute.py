@@ -35,7 +35,7 @@ from assay.outcomes import (
 from assay.run import progress
 from assay.run.plan import RunPlan, Shard
 from assay.spec.dataset import Item
-from assay.targets import SandboxedTarget, Target, TargetResult
+from assay.targets import Target, TargetResult, kind_of
 from evaluators import Sample, Scorer, ScoreRecord, evaluate
 from evaluators._base import RunContext, run_context
 
@@ -233,7 +233,7 @@ class Executor(ShardExecutor):
         self.target = target
         self.limiter = asyncio.Semaphore(plan.spec.concurrency)
         # A sandboxed target's attempt stays alive while it is scored (scorers may exec in it).
-        self._sandboxed = isinstance(target, SandboxedTarget)
+        self._sandboxed = kind_of(plan.spec.target).live_attempts
         # Only a spec with a policy or attempts pays for sessions; a plain item takes the path below.
         self._sessions = None
         if plan.spec.sessions:

@@ -1,9 +1,10 @@
 """A run's identity: a hash of everything that decides its results.
 
 Dataset content, the target's result-deciding config, the scorers (name, kind, version, params),
-trials and seed, and how items are driven: the session policy and the number of attempts. Operational settings — concurrency, timeouts, retries, the API key's variable,
-the endpoint's address — are left out, so a run can resume on another port or with more
-concurrency and still be the same run.
+trials and seed, and how items are driven: the session policy and the number of attempts.
+Operational settings — concurrency, timeouts, retries, the API key's variable, the endpoint's
+address (each target kind names its own: `TargetKind.operational`) — are left out, so a run can
+resume on another port or with more concurrency and still be the same run.
 """
 
 from __future__ import annotations
@@ -15,20 +16,8 @@ from typing import Any
 
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item, canonical_json, dataset_hash
+from assay.targets import kind_of
 from evaluators import Scorer
-
-_OPERATIONAL_TARGET_FIELDS = {
-    "base_url",
-    "api_key_env",
-    "timeout",
-    "max_retries",
-    "cache",
-    "poll_interval",
-    "request_timeout",
-    # Which artifacts an http_agent keeps, not what it answers: a resume may change them.
-    "max_artifact_bytes",
-    "max_attempt_bytes",
-}
 
 
 def _hash(value: Any) -> str:
@@ -94,7 +83,7 @@ def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None)
     """The run's identity. With `spec_dir`, the content of the files the target hands the agent
     (a container's fixture and checks folders, an http_agent's local fixture files) is part of it:
     a fixture changed under a run makes a resume refuse, like a changed dataset."""
-    target = spec.target.model_dump(mode="json", exclude=_OPERATIONAL_TARGET_FIELDS)
+    target = kind_of(spec.target).identity(spec.target)
     return Identity(
         fixtures=fixtures_digest(spec, items, spec_dir) if spec_dir is not None else None,
         dataset=dataset_hash(items)[:16],
@@ -113,9 +102,7 @@ def spec_hash(spec: EvalSpec) -> str:
 
 def fixtures_digest(spec: EvalSpec, items: list[Item], spec_dir: Path) -> str | None:
     """A hash of every fixture file's path and bytes the target uses, or None when it uses none."""
-    from assay.targets import fixture_files  # the targets know where their fixtures are
-
-    files = fixture_files(spec.target, items, spec_dir)
+    files = kind_of(spec.target).fixture_files(spec.target, items, spec_dir)
     if not files:
         return None
     digest = hashlib.sha256()

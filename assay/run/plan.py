@@ -26,11 +26,11 @@ from assay.calls.response_cache import ResponseCache
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError, describe
 from assay.outcomes import RunKind, RunStatus
 from assay.run.identity import Identity, identity_of, spec_hash
-from assay.spec import ContainerTarget, EvalSpec, HttpAgentTarget, OpenAITarget, PythonTarget, load_spec
+from assay.spec import EvalSpec, load_spec
 from assay.spec.dataset import Item, canonical_json, load_items
 from assay.store import Store
 from assay.store.lease import Lease
-from assay.targets import prepare_http_agent, render
+from assay.targets import kind_of
 from evaluators._imports import resolve_callable
 
 MAX_SHARDS = 8
@@ -137,25 +137,13 @@ def new_run_id(now: datetime | None = None, suffix: str | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{suffix or secrets.token_hex(3)}"
 
 
-def _check_prompts(spec: EvalSpec, items: list[Item]) -> None:
-    """Render every prompt once, so a template naming a missing field fails before anything runs."""
-    if not isinstance(spec.target, OpenAITarget):
-        return
-    templates = {"target.prompt": spec.target.prompt, "target.system": spec.target.system}
+def _check_items(spec: EvalSpec, items: list[Item]) -> None:
+    """Every item must be askable (its kind says: prompts render), so a template naming a missing
+    field fails before anything runs."""
     problems = []
-    for field_name, template in templates.items():
-        if template is None:
-            continue
-        for item in items:
-            try:
-                render(template, item)
-            except (KeyError, IndexError, ValueError) as exc:
-                problems.append(
-                    f"item {item.item_index} (id {item.item_id!r}): {field_name} {template!r} "
-                    f"cannot be filled: {type(exc).__name__} {exc}"
-                )
-            if len(problems) >= 20:
-                break
+    for cell, cell_spec in spec.cells():
+        where = "target" if cell is None else f"targets.{cell}"
+        problems += kind_of(cell_spec.target).item_problems(cell_spec.target, items, where)
     if problems:
         raise DatasetError(problems)
 
@@ -168,8 +156,7 @@ def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     _check_references(spec, spec_path)
     _check_policy(spec, spec_path)
     items = load_items(spec.dataset, spec_path.parent)
-    for _, cell_spec in spec.cells():
-        _check_prompts(cell_spec, items)
+    _check_items(spec, items)
     return spec, items
 
 
@@ -185,10 +172,15 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
             key_env = getattr(part, "api_key_env", None)
             if key_env and not os.environ.get(key_env):
                 problems.append(f"{where}.api_key_env: environment variable {key_env!r} is not set")
-            if getattr(part, "model", None) and (
-                isinstance(part, OpenAITarget) or not type(part).deterministic
-            ):
-                models.append((where, part.model, PriceTable.shipped(cell_spec.prices)))
+        # Models whose spend Assay measures: the target's (if its kind is metered), judges'.
+        metered = kind_of(cell_spec.target).metered(cell_spec.target)
+        judged = [
+            (f"scorers.{n}", s.model)
+            for n, s in enumerate(cell_spec.scorers)
+            if getattr(s, "model", None) and not type(s).deterministic
+        ]
+        for where, model in ([("target", metered.model)] if metered else []) + judged:
+            models.append((where, model, PriceTable.shipped(cell_spec.prices)))
     if spec.budget is not None:
         problems += [
             f"budget: {where} model {model!r} has no price, so its spend cannot count against the budget; "
@@ -201,17 +193,14 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
 
 
 def _check_references(spec: EvalSpec, spec_path: Path) -> None:
-    """Every `module:function` the spec names — a python target's function, user_code scorers'
-    and `applies` functions — must import from the spec's folder (the policy: `_check_policy`)."""
+    """What the spec names must exist: the target's kind checks its own (a python target's
+    function imports), and user_code scorers' and `applies` functions must import from the
+    spec's folder (the policy: `_check_policy`)."""
     search_path = str(spec_path.parent)
     problems = []
     for cell, cell_spec in spec.cells():
-        if isinstance(cell_spec.target, PythonTarget):
-            where = "target" if cell is None else f"targets.{cell}"
-            try:
-                resolve_callable(cell_spec.target.function, search_path)
-            except (ValueError, TypeError) as exc:
-                problems.append(f"{where}.function: {exc}")
+        where = "target" if cell is None else f"targets.{cell}"
+        problems += kind_of(cell_spec.target).problems(cell_spec.target, spec_path.parent, where)
     problems += scorer_problems(spec.scorers, search_path)
     if problems:
         raise SpecError(problems, source=str(spec_path))
@@ -229,14 +218,15 @@ def scorer_problems(scorers: list[Any], search_path: str) -> list[str]:
 
 def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
     """The policy must import from the spec's folder and be an async function of the session;
-    sessions need a target that can hold one (not a `container`, yet)."""
+    sessions need a target whose kind can hold one (not a `container`, yet)."""
     if spec.sessions:
         field_name = "policy" if spec.policy is not None else "attempts"
         for cell, cell_spec in spec.cells():
-            if cell_spec.target is not None and cell_spec.target.kind == "container":
+            if not kind_of(cell_spec.target).holds_sessions:
                 where = "target" if cell is None else f"targets.{cell}"
                 raise SpecError(
-                    f"{field_name}: a container target ({where}) cannot run sessions or attempts yet",
+                    f"{field_name}: a {cell_spec.target.kind} target ({where}) cannot run sessions "
+                    "or attempts yet",
                     source=str(spec_path),
                 )
     if spec.policy is None:
@@ -384,9 +374,10 @@ def open_runs(
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items, spec_path.parent)
-        # An HTTP agent's capabilities are asked once and snapshotted on the run (a resume reuses
-        # the snapshot); items it cannot take (fixture files) leave the plan, listed.
-        snapshot = _agent_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)
+        # The target's preflight (an HTTP agent's capabilities, a container's image) is done once
+        # and snapshotted on the run (a resume reuses the snapshot); items it cannot take (fixture
+        # files) leave the plan, listed.
+        snapshot = _target_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)
         skipped = {d["item_id"] for d in (snapshot or {}).get("dropped_items", [])}
         work = [
             (p, t)
@@ -439,28 +430,21 @@ def open_runs(
     return plans
 
 
-def _agent_snapshot(
+def _target_snapshot(
     spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool, spec_dir: Path
 ) -> dict[str, Any] | None:
-    if not isinstance(spec.target, HttpAgentTarget | ContainerTarget):
-        return None
+    """The target kind's preflight, and the snapshot it keeps on the run (a resume passes the
+    stored one back); its warnings and the items it leaves out are shown."""
     stored = store.read_run(run_id).get("target_snapshot") if (resume or _exists(store, run_id)) else None
-    if isinstance(spec.target, ContainerTarget):
-        # Imported here: the Docker SDK is only loaded by runs that use it.
-        from assay.targets.container import prepare_container
-
-        return prepare_container(spec.target, items, spec_dir, json.loads(stored) if stored else None)
-    snapshot = prepare_http_agent(
-        spec.target, items, stored=json.loads(stored) if stored else None, base_dir=spec_dir
+    snapshot = kind_of(spec.target).prepare(
+        spec.target, items, spec_dir, json.loads(stored) if stored else None
     )
-    for warning in snapshot.get("warnings", []):
+    for warning in (snapshot or {}).get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
-    if snapshot.get("dropped_items"):
-        ids = ", ".join(d["item_id"] for d in snapshot["dropped_items"][:20])
-        print(
-            f"warning: skipped {len(snapshot['dropped_items'])} items the agent cannot take: {ids}",
-            file=sys.stderr,
-        )
+    dropped = (snapshot or {}).get("dropped_items")
+    if dropped:
+        ids = ", ".join(d["item_id"] for d in dropped[:20])
+        print(f"warning: skipped {len(dropped)} items the agent cannot take: {ids}", file=sys.stderr)
     return snapshot
 
 

@@ -62,16 +62,6 @@ def _wait_until_gone(engine: Any, label: str, seconds: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def makes_containers(spec: Any) -> bool:
-    """Whether a run of this spec creates containers: a `container` target, or a `code_exec`
-    scorer with fresh sandboxes."""
-    target = getattr(spec, "target", None)
-    return getattr(target, "kind", None) == "container" or any(
-        getattr(scorer, "kind", None) == "code_exec" and getattr(scorer, "where", None) == "fresh"
-        for scorer in spec.scorers
-    )
-
-
 async def clean_after(run_id: str) -> None:
     """At a run's end, remove what its attempts could not (a provision cut off by its deadline, a
     cancelled scorer's fresh sandbox). Never raises: a failure here must not hide how the run

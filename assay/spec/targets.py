@@ -20,7 +20,7 @@ ParserName = Literal["jsonl", "claude-code", "codex", "text"]
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Characters docker's `--env-file` cannot carry inside a value: it reads one KEY=value per line.
-_UNWRITABLE = ("\n", "\r", "\x00")
+ENV_UNWRITABLE = ("\n", "\r", "\x00")
 
 
 class OpenAITarget(StrictModel):
@@ -188,7 +188,7 @@ class AgentSpec(StrictModel):
         for name, text in value.items():
             if not ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
-            if any(c in text for c in _UNWRITABLE):
+            if any(c in text for c in ENV_UNWRITABLE):
                 raise ValueError(f"the value of {name} holds a line break or NUL, which no env-file carries")
         return value
 

@@ -1,12 +1,17 @@
-"""What every target returns, and the protocol it follows."""
+"""What every target returns, the protocols it follows, and the prompt templates they share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from assay.calls.accounting import Usage
 from assay.spec.dataset import Item
+
+
+def render(template: str, item: Item) -> str:
+    """Format a prompt template over the item's fields (and `{input}`)."""
+    return template.format_map({**item.fields, "input": item.input})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +63,10 @@ class Target(Protocol):
     async def aclose(self) -> None: ...
 
 
-@runtime_checkable
 class SandboxedTarget(Protocol):
     """A target whose attempts live in a sandbox that scorers may use: `begin()` runs the attempt
-    and returns it alive (`assay.targets.container.ContainerAttempt`); the executor scores it,
-    then calls its `close()`."""
+    and returns it alive (`assay.targets.container.attempt.ContainerAttempt`); the executor scores
+    it, then calls its `close()`. What a kind's targets are is its `TargetKind.live_attempts`."""
 
     instrumented: bool
 

@@ -2,17 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from assay.calls.chat import ChatClient
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
-from assay.targets._base import SessionState, TargetResult
+from assay.targets._base import SessionState, TargetResult, render
+from assay.targets._kind import Metered, TargetContext, TargetKind
+
+# More lines than this about unfillable templates add nothing: the first show the pattern.
+_MAX_PROBLEMS = 20
 
 
-def render(template: str, item: Item) -> str:
-    """Format a prompt template over the item's fields (and `{input}`)."""
-    return template.format_map({**item.fields, "input": item.input})
+class OpenAIKind(TargetKind[OpenAITarget]):
+    """`kind: openai`: every prompt is rendered before anything runs; its calls are measured."""
+
+    name = "openai"
+    operational: ClassVar[frozenset[str]] = frozenset(
+        {"base_url", "api_key_env", "timeout", "max_retries", "cache"}
+    )
+
+    def item_problems(self, spec: OpenAITarget, items: list[Item], where: str) -> list[str]:
+        """Render every prompt once, so a template naming a missing field fails before anything runs."""
+        problems = []
+        for field_name, template in (("prompt", spec.prompt), ("system", spec.system)):
+            if template is None:
+                continue
+            for item in items:
+                try:
+                    render(template, item)
+                except (KeyError, IndexError, ValueError) as exc:
+                    problems.append(
+                        f"item {item.item_index} (id {item.item_id!r}): {where}.{field_name} {template!r} "
+                        f"cannot be filled: {type(exc).__name__} {exc}"
+                    )
+                if len(problems) >= _MAX_PROBLEMS:
+                    break
+        return problems
+
+    def metered(self, spec: OpenAITarget) -> Metered:
+        templates = [t for t in (spec.prompt, spec.system) if t is not None]
+        return Metered(spec.model, spec.max_tokens, lambda item: [render(t, item) for t in templates])
+
+    def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:
+        return OpenAIChatTarget(spec, concurrency=context.concurrency, seed=context.seed)
 
 
 class OpenAIChatTarget:

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import math
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from assay.errors import TargetFailure
@@ -13,7 +14,8 @@ from assay.outcomes import FailureKind
 from assay.spec import PythonTarget
 from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult
-from evaluators._imports import import_callable
+from assay.targets._kind import TargetContext, TargetKind
+from evaluators._imports import import_callable, resolve_callable
 
 # Optional keyword arguments a target function may declare to receive more than the input.
 _OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed", "history", "session_id")
@@ -22,6 +24,24 @@ _STRUCTURED_KEYS = {"output", "cost", "metadata"}
 RESERVED_METADATA = frozenset(
     {"model", "models", "tokens", "usage", "cost", "cost_usd", "input_tokens", "output_tokens"}
 )
+
+
+class PythonKind(TargetKind[PythonTarget]):
+    """`kind: python`: the function must import from the spec's folder before anything runs."""
+
+    name = "python"
+
+    def problems(self, spec: PythonTarget, spec_dir: Path, where: str) -> list[str]:
+        try:
+            resolve_callable(spec.function, str(spec_dir))
+        except (ValueError, TypeError) as exc:
+            return [f"{where}.function: {exc}"]
+        return []
+
+    def open(self, spec: PythonTarget, context: TargetContext) -> PythonFunctionTarget:
+        return PythonFunctionTarget(
+            spec, concurrency=context.concurrency, seed=context.seed, search_path=context.spec_dir
+        )
 
 
 class PythonFunctionTarget:

@@ -1,0 +1,60 @@
+"""Agent adapters of the `container` target: how an agent CLI starts inside a container, what it
+needs from the host, and how its output stream becomes a report.
+
+Pure functions over a spec, a prompt and a stream: nothing here runs Docker or Prefect, so every
+rule is unit-tested against recorded streams (tests/data/agent_streams/).
+
+    adapter       default command line                                        provider key
+    cli           `command` (a template; required)                            none
+    claude-code   claude -p --output-format stream-json --verbose --model M   ANTHROPIC_API_KEY
+    codex         codex exec --json --model M                                 OPENAI_API_KEY
+
+A container target uses them in this order:
+
+    preflight(spec, environ)             every problem at once, before any container starts
+    secret_values(spec, environ)         the provider keys and `secrets`, read from the host
+    env_file_text(values)                the 0600 env file's text: secrets never go in argv
+    command_line(spec, prompt, file)     the argv run inside the container
+    parse_stream(parser_name(spec), out) final report, tokens, cost, turns, tool calls, steps
+
+Redacting secrets from the stored transcript is `assay.calls.capture.Redactor`'s job, fed with the
+values `secret_values` returned. See docs/agent-adapters.md.
+
+One module per adapter (its command, provider keys and stream parser), and what they share:
+
+    cli, claude_code, codex   `ADAPTER` and the stream parser(s) of each
+    _shared                   the table, preflight, secrets and env-file, command line, parse_stream
+    _pinning                  `model_pin_problem`: a model must be an exact version
+    _base                     `Adapter`, `AgentReport`, and the JSON-lines reader the parsers share
+"""
+
+from assay.targets.container.agents._base import Adapter, AgentReport
+from assay.targets.container.agents._pinning import model_pin_problem
+from assay.targets.container.agents._shared import (
+    ADAPTERS,
+    PARSERS,
+    PLACEHOLDERS,
+    command_line,
+    env_file_text,
+    parse_stream,
+    parser_name,
+    preflight,
+    secret_names,
+    secret_values,
+)
+
+__all__ = [
+    "ADAPTERS",
+    "PARSERS",
+    "PLACEHOLDERS",
+    "Adapter",
+    "AgentReport",
+    "command_line",
+    "env_file_text",
+    "model_pin_problem",
+    "parse_stream",
+    "parser_name",
+    "preflight",
+    "secret_names",
+    "secret_values",
+]

@@ -1,0 +1,97 @@
+"""The `container` target's preflight: every problem at once, before any container starts, and
+the image resolved to the id the whole run uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from assay.errors import SpecError
+from assay.sandbox._docker import ImageFacts, client, inspect_image
+from assay.sandbox.egress import allowlist_problems
+from assay.spec import ContainerTarget
+from assay.spec.dataset import Item
+from assay.targets.container.agents import preflight
+from assay.targets.container.fixtures import folder
+
+
+def prepare_container(
+    spec: ContainerTarget, items: list[Item], spec_dir: Path, stored: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Preflight, before any container starts; returns the run's target snapshot.
+
+    The image is resolved to its id once (a resumed run uses the stored id, so a tag moved since
+    does not change what runs); every problem — a missing image (Docker's own message), a missing
+    secret or fixture folder, an agent adapter's problems — is reported at once.
+
+    Raises:
+        SpecError: naming each problem's field.
+    """
+    problems = []
+    for name in spec.secrets:
+        value = os.environ.get(name)
+        if not value:
+            problems.append(f"target.secrets: environment variable {name!r} is not set")
+        elif any(c in value for c in "\r\n\0"):
+            problems.append(f"target.secrets: {name}'s value holds a line break or NUL; it cannot be passed")
+    problems += _egress_problems(spec)
+    for field_name, template in (("fixtures", spec.fixtures), ("checks", spec.checks)):
+        if template is None:
+            continue
+        for item in items:
+            found = folder(template, item, spec_dir)
+            if found is None or not found.is_dir():
+                problems.append(
+                    f"target.{field_name}: item {item.item_index} (id {item.item_id!r}): "
+                    f"no folder {template!r} → {str(found) if found else 'unfillable, or outside the spec folder'}"
+                )
+                break
+    problems += _agent_problems(spec)
+    if spec.egress and spec.egress_proxy_image and stored is None:
+        problems += _image_problems("target.egress_proxy_image", spec.egress_proxy_image)
+    facts: ImageFacts | None = None
+    if stored is not None:
+        facts = ImageFacts(**stored["image"])
+    else:
+        try:
+            facts = inspect_image(client(), spec.image, spec.user)
+        except docker.errors.ImageNotFound as exc:
+            problems.append(f"target.image: {exc.explanation or exc}")
+        except docker.errors.DockerException as exc:
+            problems.append(f"target.image: the Docker engine did not answer: {exc}")
+        except ValueError as exc:
+            problems.append(f"target.user: {exc}")
+    if problems:
+        raise SpecError(problems)
+    assert facts is not None
+    return {"image": dataclasses.asdict(facts)}
+
+
+def _egress_problems(spec: ContainerTarget) -> list[str]:
+    if not spec.egress:
+        return []
+    return [f"target.egress: {problem}" for problem in allowlist_problems(list(spec.egress))]
+
+
+def _image_problems(where: str, image: str) -> list[str]:
+    try:
+        engine = client()
+        try:
+            engine.images.get(image)
+        finally:
+            engine.close()
+    except docker.errors.ImageNotFound as exc:
+        return [f"{where}: {exc.explanation or exc}"]
+    except docker.errors.DockerException as exc:
+        return [f"{where}: the Docker engine did not answer: {exc}"]
+    return []
+
+
+def _agent_problems(spec: ContainerTarget) -> list[str]:
+    if spec.agent is None:
+        return []
+    return [f"target.{problem}" for problem in preflight(spec.agent, os.environ)]

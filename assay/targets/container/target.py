@@ -1,0 +1,322 @@
+"""The `container` target (`ContainerAgent`): provisioning and one attempt's lifecycle, stage by
+stage (the order is the package's docstring's). The workspace's export and diff are
+`workspace`'s, readying the sandbox for scorers is `verifier`'s, an attempt's evidence and
+teardown `attempt`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from assay.calls.capture import Redactor
+from assay.outcomes import FailureKind
+from assay.sandbox._docker import (
+    CONTROL,
+    RUN_LABEL,
+    WORKSPACE,
+    ImageFacts,
+    Limits,
+    Sandbox,
+    client,
+    folder_files,
+)
+from assay.sandbox.egress import start_egress
+from assay.spec import ContainerTarget
+from assay.spec.dataset import Item
+from assay.store import Store
+from assay.targets._base import TargetResult, render
+from assay.targets.container import workspace
+from assay.targets.container.agents import (
+    AgentReport,
+    command_line,
+    env_file_text,
+    parse_stream,
+    parser_name,
+    secret_values,
+)
+from assay.targets.container.attempt import (
+    AttemptState,
+    ContainerAttempt,
+    StageTimeout,
+    fresh_folder,
+    ms_since,
+)
+from assay.targets.container.fixtures import folder
+from assay.targets.container.verifier import LiveSandbox, Verifier
+
+PROMPT_FILE = f"{CONTROL}/prompt.txt"
+_ENV_FILE = "/tmp/.assay-env"
+# Reads the 0600 env file into the environment, deletes it, then runs the command: secrets never
+# appear in argv, in `docker inspect`, or in the agent's workspace.
+_WITH_SECRETS = (
+    f'if [ -f {_ENV_FILE} ]; then while IFS= read -r line; do export "$line"; done < {_ENV_FILE}; '
+    f'rm -f {_ENV_FILE}; fi; exec "$@"'
+)
+_STDERR_IN_ERROR = 2000
+
+
+class ContainerAgent:
+    """The `container` target.
+
+    Args:
+        spec: the target spec.
+        snapshot: the run's target snapshot (`prepare_container`).
+        concurrency: the run's concurrency (containers alive at once).
+        store: where artifacts go.
+        run_id: the run's id (every container carries it as the `assay.run_id` label).
+        spec_dir: the spec's folder (fixtures and checks are relative to it).
+        redact: patterns never stored (the spec's `redact:`).
+    """
+
+    instrumented = False
+
+    def __init__(
+        self,
+        spec: ContainerTarget,
+        *,
+        snapshot: dict[str, Any],
+        concurrency: int,
+        store: Store,
+        run_id: str,
+        spec_dir: Path,
+        redact: list[str] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.facts = ImageFacts(**snapshot["image"])
+        self.store = store
+        self.run_id = run_id
+        self.spec_dir = spec_dir
+        self.limits = Limits(**spec.limits.model_dump())
+        self.secret_values = {name: os.environ.get(name, "") for name in spec.secrets}
+        if spec.agent is not None:
+            self.secret_values.update(secret_values(spec.agent, os.environ))
+        self.redactor = Redactor([v for v in self.secret_values.values() if v], redact or [])
+        self._engine = client()
+        self._verifier = Verifier(self._engine, self.facts, self.limits, run_id, self._run, self.redactor)
+        # Every blocking engine call of every live attempt needs a thread; the default pool
+        # (cores + 4) would queue attempts behind each other.
+        self._spare: asyncio.Future[Sandbox] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=2 * concurrency + 4, thread_name_prefix="assay-sandbox")
+
+    async def _run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: function(*args, **kwargs))
+
+    async def __call__(self, item: Item, trial: int) -> TargetResult:
+        """Run an attempt without scorers (the executor uses `begin` to score it alive)."""
+        attempt = await self.begin(item, trial)
+        try:
+            if attempt.failure is not None:
+                raise attempt.failure
+            assert attempt.result is not None
+            return attempt.result
+        finally:
+            await attempt.close()
+
+    async def begin(self, item: Item, trial: int) -> ContainerAttempt:
+        """Provision, run, save the transcript, diff and export; the sandbox stays alive. Never
+        raises for the sandbox's or the engine's faults: they are a failed attempt."""
+        artifacts = self.store.artifacts_dir(self.run_id, item.item_id, trial)
+        await self._run(fresh_folder, artifacts)  # a killed earlier try of this attempt left files
+        state = AttemptState(
+            artifacts,
+            image=self.facts,
+            artifacts_root=self.store.artifacts_root,
+            redactor=self.redactor,
+            cleanup_seconds=self.spec.deadlines.cleanup,
+            offload=self._run,
+        )
+        try:
+            return await self._stages(item, state)
+        except Exception as exc:  # noqa: BLE001 - an engine or sandbox fault is data, not a crash
+            return state.failed(f"sandbox error: {type(exc).__name__}: {exc}", FailureKind.EXCEPTION)
+
+    async def _stages(self, item: Item, state: AttemptState) -> ContainerAttempt:
+        deadlines = self.spec.deadlines
+        timings = state.timings
+        prompt = render(self.spec.prompt, item)
+        # -- provision ------------------------------------------------------------------------
+        started = time.perf_counter()
+        try:
+            await self._deadline("provision", deadlines.provision, self._provision(item, prompt, state))
+        except StageTimeout as exc:
+            return state.failed(str(exc), FailureKind.TIMEOUT)
+        finally:
+            timings["provision"] = ms_since(started)
+        sandbox = state.sandbox
+        assert sandbox is not None
+        # -- agent ------------------------------------------------------------------------------
+        started = time.perf_counter()
+        outcome = await self._run(
+            sandbox.exec,
+            ["sh", "-c", _WITH_SECRETS, "assay", *self._argv(prompt)],
+            timeout=deadlines.agent,
+            environment=self._environment(),
+        )
+        timings["agent"] = ms_since(started)
+        state.facts["exit_code"] = outcome.exit_code
+        # -- transcript: always, whatever happened ----------------------------------------------
+        stdout = self.redactor.text(outcome.stdout.decode("utf-8", "replace"))
+        stderr = self.redactor.text(outcome.stderr.decode("utf-8", "replace"))
+        await self._run(state.save, "transcript.txt", stdout.encode())
+        await self._run(state.save, "stderr.txt", stderr.encode())
+        if state.egress is not None:
+            # The agent is done, so its denied destinations are all known: hostnames only.
+            denials = await self._run(state.egress.denials)
+            # A denied hostname can carry a secret (`<token>.example.com` is a way out).
+            denied = json.dumps(self.redactor.value(denials), indent=1)
+            await self._run(state.save, "egress-denials.json", denied.encode())
+            state.facts["egress_denied"] = len(denials)
+        if outcome.timed_out:
+            return state.failed(
+                f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
+            )
+        if outcome.exit_code != 0:
+            tail = stderr.strip()[-_STDERR_IN_ERROR:]
+            return state.failed(
+                f"command exited {outcome.exit_code}: {tail or '(no stderr)'}", FailureKind.EXCEPTION
+            )
+        # -- diff and export, the container still alive --------------------------------------------
+        started = time.perf_counter()
+        try:
+            files = await self._deadline("export", deadlines.export, workspace.export(state, self._run))
+        except StageTimeout as exc:
+            return state.failed(str(exc), FailureKind.TIMEOUT)
+        kept = await self._run(workspace.keep, state, files, self.redactor, self.secret_values)
+        timings["export"] = ms_since(started)
+        # The redacted stream: its report and trajectory reach the store and scorers.
+        report = parse_stream(parser_name(self.spec.agent), stdout) if self.spec.agent is not None else None
+        try:
+            output = self._output(stdout, files, report)
+        except KeyError as exc:
+            return state.failed(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL)
+        result = TargetResult(
+            output=self.redactor.text(output) if isinstance(output, str) else output,
+            model=getattr(self.spec.agent, "model", None),
+            wire_ms=timings["agent"],
+            caller_cost=getattr(report, "cost_usd", None),
+            caller_metadata=report.metadata() if report is not None else None,
+            # Token counts the agent's own stream reported: kept apart from measured figures.
+            caller_reserved=report.reserved_tokens() if report is not None else None,
+            artifacts=state.relative(),
+            sandbox=state.facts,
+            trajectory=getattr(report, "trajectory", None) or None,
+            steps=len(report.trajectory) if report is not None and report.trajectory else None,
+            tool_calls=getattr(report, "tool_calls", None),
+        )
+        live = LiveSandbox(sandbox, self._run, self.redactor)
+
+        async def before_scoring() -> None:
+            state.scoring_started = time.perf_counter()
+            checks = None
+            if self.spec.checks is not None:
+                checks = await self._run(folder_files, folder(self.spec.checks, item, self.spec_dir))
+            await self._verifier.prepare(state, live, prompt, checks)
+
+        return ContainerAttempt(
+            result,
+            None,
+            {"workspace": kept, "sandbox": live},
+            deadlines.scoring,
+            facts=state.facts,
+            _close=state.teardown,
+            _before_scoring=before_scoring,
+        )
+
+    async def _provision(self, item: Item, prompt: str, state: AttemptState) -> None:
+        """Egress (if any), the container, the fixtures, the prompt and the secrets; what exists is
+        on `state` as soon as it does, so a failure or a deadline still tears it down."""
+        labels = {RUN_LABEL: self.run_id, "assay.role": "attempt"}
+        if self.spec.egress:
+            # A fresh name per attempt: a resumed or retried attempt never meets an old network.
+            state.egress = await self._run(
+                start_egress,
+                self._engine,
+                self.run_id,
+                f"{item.item_index}-{uuid.uuid4().hex[:8]}",
+                list(self.spec.egress),
+                self.spec.egress_proxy_image,
+                labels,
+            )
+        if state.egress is None:
+            state.sandbox = await self._take_spare()
+        else:
+            state.sandbox = await self._run(
+                Sandbox.create,
+                self._engine,
+                self.facts,
+                labels=labels,
+                limits=self.limits,
+                network=state.egress.network,
+                dns=["127.0.0.1"],
+            )
+        if self.spec.fixtures:
+            state.baseline = await self._run(folder_files, folder(self.spec.fixtures, item, self.spec_dir))
+        if state.baseline:
+            await self._run(state.sandbox.put_files, WORKSPACE, state.baseline)
+        await self._run(state.sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, control=True)
+        secrets = {k: v for k, v in self.secret_values.items() if v}
+        if state.egress is not None:
+            secrets.update(state.egress.proxy_env())
+        if secrets:
+            env_file = env_file_text(secrets).encode()
+            await self._run(state.sandbox.put_files, "/tmp", {".assay-env": env_file}, mode=0o600)
+
+    async def _deadline(self, stage: str, seconds: float, work: Any) -> Any:
+        try:
+            return await asyncio.wait_for(work, seconds)
+        except TimeoutError:
+            raise StageTimeout(stage, seconds) from None
+
+    def _argv(self, prompt: str) -> list[str]:
+        if self.spec.agent is not None:
+            return command_line(self.spec.agent, prompt, PROMPT_FILE)
+        return [part.replace("{prompt}", prompt) for part in self.spec.command or []]
+
+    def _environment(self) -> dict[str, str]:
+        agent_env = dict(getattr(self.spec.agent, "env", None) or {})
+        return {**agent_env, **self.spec.env, "ASSAY_PROMPT_FILE": PROMPT_FILE, "HOME": "/tmp"}
+
+    def _output(self, stdout: str, files: dict[str, bytes], report: AgentReport | None) -> Any:
+        if self.spec.output == "stdout":
+            return stdout.rstrip("\n")
+        if self.spec.output == "report":
+            if report is None or report.final_report is None:
+                raise KeyError("the agent's stream has no final report")
+            return report.final_report
+        name = self.spec.output.removeprefix("file:").lstrip("/").removeprefix("workspace/")
+        if name not in files:
+            raise KeyError(f"the attempt left no file {name!r} in /workspace")
+        return files[name].decode("utf-8", "replace")
+
+    async def _take_spare(self) -> Sandbox:
+        """A fresh container, started ahead of its attempt: the one started while the previous
+        attempt ran, if any; and the next is started now. No attempt ever gets a used container;
+        starting one (a few hundred ms) just stops being on the attempt's path."""
+        spare, self._spare = self._spare, None
+        self._spare = asyncio.ensure_future(self._new_attempt_container())
+        if spare is not None:
+            # A spare that failed to start: its attempt tries once more, now.
+            with contextlib.suppress(Exception):
+                return await spare
+        return await self._new_attempt_container()
+
+    async def _new_attempt_container(self) -> Sandbox:
+        labels = {RUN_LABEL: self.run_id, "assay.role": "attempt"}
+        return await self._run(Sandbox.create, self._engine, self.facts, labels=labels, limits=self.limits)
+
+    async def aclose(self) -> None:
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            # On failure, the run's end removes every container of the run anyway.
+            with contextlib.suppress(Exception):
+                await self._run((await spare).remove)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._engine.close()
