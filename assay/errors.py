@@ -5,7 +5,8 @@
     │   ├── SpecError               the eval spec (YAML) or a flag that overrides it
     │   ├── DatasetError            a dataset file or one of its rows
     │   ├── RunNotFoundError        a run id the store does not hold
-    │   └── ResumeRefusedError      resuming a run whose identity changed
+    │   ├── ResumeRefusedError      resuming a run whose identity changed
+    │   └── HarnessError            an http_agent's harness: capabilities unreadable or invalid
     ├── StoreError                  the store on disk is not what Assay wrote
     └── SessionError                a policy misused its session (overlapping or late start/resume)
 
@@ -48,6 +49,11 @@ class RunNotFoundError(InputError):
 
 class ResumeRefusedError(InputError):
     """The spec's identity changed since the run started, so resuming would mix results."""
+
+
+class HarnessError(InputError):
+    """The harness's capabilities could not be read, or are not what the protocol says.
+    Raised by `HttpAgent.prepare`, before anything runs (exit status 2, nothing written)."""
 
 
 class StoreError(AssayError):
