@@ -10,6 +10,7 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +159,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> int:
-    """Run `flow` as a Prefect flow run or embedded (docs/prefect.md), then print its summary."""
+def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, **params: Any) -> int:
+    """Run a flow as a Prefect flow run or embedded (docs/prefect.md), then print its summary.
+
+    Args:
+        args: the command line.
+        flow: given whether the run is orchestrated, what to run: the Prefect flow, or the plain
+            code it wraps (imported only then: the embedded path never imports Prefect).
+        check: checks the input before a flow run exists (orchestrated only).
+        params: the flow's parameters.
+    """
     from assay.cli import _terminal
     from assay.run import progress
 
@@ -173,7 +182,7 @@ def _execute(args: argparse.Namespace, flow: Any, check: Any, **params: Any) -> 
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        summary = asyncio.run((flow if orchestrated else flow.fn)(store=args.store, **params))
+        summary = asyncio.run(flow(orchestrated)(store=args.store, **params))
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
@@ -192,17 +201,32 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _run_flow(orchestrated: bool) -> Any:
+    """`assay-run` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    if orchestrated:
+        from flows.run import run_eval
+
+        return run_eval
+    from assay.orchestrate.run import drive_run
+
+    return drive_run
+
+
+def _rescore_flow(orchestrated: bool) -> Any:
+    from flows.rescore import rescore_run
+
+    return rescore_run if orchestrated else rescore_run.fn
+
+
 def _run(args: argparse.Namespace) -> int:
     from assay.run.plan import validate
-    from flows.run import run_eval
 
-    return _execute(args, run_eval, lambda: validate(Path(args.spec)), spec=args.spec)
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec)
 
 
 def _rescore(args: argparse.Namespace) -> int:
     from assay.run.rescore import parse_scorers
     from assay.store import Store
-    from flows.rescore import rescore_run
 
     def check() -> None:
         Store(args.store).read_run(args.source_run_id)
@@ -210,7 +234,7 @@ def _rescore(args: argparse.Namespace) -> int:
 
     return _execute(
         args,
-        rescore_run,
+        _rescore_flow,
         check,
         source_run_id=args.source_run_id,
         spec=args.spec,
@@ -222,14 +246,12 @@ def _resume(args: argparse.Namespace) -> int:
     from assay.outcomes import RunKind
     from assay.run.plan import spec_for_resume, validate
     from assay.store import Store
-    from flows.rescore import rescore_run
-    from flows.run import run_eval
 
     record = Store(args.store).read_run(args.run_id)
     if record["kind"] == RunKind.RESCORE:
         return _execute(
             args,
-            rescore_run,
+            _rescore_flow,
             lambda: None,
             source_run_id=record["source_run_id"],
             spec=record["spec_path"],
@@ -239,7 +261,7 @@ def _resume(args: argparse.Namespace) -> int:
     spec = spec_for_resume(Store(args.store), args.run_id)
     return _execute(
         args,
-        run_eval,
+        _run_flow,
         lambda: validate(spec),
         spec=str(spec),
         run_id=args.run_id,
