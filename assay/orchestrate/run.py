@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from assay.analysis.leaderboard import build_leaderboard
 from assay.analysis.summary import close_run, mark_unavailable, matrix_summary
 from assay.run import progress
 from assay.run.execute import Executor, ShardExecutor, ShardReport
@@ -146,6 +145,8 @@ async def drive_run(
         return summaries[0]
 
     # A matrix: rank its cells per scorer against the first cell, and store the leaderboard.
+    from assay.analysis.leaderboard import build_leaderboard  # with compare's statistics: matrices only
+
     return {**matrix_summary(summaries), "leaderboard": build_leaderboard(plans[0].store, matrix_id)}
 
 

@@ -1,6 +1,10 @@
 """The `http_agent` target's run lifecycle: one harness run per item x trial (or per prompt of a
 session) — capabilities read once, the run started, polled to its end, cancelled when Assay loses
-track of it or gives up, its trajectory fetched, and what it left kept (`_artifacts`)."""
+track of it or gives up, its trajectory fetched, and what it left kept (`_artifacts`).
+
+The harness's HTTP client (httpx) is imported when an agent is opened, not with this module:
+every run imports the targets registry, and only an http_agent run needs it (~0.2 s).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-import jsonschema
 from pydantic import ValidationError
 
 from assay.calls.http import ResponseHook
@@ -29,7 +31,6 @@ from assay.store import Store
 from assay.targets._base import SessionState, TargetResult
 from assay.targets.http_agent._artifacts import LEDGER, Keeper, RunIds, clear, listed_artifacts, run_folder
 from assay.targets.http_agent._checks import check_items, model_warnings
-from assay.targets.http_agent._client import HarnessClient
 from assay.targets.http_agent._files import (
     files_refused,
     is_safe_path,
@@ -42,14 +43,19 @@ from assay.targets.http_agent._protocol import (
     STATUSES,
     TERMINAL,
     Capabilities,
+    CapabilitiesError,
     RunState,
     error_text,
     first_error,
     input_problem,
-    input_validator,
+    read_capabilities,
     usable_run_id,
 )
 from assay.targets.http_agent._trajectory import Trajectory, validate_trajectory
+
+if TYPE_CHECKING:
+    import httpx
+    from jsonschema.protocols import Validator
 
 _CANCEL_WAIT_S = 5.0
 
@@ -92,6 +98,8 @@ class HttpAgent:
         self._run_id = run_id
         self._store = store if run_id is not None else None
         self._base_dir = Path(base_dir) if base_dir is not None else None
+        from assay.targets.http_agent._client import HarnessClient
+
         self._client = HarnessClient(
             spec, concurrency=concurrency, transport=transport, on_response=on_response
         )
@@ -99,7 +107,7 @@ class HttpAgent:
         self._keeper = Keeper(self._client, self._store, spec) if self._store is not None else None
         self._snapshot: dict[str, Any] | None = None
         self._caps: Capabilities | None = None
-        self._validator: jsonschema.protocols.Validator | None = None
+        self._validator: Validator | None = None
         self._caps_lock = asyncio.Lock()
         self._slots: asyncio.Semaphore | None = None
         # With a store, loaded from (and added to) the run's ledger, so ids handed out before a
@@ -113,14 +121,13 @@ class HttpAgent:
             doc = capabilities.get("capabilities", capabilities)
             try:
                 self._adopt(doc, fetched_at=capabilities.get("fetched_at"))
-            except (ValidationError, jsonschema.exceptions.SchemaError) as exc:
+            except CapabilitiesError as exc:
                 raise HarnessError(f"the stored capabilities snapshot is not valid: {exc}") from None
 
     # -- capabilities ---------------------------------------------------------------------------
 
     def _adopt(self, doc: Any, *, fetched_at: str | None) -> None:
-        caps = Capabilities.model_validate(doc)
-        validator = input_validator(caps.input_schema)
+        caps, validator = read_capabilities(doc)
         self._caps, self._validator = caps, validator
         limit = caps.limits.max_concurrent_runs
         self._slots = asyncio.Semaphore(limit) if limit is not None else None
@@ -141,16 +148,8 @@ class HttpAgent:
                 doc = self._client.json(response, "GET /capabilities")
                 try:
                     self._adopt(doc, fetched_at=None)
-                except ValidationError as exc:
-                    raise self._endpoint.failure(
-                        f"GET /capabilities: not what the protocol says: {first_error(exc)}",
-                        FailureKind.PROTOCOL,
-                    ) from None
-                except jsonschema.exceptions.SchemaError as exc:
-                    raise self._endpoint.failure(
-                        f"GET /capabilities: input_schema is not a valid JSON Schema: {exc.message}",
-                        FailureKind.PROTOCOL,
-                    ) from None
+                except CapabilitiesError as exc:
+                    raise self._endpoint.failure(f"GET /capabilities: {exc}", FailureKind.PROTOCOL) from None
         assert self._caps is not None
         return self._caps
 

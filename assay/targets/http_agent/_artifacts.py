@@ -16,19 +16,20 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
 from pydantic import ValidationError
 
 from assay.errors import TargetFailure
 from assay.spec import HttpAgentTarget
 from assay.store import Store
-from assay.targets.http_agent._client import HarnessClient
 from assay.targets.http_agent._files import is_safe_path
 from assay.targets.http_agent._protocol import Artifact, Capabilities, first_error
 from assay.targets.http_agent._trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from assay.targets.http_agent._client import HarnessClient
 
 LEDGER = "harness-runs.jsonl"
 _FILES = "files"
@@ -165,6 +166,8 @@ class Keeper:
     ) -> tuple[list[Path], list[str]]:
         """`GET /runs/{id}/files/{path}` of each artifact into `root`, within the size limits.
         A file that fails or passes a limit is skipped with a warning; the rest still come."""
+        import httpx  # loaded with the client already (see `_agent`)
+
         per_file, left = self._per_file, self._per_attempt
         resolved_root = root.resolve()
         kept: list[Path] = []

@@ -4,8 +4,7 @@ fixture files and input, and the spec's model override."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import jsonschema
+from typing import TYPE_CHECKING
 
 from assay.errors import DatasetError
 from assay.spec import HttpAgentTarget
@@ -13,12 +12,15 @@ from assay.spec.dataset import Item
 from assay.targets.http_agent._files import files_refused, item_files, local_problem
 from assay.targets.http_agent._protocol import Capabilities, input_problem
 
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
 _MAX_PROBLEMS = 50
 
 
 def check_items(
     caps: Capabilities,
-    validator: jsonschema.protocols.Validator | None,
+    validator: Validator | None,
     items: list[Item],
     *,
     base_dir: Path | None,

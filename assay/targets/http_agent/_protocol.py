@@ -5,16 +5,21 @@
 a harness may send more than the protocol names — and strict about the types of what it does
 name. Also here: the capabilities' `input_schema` as a validator, and the checks on the values a
 harness hands back (run ids, error texts).
+
+jsonschema is imported where a schema is used: every run imports the targets registry, and only
+an http_agent run needs it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 PROTOCOL = "assay-harness/1"
 TERMINAL = frozenset({"completed", "failed", "timeout", "cancelled"})
@@ -92,21 +97,36 @@ def first_error(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}" if where else error["msg"]
 
 
-def input_validator(schema: dict[str, Any] | bool | None) -> jsonschema.protocols.Validator | None:
-    """A validator for the capabilities' `input_schema` (None without one). Raises
-    `jsonschema.exceptions.SchemaError` when the schema itself is not valid."""
-    if schema is None:
-        return None
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
+class CapabilitiesError(ValueError):
+    """A capabilities document that is not what the protocol says; the message says why."""
 
 
-def input_problem(validator: jsonschema.protocols.Validator | None, value: Any) -> str | None:
+def read_capabilities(doc: Any) -> tuple[Capabilities, Validator | None]:
+    """A `GET /capabilities` document, checked, and a validator for its `input_schema` (None
+    without one). Raises `CapabilitiesError` naming the first problem."""
+    import jsonschema
+
+    try:
+        caps = Capabilities.model_validate(doc)
+    except ValidationError as exc:
+        raise CapabilitiesError(f"not what the protocol says: {first_error(exc)}") from None
+    if caps.input_schema is None:
+        return caps, None
+    cls = jsonschema.validators.validator_for(caps.input_schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(caps.input_schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise CapabilitiesError(f"input_schema is not a valid JSON Schema: {exc.message}") from None
+    return caps, cls(caps.input_schema)
+
+
+def input_problem(validator: Validator | None, value: Any) -> str | None:
     """Why `value` fails the harness's `input_schema` (its best-matching error), if it does."""
     if validator is None:
         return None
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(value))
     if error is None:
         return None
     where = "input" + "".join(f"[{p!r}]" for p in error.absolute_path)
