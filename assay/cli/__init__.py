@@ -188,7 +188,6 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         check: checks the input before a flow run exists (orchestrated only).
         params: the flow's parameters.
     """
-    from assay.cli import _terminal
     from assay.run import progress
 
     orchestrated = args.prefect or _prefect_env.api_configured()
@@ -197,6 +196,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         check()
         _prefect_env.check_api()
     if not (args.quiet or args.json):
+        from assay.cli import _terminal  # rich: loaded only when there is something to draw
+
         progress.install(_terminal.progress_bar())
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -506,13 +507,14 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
-    from assay.cli import _terminal
-
     if args.json:
         print(json.dumps(summary, default=str, indent=2))
-    elif args.quiet:
         return
-    elif "cells" in summary:
+    if args.quiet:
+        return
+    from assay.cli import _terminal
+
+    if "cells" in summary:
         for cell in summary["cells"]:
             _terminal.print_summary(cell)
         _terminal.print_leaderboard(summary["leaderboard"])
