@@ -6,7 +6,8 @@
     │   ├── DatasetError            a dataset file or one of its rows
     │   ├── RunNotFoundError        a run id the store does not hold
     │   ├── ResumeRefusedError      resuming a run whose identity changed
-    │   └── RunHeldError            another live process drives the run (it holds the run's lease)
+    │   ├── RunHeldError            another live process drives the run (it holds the run's lease)
+    │   └── HarnessError            an http_agent's harness: capabilities unreadable or invalid
     ├── LeaseLostError              another process took over the run this one was driving: this
     │                               one stopped, committing nothing more (exit status 3)
     ├── StoreError                  the store on disk is not what Assay wrote
@@ -70,6 +71,11 @@ class LeaseLostError(AssayError):
     def __init__(self, run_id: str, message: str) -> None:
         super().__init__(message)
         self.run_id = run_id
+
+
+class HarnessError(InputError):
+    """The harness's capabilities could not be read, or are not what the protocol says.
+    Raised by `HttpAgent.prepare`, before anything runs (exit status 2, nothing written)."""
 
 
 class StoreError(AssayError):

@@ -6,6 +6,7 @@ chat-completion POSTs at `--concurrency` with
     (a) a bare aiohttp ClientSession with TCPConnector(limit=concurrency),
     (b) httpx.AsyncClient over httpx_aiohttp.AiohttpTransport,
     (c) a plain httpx.AsyncClient with Limits(max_connections=concurrency),
+    (d) Assay's own `assay.calls.chat.ChatClient` (outside a run: no ledger, no capture),
 
 and prints requests per second and client CPU per request for each. With latency L ms and
 concurrency C the ceiling is C / L requests per ms (5,000 req/s at the defaults), so a stack
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -72,10 +74,33 @@ async def httpx_native(base_url: str, n: int, concurrency: int) -> float:
         return await httpx_loop(client, base_url, n, concurrency)
 
 
+async def assay_chat_client(base_url: str, n: int, concurrency: int) -> float:
+    """Variant (d): Assay's chat client, `concurrency` workers each calling `complete`."""
+    from assay.calls.chat import ChatClient
+
+    client = ChatClient(base_url, api_key_env=None, timeout=60, max_retries=2, concurrency=concurrency)
+    body = json.loads(chat_body())
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await client.complete(body)
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+        return time.perf_counter() - start
+    finally:
+        await client.aclose()
+
+
 VARIANTS: dict[str, Loop] = {
     "(a) bare aiohttp": bare_aiohttp_loop,
     "(b) httpx + AiohttpTransport": httpx_aiohttp_transport,
     "(c) plain httpx": httpx_native,
+    "(d) assay ChatClient": assay_chat_client,
 }
 
 
@@ -104,6 +129,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="abcd", help="the variants to run, by letter (default abcd)")
     args = parser.parse_args()
 
     proc, base_url = start_mock_subprocess(args.latency_ms)
@@ -112,10 +138,11 @@ def main() -> None:
             f"mock at {base_url}, latency {args.latency_ms:g} ms, n={args.n}, "
             f"concurrency={args.concurrency}, rounds={args.rounds}"
         )
-        results: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+        variants = {name: loop for name, loop in VARIANTS.items() if name[1] in args.only}
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         # Rounds interleave the variants so that drift on the machine hits them all alike.
         for _ in range(args.rounds):
-            for name, loop in VARIANTS.items():
+            for name, loop in variants.items():
                 results[name].append(asyncio.run(measure(loop, base_url, args.n, args.concurrency)))
         for name, runs in results.items():
             rates = ", ".join(f"{rate:,.0f}" for rate, _ in runs)

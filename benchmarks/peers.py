@@ -2,8 +2,8 @@
 were measured on this machine (mock at 50 ms, concurrency 64, one exact-match scorer).
 
 The ideal is items x latency / concurrency = 2,000 x 0.05 / 64 = 1.56 s. Prints the wall time of
-each whole `assay run` process (start to exit), the median, and how long `import` of the CLI's
-modules takes in a fresh interpreter (`-X importtime` is not used: it slows what it measures).
+each whole `assay run` process (start to exit) and the CPU it used, their medians, and where one
+more process spends its time: interpreter start, imports, planning, executing, closing, exit.
 
     .venv/bin/python benchmarks/peers.py [--repeat 5] [--items 2000] [--concurrency 64] [--latency-ms 50]
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, start_mock_subprocess, stop_mock_subprocess
+
+# One `assay run` in a fresh interpreter, its phases timed from the inside: the driver's planning
+# (`open_runs`) and closing (`close_run`) are wrapped, and the last line is the wall clock at the
+# end of `main`, so the caller can tell how long the interpreter took to exit.
+_PHASES = """
+import sys, time
+wall_start = float(sys.argv[1])
+started = time.time()
+import assay.cli
+import assay.orchestrate.run as driver
+imported = time.time()
+spent = {"planning": 0.0, "closing": 0.0}
+
+def timed(name, fn):
+    def call(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[name] += time.perf_counter() - t
+    return call
+
+driver.open_runs = timed("planning", driver.open_runs)
+driver.close_run = timed("closing", driver.close_run)
+code = assay.cli.main(sys.argv[2:])
+ended = time.time()
+print(f"phases {started - wall_start} {imported - started} {spent['planning']} "
+      f"{ended - imported - spent['planning'] - spent['closing']} {spent['closing']} {code} {ended}")
+import gc
+gc.freeze()  # as `assay.cli.main()` does when it is the process's command
+"""
 
 
 def write_eval(folder: Path, base_url: str, items: int, concurrency: int) -> Path:
@@ -46,7 +78,9 @@ fail_on_item_error_rate: 1
     return spec
 
 
-def whole_process(spec: Path, store: Path) -> float:
+def whole_process(spec: Path, store: Path) -> tuple[float, float]:
+    """One `assay run` process: its wall seconds, start to exit, and the CPU seconds it used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(store), "--quiet"],
@@ -57,22 +91,38 @@ def whole_process(spec: Path, store: Path) -> float:
         check=False,
     )
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"assay run failed ({done.returncode}): {done.stderr[-2000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def import_seconds() -> float:
-    """A fresh interpreter importing the CLI and what the embedded run path loads."""
-    code = (
-        "import time; t = time.perf_counter(); import assay.cli; "
-        "assay.cli._parser(); import assay.run.execute; print(time.perf_counter() - t)"
-        if (REPO_ROOT / "assay" / "run").is_dir()
-        else "import time; t = time.perf_counter(); import assay.cli; from flows.run import run_eval; "
-        "print(time.perf_counter() - t)"
+def phases(spec: Path, store: Path) -> dict[str, float]:
+    """Where one more `assay run` process spends its wall time (needs `assay.orchestrate.run`)."""
+    argv = ["run", str(spec), "--store", str(store), "--quiet"]
+    started = time.time()
+    done = subprocess.run(
+        [sys.executable, "-c", _PHASES, str(started), *argv],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DO_NOT_TRACK": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-    return float(done.stdout.strip())
+    exited = time.time()
+    line = next((x for x in done.stdout.splitlines() if x.startswith("phases ")), None)
+    if done.returncode != 0 or line is None:
+        raise SystemExit(f"phases run failed ({done.returncode}): {done.stderr[-2000:]}")
+    start, imports, planning, executing, closing, _, ended = (float(x) for x in line.split()[1:])
+    return {
+        "interpreter start": start,
+        "imports": imports,
+        "planning": planning,
+        "executing": executing,
+        "closing": closing,
+        "exit": exited - ended,
+        "total": exited - started,
+    }
 
 
 def main() -> None:
@@ -81,21 +131,31 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--no-phases", action="store_true", help="skip the breakdown run")
     args = parser.parse_args()
     ideal = args.items * args.latency_ms / 1000 / args.concurrency
     mock, base_url = start_mock_subprocess(args.latency_ms)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             spec = write_eval(Path(tmp), base_url, args.items, args.concurrency)
-            walls = [whole_process(spec, Path(tmp) / f"store-{n}") for n in range(args.repeat)]
+            runs = [whole_process(spec, Path(tmp) / f"store-{n}") for n in range(args.repeat)]
+            breakdown = None if args.no_phases else phases(spec, Path(tmp) / "store-phases")
     finally:
         stop_mock_subprocess(mock)
-    imports = [import_seconds() for _ in range(3)]
-    print(f"peer configuration: {args.items} items, mock {args.latency_ms:g} ms, concurrency {args.concurrency}")
+    walls = [wall for wall, _ in runs]
+    cpus = [cpu for _, cpu in runs]
+    print(
+        f"peer configuration: {args.items} items, mock {args.latency_ms:g} ms, concurrency {args.concurrency}"
+    )
     print(f"ideal (items x latency / concurrency): {ideal:.2f} s")
     print("whole process, each run: " + ", ".join(f"{w:.2f} s" for w in walls))
-    print(f"whole process, median: {statistics.median(walls):.2f} s (target <= 4 s)")
-    print(f"imports of the embedded path (fresh interpreter, median of 3): {statistics.median(imports):.2f} s")
+    print(
+        f"whole process, median: {statistics.median(walls):.2f} s (range {min(walls):.2f}-{max(walls):.2f}; "
+        "target <= 4 s)"
+    )
+    print(f"CPU of the process (user + system), median: {statistics.median(cpus):.2f} s")
+    if breakdown is not None:
+        print("one more run, by phase: " + ", ".join(f"{name} {s:.2f} s" for name, s in breakdown.items()))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ from evaluators._base import Sample, Score, Scorer
 from evaluators._imports import add_search_path, import_callable
 
 _REPR_LIMIT = 200
+# What scorers answer nearly always: checked by type first, since the ABC checks below (an
+# awaitable? a `numbers.Real`?) cost more than the rest of a deterministic scorer's call.
+_REAL = frozenset({bool, int, float})
+_PLAIN = _REAL | {Score}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,8 @@ def _cut(value: Any) -> str:
 
 
 async def _resolve(result: Any) -> Any:
+    if type(result) in _PLAIN:
+        return result
     return await result if inspect.isawaitable(result) else result
 
 
@@ -138,7 +144,7 @@ def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreR
             label=label,
         )
     # bool is a numbers.Real; the chained comparison is False for NaN and the infinities.
-    if not (isinstance(result, numbers.Real) and 0 <= result <= 1):
+    if not ((type(result) in _REAL or isinstance(result, numbers.Real)) and 0 <= result <= 1):
         return record(
             ScorerOutcome.FAILED,
             error=(

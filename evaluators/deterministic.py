@@ -15,8 +15,6 @@ from collections import Counter
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 from typing import Any, Literal, NoReturn
 
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.validators import validator_for
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from evaluators._base import Sample, Score, Scorer
@@ -224,6 +222,10 @@ class JsonSchema(Scorer):
     @field_validator("schema_")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        # Imported here: a run without a json_schema scorer need not load jsonschema (~0.1 s).
+        from jsonschema.exceptions import SchemaError
+        from jsonschema.validators import validator_for
+
         try:
             validator_for(schema).check_schema(schema)
         except SchemaError as exc:
@@ -232,6 +234,9 @@ class JsonSchema(Scorer):
         return schema
 
     def score(self, sample: Sample) -> Score:
+        from jsonschema.exceptions import best_match
+        from jsonschema.validators import validator_for
+
         try:
             instance = _parse_json(sample.output, self.strip_fences)
         except (TypeError, ValueError) as exc:

@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from assay.calls.chat import ChatClient, HttpURL
+from assay.calls.chat import ChatClient
+from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.errors import TargetFailure
 from evaluators._base import Sample, Score, Scorer

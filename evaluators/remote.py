@@ -14,10 +14,9 @@ import json
 import os
 from typing import ClassVar, Literal
 
-import httpx
 from pydantic import Field
 
-from assay.calls.chat import HttpURL
+from assay.calls.http import HttpURL
 from evaluators._base import Sample, Score, Scorer
 
 
@@ -53,6 +52,8 @@ class Remote(Scorer):
             if sample.trajectory is not None
             else sample.fields.get("trajectory"),
         }
+        import httpx  # here: a run without a remote scorer need not load httpx (~0.1 s)
+
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             response = await client.post(self.url, json=body, headers=headers)
         if response.status_code >= 400:

@@ -228,11 +228,12 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
 
 
 def _merge_counts(column: pl.Series) -> dict[str, int]:
-    """Sum JSON objects of counts, key by key."""
+    """Sum JSON objects of counts, key by key. Each distinct text is parsed once (most items of a
+    run hold the same one): parsing every row was most of closing a 10,000-item run."""
     merged: dict[str, int] = {}
-    for text in column.drop_nulls():
+    for text, rows in column.drop_nulls().value_counts().iter_rows():
         for name, n in json.loads(text).items():
-            merged[name] = merged.get(name, 0) + n
+            merged[name] = merged.get(name, 0) + n * rows
     return merged
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -197,14 +198,21 @@ class Accounting:
             "cost_judging_usd": self.breakdown["judging"],
             "cost_external_usd": self.breakdown["external"],
             "cost_completeness": self.completeness.value,
-            "cost_reasons": json.dumps(self.reasons, sort_keys=True) if self.reasons else None,
+            "cost_reasons": _counts_json(tuple(self.reasons.items())) if self.reasons else None,
             "operations": self.operations,
             "operations_settled": self.settled,
             "operations_unknown": self.unknown,
             "operations_denied": self.denied,
             "operations_cached": self.cached,
-            "operations_by_kind": json.dumps(self.by_kind, sort_keys=True) if self.by_kind else None,
+            "operations_by_kind": _counts_json(tuple(self.by_kind.items())) if self.by_kind else None,
         }
+
+
+@lru_cache(maxsize=1024)
+def _counts_json(counts: tuple[tuple[str, int], ...]) -> str:
+    """Counts as the store's JSON text, sorted by key. Cached: nearly every item of a run has the
+    same few (`{"generation": 1}`), and this runs twice an item."""
+    return json.dumps(dict(counts), sort_keys=True)
 
 
 # -- ledgers: where the calls of one scope are measured ------------------------------------------

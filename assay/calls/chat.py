@@ -1,13 +1,12 @@
 """One OpenAI-compatible chat-completions client, for targets and judges alike.
 
-httpx's request and response models over aiohttp's transport (`httpx-aiohttp`), one connection
-pool per client, as wide as the run's concurrency. Measured here: httpx's own transport costs ~4 ms
-of CPU per request (~250 req/s on 2 cores); over aiohttp's transport ~0.4 ms. Requests go
-straight to the transport rather than through `httpx.AsyncClient.send`: the client's cookie jar,
-redirect and auth layers, which a model API never uses, cost another ~30 % of a request's CPU
-(benchmarks/throughput.py, docs/performance.md).
-Retries (tenacity) cover 429, 5xx, timeouts and connection errors, with exponential backoff and
-jitter, and honour `Retry-After`.
+aiohttp directly: one `ClientSession` per client, its connection pool as wide as the run's
+concurrency, the URL, headers and timeout built once and each body sent as JSON bytes. This is the
+hot path — one call per item — and httpx's request/response models cost ~2.5x the CPU of the
+bare aiohttp loop here (docs/performance.md); nothing of httpx is visible to a user of this
+client, whose API is `complete(body) -> ChatReply`. Bodies are encoded and replies parsed with
+pydantic-core's JSON (already a dependency), ~3x faster than the standard library's here. What is retried, how long to wait and how a
+failure is described are `assay.calls.http`'s (the same for every Assay client).
 
 Every call is measured into the current `assay.calls.accounting.Ledger` — priced with its run's price
 table and admitted by its run's `Budget` before it is sent, each retry included. Outside any
@@ -16,62 +15,23 @@ ledger (a client used on its own) calls are neither budgeted nor recorded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-from httpx_aiohttp import AiohttpTransport
-from pydantic import AfterValidator, Field
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
+import aiohttp
+import pydantic_core
+from yarl import URL
 
 from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
-from assay.errors import TargetFailure
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
 from assay.outcomes import FailureKind
-
-
-def _usable_url(url: str) -> str:
-    """An endpoint a spec names must parse as a URL with a host (and a port in 1..65535)."""
-    if any(character.isspace() for character in url):
-        raise ValueError(f"{url!r} is not a URL: it contains white space")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"{url!r} is not a URL: {exc}") from None
-    if not parsed.host:
-        raise ValueError(f"{url!r} is not a URL: it names no host")
-    if parsed.port is not None and not 0 < parsed.port < 65536:
-        raise ValueError(f"{url!r} is not a URL: port {parsed.port} is out of range")
-    return url
-
-
-# The type of every endpoint field of a spec (targets' and judges' `base_url`, a remote
-# evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
-HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
-
-_RETRYABLE_STATUS = {408, 409, 429} | set(range(500, 600))
-_MAX_RETRY_AFTER_S = 60.0
-
-
-class _Attempt(Exception):
-    """A failed attempt, carrying what the final failure description needs."""
-
-    def __init__(self, failure: TargetFailure, retry_after: float | None = None) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +63,11 @@ class ChatClient:
     Args:
         base_url: e.g. `http://127.0.0.1:8000/v1`.
         api_key_env: the environment variable holding the API key, if any.
-        timeout: seconds for one HTTP attempt.
+        timeout: seconds for one HTTP attempt (to connect, and between bytes of the reply).
         max_retries: retries after the first attempt on retryable failures.
         concurrency: the connection pool's width.
         cache: answer from (and fill) the store's response cache.
+        on_response: called with every attempt's status and headers (`assay.calls.http`).
     """
 
     def __init__(
@@ -118,26 +79,34 @@ class ChatClient:
         max_retries: int,
         concurrency: int,
         cache: bool = False,
+        on_response: ResponseHook | None = None,
     ) -> None:
         self._cache = cache
-        self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
-        self._provider = f"openai:{urlsplit(base_url).netloc}"
-        self._timeout = timeout
-        self._max_retries = max_retries
+        self._url = URL(base_url.rstrip("/") + "/chat/completions")
+        self._endpoint = Endpoint(f"openai:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
+        self._policy = RetryPolicy(max_retries)
         headers = {"content-type": "application/json"}
         if api_key_env:
             # Read here and kept only in the request headers: never in a record, a log or argv.
             headers["authorization"] = f"Bearer {os.environ.get(api_key_env, '')}"
-        self._headers = httpx.Headers(headers)
-        self._extensions = {"timeout": httpx.Timeout(timeout).as_dict()}
-        self._transport = AiohttpTransport(limits=httpx.Limits(max_connections=concurrency))
-        self._wait_backoff = wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)
+        self._headers = headers
+        # As httpx's `Timeout(t)` was: t to connect (a pooled connection included) and t between
+        # reads; no limit on the whole reply, which a slow but live model may take long to send.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout, sock_connect=timeout, sock_read=timeout
+        )
+        self._concurrency = concurrency
+        self._session: aiohttp.ClientSession | None = None
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Attempt) and exc.retry_after is not None:
-            return min(exc.retry_after, _MAX_RETRY_AFTER_S)
-        return self._wait_backoff(state)
+    def _open(self) -> aiohttp.ClientSession:
+        """The session, opened on first use: on the running loop, which a session belongs to."""
+        connector = aiohttp.TCPConnector(
+            limit=self._concurrency, ssl=_ssl_context() if self._url.scheme == "https" else True
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, headers=self._headers, timeout=self._timeout
+        )
+        return self._session
 
     async def complete(self, body: dict[str, Any]) -> ChatReply:
         """Send `body`; raises `TargetFailure` when it fails for good, `BudgetDenied` when refused."""
@@ -153,9 +122,18 @@ class ChatClient:
             if op is not None:
                 op.end("cache_hit", total_ms=(time.perf_counter() - started) * 1000)
             return _chat_reply(hit, _usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
+        content = pydantic_core.to_json(body)
+        wire: list[float] = [0.0]
+
+        async def attempt(number: int) -> dict[str, Any]:
+            sent = time.perf_counter()
+            reply = await self._attempt(content, op, number)
+            wire[0] = (time.perf_counter() - sent) * 1000
+            return reply
+
         try:
-            reply, wire_ms, retries = await self._send(json.dumps(body).encode(), op)
-        except _Attempt as exc:
+            reply, retries = await self._policy.run(attempt)
+        except AttemptFailed as exc:
             if op is not None:
                 op.end("failed", error=exc.failure.message, total_ms=(time.perf_counter() - started) * 1000)
             raise exc.failure from None
@@ -165,33 +143,7 @@ class ChatClient:
             raise
         if cache is not None:
             cache.put(key, reply)
-        return self._reply(reply, op, started, wire_ms=wire_ms, retries=retries)
-
-    async def _send(self, content: bytes, op: Operation | None) -> tuple[dict[str, Any], float, int]:
-        """The reply, the wire time of the attempt that got it, and how many attempts failed first."""
-        started = time.perf_counter()
-        try:
-            # Most calls succeed at once; tenacity (~100 us of CPU a call) starts only after a failure.
-            return await self._attempt(content, op, 1), (time.perf_counter() - started) * 1000, 0
-        except _Attempt as first:
-            if not first.failure.retryable or self._max_retries == 0:
-                raise
-            pending: _Attempt | None = first
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_retries + 1),
-            retry=retry_if_exception(lambda e: isinstance(e, _Attempt) and e.failure.retryable),
-            wait=self._wait,
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                if pending is not None:  # replay the first failure so tenacity counts and waits on it
-                    failed, pending = pending, None
-                    raise failed
-                wire_started = time.perf_counter()
-                reply = await self._attempt(content, op, attempt.retry_state.attempt_number)
-                wire_ms = (time.perf_counter() - wire_started) * 1000
-        return reply, wire_ms, retrying.statistics["attempt_number"] - 1
+        return self._reply(reply, op, started, wire_ms=wire[0], retries=retries)
 
     @staticmethod
     def _measure(make: Callable[[Ledger], Accounting]) -> Accounting | None:
@@ -212,78 +164,46 @@ class ChatClient:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
         sent = time.perf_counter()
+        session = self._session or self._open()
         try:
-            # A prebuilt URL and headers: httpx re-parses a string URL on every request (~100 us).
-            request = httpx.Request(
-                "POST", self._url, headers=self._headers, content=content, extensions=self._extensions
-            )
-            response = await self._transport.handle_async_request(request)
-            await response.aread()
-        except httpx.TransportError as exc:
+            async with session.post(self._url, data=content, allow_redirects=False) as response:
+                status, headers, reason = response.status, response.headers, response.reason
+                raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
             # The request may have reached the provider and been billed: its cost is unknown.
             self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
-            timeout = _is_timeout(exc)
-            message = (
-                f"timed out after {self._timeout:g}s"
-                if timeout
-                else f"connection error: {exc or type(exc).__name__}"
-            )
+            self._endpoint.observe(None, {})
+            failed = self._endpoint.transport_failed(exc)
             if op is not None:
-                op.attempt(number, status=None, wire_ms=(time.perf_counter() - sent) * 1000, error=message)
-            raise self._failed(
-                message, FailureKind.TIMEOUT if timeout else FailureKind.CONNECTION, True
-            ) from None
+                op.attempt(
+                    number,
+                    status=None,
+                    wire_ms=(time.perf_counter() - sent) * 1000,
+                    error=failed.failure.message,
+                )
+            raise failed from None
+        self._endpoint.observe(status, headers)
         if op is not None:
             op.attempt(
-                number,
-                status=response.status_code,
-                wire_ms=(time.perf_counter() - sent) * 1000,
-                response=_body(response.content),
+                number, status=status, wire_ms=(time.perf_counter() - sent) * 1000, response=_body(raw)
             )
-        if response.status_code >= 400:
+        if status >= 400:
             # Providers do not bill refused requests: a settled operation that cost nothing.
             self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
-            raise self._failed(
-                f"HTTP {response.status_code}: {_error_message(response)}",
-                FailureKind.HTTP,
-                response.status_code in _RETRYABLE_STATUS,
-                status=response.status_code,
-                request_id=response.headers.get("x-request-id"),
-                retry_after=_retry_after(response.headers.get("retry-after")),
-            )
+            raise self._endpoint.status_failed(status, headers, raw, reason=reason)
         try:
-            # Bytes straight to json: httpx's header and charset look-ups cost more than the parse.
-            reply = json.loads(response.content)
+            reply = pydantic_core.from_json(raw)
             reply["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise self._failed(
-                f"malformed reply: {response.text[:200]!r}",
-                FailureKind.PROTOCOL,
-                False,
-                status=response.status_code,
-                request_id=response.headers.get("x-request-id"),
+            raise AttemptFailed(
+                self._endpoint.failure(
+                    f"malformed reply: {raw.decode('utf-8', 'replace')[:200]!r}",
+                    FailureKind.PROTOCOL,
+                    http_status=status,
+                    request_id=request_id(headers),
+                )
             ) from None
         return reply
-
-    def _failed(
-        self,
-        message: str,
-        kind: FailureKind,
-        retryable: bool,
-        *,
-        status: int | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
-    ) -> _Attempt:
-        failure = TargetFailure(
-            message,
-            kind=kind,
-            provider=self._provider,
-            http_status=status,
-            retryable=retryable,
-            request_id=request_id,
-        )
-        return _Attempt(failure, retry_after)
 
     def _reply(
         self, reply: dict[str, Any], op: Operation | None, started: float, *, wire_ms: float, retries: int
@@ -306,7 +226,19 @@ class ChatClient:
         return _chat_reply(reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries)
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Certificates as httpx verifies them (certifi's bundle, or `SSL_CERT_FILE` / `SSL_CERT_DIR`),
+    so moving off httpx changes no host a user could reach."""
+    import certifi
+
+    return ssl.create_default_context(
+        cafile=os.environ.get("SSL_CERT_FILE") or certifi.where(), capath=os.environ.get("SSL_CERT_DIR")
+    )
 
 
 def _usage(reply: dict[str, Any]) -> Usage:
@@ -341,29 +273,3 @@ def _body(content: bytes) -> Any:
         return json.loads(content)
     except ValueError:
         return content.decode("utf-8", "replace")
-
-
-def _is_timeout(exc: httpx.TransportError) -> bool:
-    # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; the cause tells the truth.
-    cause = exc.__cause__
-    if cause is not None:
-        return isinstance(cause, asyncio.TimeoutError)
-    return isinstance(exc, httpx.TimeoutException)
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-        message = body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("error")
-    except (ValueError, KeyError, AttributeError, TypeError):
-        message = None
-    return str(message or response.text or response.reason_phrase)[:300]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP-date; rare from model APIs, so fall back to our own backoff

@@ -4,8 +4,9 @@ Prefect 3 always talks to a server. With no API configured it boots a temporary 
 process (~20 s on a small machine, and the first boot can time out). So `assay` decides:
 - `PREFECT_API_URL` configured (environment or Prefect profile), or `--prefect`: the flow runs as
   a real Prefect flow run, with its shard tasks, visible in the UI;
-- otherwise: the flow's own code runs without orchestration (`flow.fn`, tasks via `.fn`) — the
-  same functions in the same order, with no server, no task cache and no retries.
+- otherwise: the flow's own code runs without orchestration (`assay.orchestrate.run.drive_run`
+  for `assay run`) — the same functions in the same order, with no server, no task cache and no
+  retries, and without importing Prefect at all (~2 s of a short run's whole process).
 docs/prefect.md explains the choice.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 
 def configure(*, verbose: bool) -> None:
@@ -29,10 +31,39 @@ def configure(*, verbose: bool) -> None:
 
 
 def api_configured() -> bool:
-    """Whether a Prefect API URL is configured (environment or active profile)."""
+    """Whether a Prefect API URL is configured (environment, `.env`, `prefect.toml`,
+    `pyproject.toml` or the active profile). Prefect's own settings decide, but they are read
+    (and Prefect imported) only when one of those sources could hold a URL at all."""
+    if not _api_url_possible():
+        return False
     from prefect.settings import get_current_settings
 
     return bool(get_current_settings().api.url)
+
+
+def _api_url_possible() -> bool:
+    """False only when none of the places Prefect reads settings from can set an API URL: no
+    `PREFECT_API_URL` or `PREFECT_PROFILE` in the environment, no `prefect.toml`, no `.env` or
+    `pyproject.toml` that mentions Prefect, and a profiles file (if any) without `PREFECT_API_URL`."""
+    if any(os.environ.get(name) for name in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH")):
+        return True
+    here = Path.cwd()
+    if (here / "prefect.toml").exists():
+        return True
+    if _mentions(here / ".env", "PREFECT_") or _mentions(here / "pyproject.toml", "tool.prefect"):
+        return True
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    return _mentions(home / "profiles.toml", "PREFECT_API_URL")
+
+
+def _mentions(path: Path, text: str) -> bool:
+    """Whether the file holds `text`; a file that exists but cannot be read might, so True."""
+    try:
+        return text in path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def check_api() -> None:

@@ -40,9 +40,12 @@ class Item:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal values give equal text (and equal hashes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,14 +180,17 @@ def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
             problems.append(f"{where}: expected a JSON object, got {type(row).__name__}")
             continue
         row_problems = []
-        has = _field_list(row)
         if spec.input not in row:
-            row_problems.append(f"{where}: field {spec.input!r} (dataset.input) is missing; {has}")
+            row_problems.append(
+                f"{where}: field {spec.input!r} (dataset.input) is missing; {_field_list(row)}"
+            )
         if expected_required and spec.expected not in row:
-            row_problems.append(f"{where}: field {spec.expected!r} (dataset.expected) is missing; {has}")
+            row_problems.append(
+                f"{where}: field {spec.expected!r} (dataset.expected) is missing; {_field_list(row)}"
+            )
         if spec.annotations is not None:
             row_problems += [
-                f"{where}: field {name!r} (dataset.annotations) is missing; {has}"
+                f"{where}: field {name!r} (dataset.annotations) is missing; {_field_list(row)}"
                 for name in spec.annotations
                 if name not in row
             ]

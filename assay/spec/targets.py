@@ -12,7 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from assay.calls.chat import HttpURL
+from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
 
@@ -34,7 +34,8 @@ class OpenAITarget(StrictModel):
         system: an optional system prompt (also a template).
         temperature, max_tokens: passed through when set.
         timeout: seconds for one HTTP attempt.
-        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
+        max_retries: retries after the first attempt on a retryable status (408, 409, 429, 5xx;
+            `assay.calls.http`), a timeout or a connection error.
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
     """
@@ -106,7 +107,8 @@ class HttpAgentTarget(StrictModel):
         timeout: seconds one harness run may take, from `POST /runs` to a final status; past it
             the item fails with `timeout` (and the run is cancelled if the harness accepts that).
         request_timeout: seconds for one HTTP request to the harness.
-        max_retries: retries of one request after a 429, a 5xx or (for reads) a connection error.
+        max_retries: retries of one request after a retryable status (408, 409, 429, 5xx;
+            `assay.calls.http`) or, except for a start, a timeout or connection error.
         max_artifact_bytes: the largest artifact downloaded into the store (bytes); a larger
             one is skipped with a warning. 0 downloads none.
         max_attempt_bytes: the most artifact bytes one attempt downloads, all files together;

@@ -32,8 +32,8 @@ Endpoints
 
       - `status`: reply with that HTTP status and an OpenAI-style error body
         `{"error": {"message", "type", "code"}}` (each overridable with the fault's keys of the
-        same names), the `x-request-id` header, and `Retry-After` if `retry_after` (seconds) is
-        given.
+        same names), the `x-request-id` header, and `Retry-After` if `retry_after` is given:
+        seconds (a number), or a text sent as it is (an HTTP-date).
       - `delay_ms`: a slow reply; sleep that long on top of `latency_ms`, then answer (normally,
         or with the fault's `status` if it has one).
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
@@ -114,7 +114,7 @@ class Fault:
     status: int | None = None
     delay_ms: float = 0.0
     drop: bool = False
-    retry_after: float | None = None
+    retry_after: float | str | None = None
     match: str | None = None
     message: str | None = None
     type: str | None = None
@@ -156,8 +156,12 @@ class Fault:
         if status is None and not delay_ms and not drop:
             raise ValueError(f"a fault needs a status, a delay_ms or drop: {raw!r}")
         retry_after = raw.get("retry_after")
-        if retry_after is not None and (not _is_number(retry_after) or retry_after < 0):
-            raise ValueError(f"fault retry_after must be a number >= 0, got {retry_after!r}")
+        if (
+            retry_after is not None
+            and not isinstance(retry_after, str)
+            and (not _is_number(retry_after) or retry_after < 0)
+        ):
+            raise ValueError(f"fault retry_after must be a number >= 0 or a text, got {retry_after!r}")
         for key in ("match", "message", "type", "code"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ValueError(f"fault {key} must be a string, got {raw[key]!r}")
@@ -223,7 +227,7 @@ def _error_response(
     *,
     kind: str | None = None,
     code: str | None = None,
-    retry_after: float | None = None,
+    retry_after: float | str | None = None,
 ) -> web.Response:
     default_kind, default_code = _ERROR_KINDS.get(
         status, ("invalid_request_error" if status < 500 else "server_error", None)
@@ -232,7 +236,7 @@ def _error_response(
     if request_id is not None:
         headers["x-request-id"] = request_id
     if retry_after is not None:
-        headers["Retry-After"] = f"{retry_after:g}"
+        headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
     error = {"message": message, "type": kind or default_kind, "code": code or default_code}
     return _json_response({"error": error}, status, headers)
 
@@ -524,7 +528,8 @@ def main(argv: list[str] | None = None) -> None:
         argv: Command-line arguments; `sys.argv[1:]` when None.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m assay.testing.mock_openai", description="Mock OpenAI chat-completions server on 127.0.0.1."
+        prog="python -m assay.testing.mock_openai",
+        description="Mock OpenAI chat-completions server on 127.0.0.1.",
     )
     parser.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every chat reply")

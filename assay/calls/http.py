@@ -1,0 +1,318 @@
+"""The one HTTP layer under Assay's clients: what is retried, how long to wait, how a failure reads.
+
+Two clients stand on it, each on the HTTP library that serves it best (docs/performance.md):
+the chat client (`assay.calls.chat`) on aiohttp directly — the hot path, one call per item — and
+the `http_agent` target (`assay.targets.http_agent`) on httpx, for its multipart uploads and
+streamed downloads. Neither decides on its own what this module decides:
+
+Retried statuses (`RETRY_STATUSES`), decided once:
+
+    408 Request Timeout     the server gave up waiting for the request; resending is the remedy
+    409 Conflict            OpenAI's answer to a request that raced another on the same resource
+                            (a lock), gone on a resend; the OpenAI and Anthropic SDKs retry it too
+    429 Too Many Requests   a rate limit: wait (`Retry-After` when given) and send again
+    500-599                 the server's trouble, 529 included (Anthropic's "overloaded")
+
+Every other status (400, 401, 403, 404, 422, ...) fails at once: the same request gets the same
+answer. Timeouts and connection errors are retried too, unless the caller says an attempt must
+not be sent twice (`AttemptFailed.again`: the `http_agent`'s `POST /runs`, which could start a
+second run).
+
+Waiting (`RetryPolicy`): the server's `Retry-After` when it sends one — delta-seconds or an
+HTTP-date — capped at `MAX_RETRY_AFTER_S`; else exponential backoff with jitter, 0.5 s, 1 s,
+2 s, ... up to 30 s, plus up to 0.5 s at random (tenacity's `wait_exponential_jitter`). The
+first attempt runs outside tenacity: most calls succeed at once, and tenacity's set-up costs
+~100 us of CPU a call (it is not even imported until a call first fails).
+
+Failures (`Endpoint`): a status is `HTTP <status>: <the body's error message>`; a transport error
+is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — aiohttp's
+own, or the one under httpx's) and a *connection* error otherwise (refused, reset, cut short).
+Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
+it was retryable and the provider's request id.
+
+Rate control plugs in at `Endpoint.on_response`: a hook called with every attempt's status and
+headers (`None` and no headers for a transport failure), where an adaptive per-endpoint controller
+can read 429s, `Retry-After` and `x-ratelimit-*`. None is built yet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+
+from assay.errors import TargetFailure
+from assay.outcomes import FailureKind
+
+
+def _usable_url(url: str) -> str:
+    """An endpoint a spec names must parse as a URL with a host (and a port in 1..65535)."""
+    if any(character.isspace() for character in url):
+        raise ValueError(f"{url!r} is not a URL: it contains white space")
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        text = parts.netloc.rpartition(":")[2]
+        problem = f"port {text} is out of range" if text.isdigit() else f"port {text!r} is not a number"
+        raise ValueError(f"{url!r} is not a URL: {problem}") from None
+    if not parts.hostname:
+        raise ValueError(f"{url!r} is not a URL: it names no host")
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"{url!r} is not a URL: port {port} is out of range")
+    return url
+
+
+# The type of every endpoint field of a spec (targets' and judges' `base_url`, a remote
+# evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
+HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
+
+RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429, *range(500, 600)})
+MAX_RETRY_AFTER_S = 60.0
+_MAX_MESSAGE = 300
+# OpenAI sends `x-request-id`, Anthropic `request-id`.
+_REQUEST_ID_HEADERS = ("x-request-id", "request-id")
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
+T = TypeVar("T")
+ResponseHook = Callable[[int | None, Mapping[str, str]], None]
+"""Called with each attempt's HTTP status and headers; `None` and `{}` for a transport failure."""
+
+
+class AttemptFailed(Exception):
+    """One failed attempt: the failure it would end in, and what the retry policy needs.
+
+    Args:
+        failure: the call's failure if this was its last attempt.
+        retry_after: seconds the server asked to wait (`Retry-After`), if it did.
+        again: whether another attempt may be made; default: whether the failure is retryable.
+    """
+
+    def __init__(
+        self, failure: TargetFailure, *, retry_after: float | None = None, again: bool | None = None
+    ) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.retry_after = retry_after
+        self.again = failure.retryable if again is None else again
+
+
+def retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header: delta-seconds (`"2"`, `"0.5"`) or an HTTP-date
+    (`"Wed, 21 Oct 2026 07:28:00 GMT"`; a date in the past is 0). None when absent or unreadable.
+
+    Args:
+        value: the header's value.
+        now: the time a date is counted from (default: now).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # HTTP-dates are GMT; an obsolete form may parse without a zone
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a transport error is a timeout (else it is a connection error).
+
+    Any `TimeoutError` in the exception's cause chain decides (aiohttp's timeouts are
+    `TimeoutError`s, and httpx's rest on one). The chain, not the outer type: httpx-aiohttp
+    raises every aiohttp connection error as `httpx.ConnectTimeout`, with the real error as its
+    cause. A library's timeout raised with no cause at all is known by its class name.
+    """
+    link: BaseException | None = exc
+    for _ in range(8):
+        if link is None:
+            return False
+        if isinstance(link, TimeoutError):
+            return True
+        if link.__cause__ is None:
+            return link is exc and any(c.__name__.endswith("Timeout") for c in type(exc).__mro__)
+        link = link.__cause__
+    return False
+
+
+def error_message(body: bytes, reason: str | None = None) -> str:
+    """What an error reply says, for people: its JSON `error.message` (OpenAI, Anthropic), or its
+    `error` (text, else as JSON), else the body's text, else the reason phrase; cut to 300."""
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        doc = None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        message = error["message"]
+    elif isinstance(error, str) or error is None:
+        message = error or ""
+    else:
+        message = json.dumps(error, default=str)
+    return (message or body.decode("utf-8", "replace") or reason or "")[:_MAX_MESSAGE]
+
+
+def request_id(headers: Mapping[str, str]) -> str | None:
+    """The provider's request id, from whichever header it sends it in."""
+    for name in _REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An HTTP endpoint as one client calls it: who it is, and how its failures are described.
+
+    Args:
+        provider: who fails, as failures name it (`openai:<host>`, `http_agent:<host>`).
+        timeout_s: seconds one attempt may take.
+        timeout_setting: the spec setting a timeout message names (`target.request_timeout`).
+        on_response: called with every attempt's status and headers (rate control plugs in here).
+    """
+
+    provider: str
+    timeout_s: float
+    timeout_setting: str | None = None
+    on_response: ResponseHook | None = None
+
+    def observe(self, status: int | None, headers: Mapping[str, str]) -> None:
+        """Report one attempt's status and headers to `on_response`, if set."""
+        if self.on_response is not None:
+            self.on_response(status, headers)
+
+    def status_failed(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        what: str = "",
+        reason: str | None = None,
+    ) -> AttemptFailed:
+        """An HTTP error status: retryable when in `RETRY_STATUSES`, with the server's wait.
+
+        Args:
+            status: the status (>= 400).
+            headers: the reply's headers.
+            body: the reply's body.
+            what: what the request was (`POST /runs`), prefixed to the message.
+            reason: the status's reason phrase, used when the body says nothing.
+        """
+        failure = self.failure(
+            f"{_prefix(what)}HTTP {status}: {error_message(body, reason)}",
+            FailureKind.HTTP,
+            retryable=status in RETRY_STATUSES,
+            http_status=status,
+            request_id=request_id(headers),
+        )
+        return AttemptFailed(failure, retry_after=retry_after(headers.get("retry-after")))
+
+    def transport_failed(self, exc: BaseException, *, what: str = "", again: bool = True) -> AttemptFailed:
+        """A request that got no reply: timed out, or the connection failed. Retryable.
+
+        Args:
+            exc: the client library's exception.
+            what: what the request was, prefixed to the message.
+            again: False when the request must not be sent twice (it may have reached the server).
+        """
+        if is_timeout(exc):
+            setting = f" ({self.timeout_setting})" if self.timeout_setting else ""
+            message, kind = f"timed out after {self.timeout_s:g}s{setting}", FailureKind.TIMEOUT
+        else:
+            message, kind = f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION
+        return AttemptFailed(self.failure(f"{_prefix(what)}{message}", kind, retryable=True), again=again)
+
+    def failure(
+        self,
+        message: str,
+        kind: FailureKind,
+        *,
+        retryable: bool = False,
+        http_status: int | None = None,
+        request_id: str | None = None,
+        usage: Any = None,
+    ) -> TargetFailure:
+        """A `TargetFailure` of this endpoint's provider."""
+        return TargetFailure(
+            message,
+            kind=kind,
+            provider=self.provider,
+            http_status=http_status,
+            retryable=retryable,
+            request_id=request_id,
+            usage=usage,
+        )
+
+
+def _prefix(what: str) -> str:
+    return f"{what}: " if what else ""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Attempts of one call until one succeeds or the failure is final (see the module docstring).
+
+    Args:
+        max_retries: attempts after the first.
+    """
+
+    max_retries: int
+
+    async def run(self, attempt: Callable[[int], Awaitable[T]]) -> tuple[T, int]:
+        """Call `attempt(number)` (numbered from 1) until it returns; returns its result and how
+        many attempts failed first. `attempt` raises `AttemptFailed`; the last one is re-raised
+        when the failure is final, anything else at once."""
+        try:
+            return await attempt(1), 0
+        except AttemptFailed as first:
+            if not first.again or self.max_retries == 0:
+                raise
+            pending: AttemptFailed | None = first
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            retry=retry_if_exception(lambda e: isinstance(e, AttemptFailed) and e.again),
+            wait=_wait,
+            reraise=True,
+        )
+        async for state in retrying:
+            with state:
+                if pending is not None:  # replay the first failure so tenacity counts and waits on it
+                    failed, pending = pending, None
+                    raise failed
+                result = await attempt(state.retry_state.attempt_number)
+        return result, retrying.statistics["attempt_number"] - 1
+
+
+def _wait(state: RetryCallState) -> float:
+    """The server's `Retry-After` (capped), else exponential backoff with jitter."""
+    exc = state.outcome.exception() if state.outcome else None
+    if isinstance(exc, AttemptFailed) and exc.retry_after is not None:
+        return min(exc.retry_after, MAX_RETRY_AFTER_S)
+    return _backoff()(state)
+
+
+@cache
+def _backoff() -> Callable[[RetryCallState], float]:
+    from tenacity import wait_exponential_jitter
+
+    return wait_exponential_jitter(multiplier=0.5, max=30.0, jitter=0.5)

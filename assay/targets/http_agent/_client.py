@@ -1,0 +1,147 @@
+"""HTTP to one harness: httpx over aiohttp's transport, retried and described by `assay.calls.http`.
+
+httpx here, not aiohttp directly as the chat client does: a start may be a multipart upload of
+fixture files and an artifact a streamed download, which httpx's models make plain, while a harness
+run costs seconds, so the ~0.3 ms of CPU its models add to each of an item's few requests is
+noise. aiohttp's transport (`httpx-aiohttp`) under it: httpx's own costs ~4 ms a request here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy
+from assay.outcomes import FailureKind
+from assay.spec import HttpAgentTarget
+
+Files = list[tuple[str, tuple[str | None, bytes, str]]]
+_CANCEL_TIMEOUT_S = 5.0
+
+
+class HarnessClient:
+    """Requests to one harness, with the API key (if any) in every request's headers.
+
+    Args:
+        spec: the target spec (base URL, key, `request_timeout`, `max_retries`).
+        concurrency: the connection pool's width.
+        transport: an httpx transport to use instead of aiohttp's (tests).
+        on_response: called with every attempt's status and headers (`assay.calls.http`).
+    """
+
+    def __init__(
+        self,
+        spec: HttpAgentTarget,
+        *,
+        concurrency: int,
+        transport: httpx.AsyncBaseTransport | None = None,
+        on_response: ResponseHook | None = None,
+    ) -> None:
+        self.endpoint = Endpoint(
+            f"http_agent:{urlsplit(spec.base_url).netloc}",
+            spec.request_timeout,
+            "target.request_timeout",
+            on_response,
+        )
+        self._policy = RetryPolicy(spec.max_retries)
+        headers = {"accept": "application/json"}
+        if spec.api_key_env:
+            # Read here and kept only in the client's headers: never in a record, a log or argv.
+            headers["authorization"] = f"Bearer {os.environ.get(spec.api_key_env, '')}"
+        self._client = httpx.AsyncClient(
+            base_url=spec.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(spec.request_timeout),
+            transport=transport or AiohttpTransport(limits=httpx.Limits(max_connections=concurrency)),
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        content: bytes | None = None,
+        files: Files | None = None,
+        headers: dict[str, str] | None = None,
+        idempotent: bool = True,
+        ok_404: bool = False,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """One request, retried as `assay.calls.http` says; raises `TargetFailure` when it fails
+        for good.
+
+        Args:
+            method: the HTTP method.
+            path: the path below the base URL.
+            what: what the request is (`POST /runs`), for failure messages.
+            content: the body.
+            files: multipart parts instead (httpx's `files=`).
+            headers: more headers.
+            idempotent: False when the request must not be sent twice after a transport error
+                (it may have reached the harness: a second `POST /runs` could start a second run).
+            ok_404: return a 404 reply instead of failing.
+            stream: return the successful response unread; the caller reads and closes it.
+        """
+
+        async def attempt(number: int) -> httpx.Response:
+            # Built anew for each attempt: a multipart body is a stream, consumed once.
+            request = self._client.build_request(method, path, content=content, files=files, headers=headers)
+            try:
+                response = await self._client.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                self.endpoint.observe(None, {})
+                raise self.endpoint.transport_failed(exc, what=what, again=idempotent) from None
+            self.endpoint.observe(response.status_code, response.headers)
+            if response.status_code < 400 or (ok_404 and response.status_code == 404):
+                return response
+            if stream:
+                await response.aread()
+                await response.aclose()
+            raise self.endpoint.status_failed(
+                response.status_code,
+                response.headers,
+                response.content,
+                what=what,
+                reason=response.reason_phrase,
+            )
+
+        try:
+            response, _ = await self._policy.run(attempt)
+        except AttemptFailed as failed:
+            raise failed.failure from None
+        return response
+
+    def json(self, response: httpx.Response, what: str) -> dict[str, Any]:
+        """The reply's JSON object; a `protocol` failure when it is not JSON, or not an object."""
+        try:
+            doc = json.loads(response.content)
+        except ValueError:
+            raise self.endpoint.failure(
+                f"{what}: the reply is not JSON: {response.text[:200]!r}",
+                FailureKind.PROTOCOL,
+                http_status=response.status_code,
+            ) from None
+        if not isinstance(doc, dict):
+            raise self.endpoint.failure(
+                f"{what}: expected a JSON object, got {type(doc).__name__}",
+                FailureKind.PROTOCOL,
+                http_status=response.status_code,
+            )
+        return doc
+
+    async def post_once(self, path: str) -> bool:
+        """A bodyless POST sent once, briefly (a cancel on the way out): True if it succeeded."""
+        try:
+            response = await self._client.post(path, timeout=_CANCEL_TIMEOUT_S)
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 300
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

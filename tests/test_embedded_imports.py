@@ -1,0 +1,74 @@
+"""The embedded path (no Prefect API configured) never imports Prefect; a configured API still
+makes a run orchestrated. Each case is a fresh interpreter, so nothing imported by another test
+can hide an import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO, openai_spec
+
+# Runs the CLI's `main` in this interpreter, then reports what it imported.
+_PROBE = """
+import json, sys
+from assay.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m == "prefect" or m.startswith("prefect."))
+print(json.dumps({"code": code, "prefect": loaded[:5]}))
+"""
+
+
+def _probe(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
+    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
+        [sys.executable, "-c", _PROBE, *argv],
+        cwd=cwd,
+        env={**_clean_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") or k == "PREFECT_HOME"}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def test_run_and_resume_embedded_import_no_prefect(tmp_path, mock):
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    store = tmp_path / "store"
+    ran = _probe("run", str(spec), "--store", str(store), "--quiet", cwd=tmp_path)
+    assert ran == {"code": 0, "prefect": []}
+    run_id = next((store / "runs").iterdir()).name.removeprefix("run_id=")
+    resumed = _probe("resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path)
+    assert resumed == {"code": 0, "prefect": []}
+
+
+def test_an_api_url_in_the_active_profile_still_orchestrates(tmp_path):
+    # The profile points at a port nobody listens on: the CLI asks Prefect, which finds the URL,
+    # and the health check refuses to run (exit 2) — proof the run would have been orchestrated.
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    (home / "profiles.toml").write_text(
+        'active = "remote"\n[profiles.remote]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+    )
+    spec = openai_spec(tmp_path, "http://127.0.0.1:9/v1", n=1)
+    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
+        [sys.executable, "-m", "assay.cli", "run", str(spec), "--store", str(tmp_path / "store")],
+        cwd=tmp_path,
+        env={**_clean_env(), "PREFECT_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "the Prefect API at http://127.0.0.1:9/api does not answer" in done.stderr
+    assert not (tmp_path / "store").exists()
