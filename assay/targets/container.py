@@ -40,7 +40,7 @@ from typing import Any
 import docker.errors
 
 from assay.calls.capture import Redactor
-from assay.errors import SpecError, TargetFailure
+from assay.errors import SandboxError, SpecError, StageTimeout, TargetFailure
 from assay.outcomes import FailureKind
 from assay.sandbox._docker import (
     CONTROL,
@@ -50,7 +50,6 @@ from assay.sandbox._docker import (
     ImageFacts,
     Limits,
     Sandbox,
-    SandboxError,
     client,
     folder_files,
     inspect_image,
@@ -71,14 +70,6 @@ _WITH_SECRETS = (
     f'rm -f {_ENV_FILE}; fi; exec "$@"'
 )
 _STDERR_IN_ERROR = 2000
-
-
-class StageTimeout(Exception):
-    """A stage of the attempt ran past its deadline."""
-
-    def __init__(self, stage: str, seconds: float) -> None:
-        super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
-        self.stage = stage
 
 
 def prepare_container(

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -43,8 +43,9 @@ import jsonschema
 from httpx_aiohttp import AiohttpTransport
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from assay.errors import DatasetError, InputError, TargetFailure
-from assay.outcomes import FailureKind
+from assay._files import replacing, write_atomic
+from assay.errors import DatasetError, HarnessError, TargetFailure
+from assay.outcomes import FailureKind, TrajectoryStatus
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.store import Store
@@ -53,7 +54,6 @@ from assay.targets._base import SessionState, TargetResult
 PROTOCOL = "assay-harness/1"
 TERMINAL = frozenset({"completed", "failed", "timeout", "cancelled"})
 STATUSES = TERMINAL | {"queued", "running"}
-TrajectoryStatus = Literal["valid", "partial", "invalid", "unavailable"]
 
 _RETRYABLE_STATUS = {429} | set(range(500, 600))
 _MAX_RETRY_AFTER_S = 60.0
@@ -66,11 +66,6 @@ _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
 _LEDGER = "harness-runs.jsonl"
 _FILES = "files"  # a harness run's downloaded artifacts, beside (never over) its trajectory.json
 _TRAJECTORY = "trajectory.json"
-
-
-class HarnessError(InputError):
-    """The harness's capabilities could not be read, or are not what the protocol says.
-    Raised by `prepare`, before anything runs (exit status 2, nothing written)."""
 
 
 # -- the protocol's documents ------------------------------------------------------------------
@@ -157,7 +152,7 @@ class Trajectory:
     @property
     def kept(self) -> bool:
         """Whether there are steps worth keeping (a valid or partial trajectory)."""
-        return self.status in ("valid", "partial")
+        return self.status in (TrajectoryStatus.VALID, TrajectoryStatus.PARTIAL)
 
     @property
     def cost(self) -> float | None:
@@ -167,7 +162,7 @@ class Trajectory:
     @property
     def cost_complete(self) -> bool:
         """Whether `cost` covers the whole run: every step arrived, valid, and priced."""
-        return self.status == "valid" and all(s.cost_usd is not None for s in self.steps)
+        return self.status is TrajectoryStatus.VALID and all(s.cost_usd is not None for s in self.steps)
 
     def tokens(self) -> dict[str, int | None]:
         def total(values: Iterable[int | None]) -> int | None:
@@ -181,17 +176,17 @@ class Trajectory:
     def step_count(self) -> int | None:
         """Steps the agent took: every step sent, a dropped (invalid) one too; None without a list
         of steps to count."""
-        return len(self.steps) + self.dropped_steps if self.status in ("valid", "partial") else None
+        return len(self.steps) + self.dropped_steps if self.kept else None
 
     @property
     def tool_call_count(self) -> int | None:
         """Tool calls of those steps; None unless every step was valid (a dropped step's calls are
         unknown, and an undercount would read as a fact)."""
-        return sum(len(s.tool_calls) for s in self.steps) if self.status == "valid" else None
+        return sum(len(s.tool_calls) for s in self.steps) if self.status is TrajectoryStatus.VALID else None
 
     def summary(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
-            "trajectory_status": self.status,
+            "trajectory_status": self.status.value,
             "steps": len(self.steps),
             "tool_calls": sum(len(s.tool_calls) for s in self.steps),
             "cost_complete": self.cost_complete,
@@ -209,7 +204,7 @@ def validate_trajectory(doc: Any) -> Trajectory:
     of a non-empty list of steps is valid."""
     steps = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(steps, list):
-        return Trajectory("invalid", problem="expected an object with a list `steps`")
+        return Trajectory(TrajectoryStatus.INVALID, problem="expected an object with a list `steps`")
     kept: list[Step] = []
     raws: list[dict[str, Any]] = []
     first: str | None = None
@@ -224,10 +219,10 @@ def validate_trajectory(doc: Any) -> Trajectory:
                 first = f"steps.{index}: {where}: {error['msg']}"
     dropped = len(steps) - len(kept)
     if not dropped:
-        return Trajectory("valid", kept, raw=raws)
+        return Trajectory(TrajectoryStatus.VALID, kept, raw=raws)
     if not kept:
-        return Trajectory("invalid", dropped_steps=dropped, problem=first)
-    return Trajectory("partial", kept, dropped_steps=dropped, problem=first, raw=raws)
+        return Trajectory(TrajectoryStatus.INVALID, dropped_steps=dropped, problem=first)
+    return Trajectory(TrajectoryStatus.PARTIAL, kept, dropped_steps=dropped, problem=first, raw=raws)
 
 
 def is_safe_path(path: Any) -> bool:
@@ -767,7 +762,7 @@ class HttpAgent:
                 "steps": trajectory.raw,
             }
             path = folder / _TRAJECTORY
-            _write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
+            write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
             kept.append(path)
         root = self._store.artifacts_root
         return sorted(p.relative_to(root).as_posix() for p in kept), warnings
@@ -830,23 +825,17 @@ class HttpAgent:
         what = f"GET /runs/{harness_id}/files/{path}"
         url = f"/runs/{quote(harness_id, safe='')}/files/{quote(path, safe='/')}"
         response = await self._request("GET", url, what=what, stream=True)
-        tmp = dest.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{dest.name}")
         written = 0
         try:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > limit:
                 raise _TooLarge(int(declared))
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with tmp.open("wb") as out:
+            with replacing(dest) as out:
                 async for chunk in response.aiter_bytes():
                     written += len(chunk)
                     if written > limit:
                         raise _TooLarge(None)
                     out.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         finally:
             await response.aclose()
         return written
@@ -936,20 +925,20 @@ class HttpAgent:
 
     async def _trajectory(self, caps: Capabilities, harness_id: str) -> Trajectory:
         if not caps.provides.trajectory:
-            return Trajectory("unavailable", problem="the harness provides no trajectory")
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem="the harness provides no trajectory")
         what = f"GET /runs/{harness_id}/trajectory"
         try:
             response = await self._request(
                 "GET", f"/runs/{quote(harness_id, safe='')}/trajectory", what=what, ok_404=True
             )
         except TargetFailure as failure:
-            return Trajectory("unavailable", problem=failure.message)
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem=failure.message)
         if response.status_code == 404:
-            return Trajectory("unavailable", problem=f"{what}: HTTP 404")
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem=f"{what}: HTTP 404")
         try:
             doc = json.loads(response.content)
         except ValueError:
-            return Trajectory("invalid", problem=f"{what}: not JSON")
+            return Trajectory(TrajectoryStatus.INVALID, problem=f"{what}: not JSON")
         return validate_trajectory(doc)
 
     async def _cancel(self, caps: Capabilities, harness_id: str) -> bool:
@@ -1148,13 +1137,6 @@ def _clear(folder: Path) -> None:
         shutil.rmtree(folder)
     elif folder.exists():
         folder.unlink()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class _TooLarge(Exception):
