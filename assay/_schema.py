@@ -254,7 +254,7 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | python | http_agent"),
+    ("target_kind", pa.string(), "openai | python | http_agent | container: the spec's `target.kind`"),
     (
         "target_snapshot",
         pa.string(),

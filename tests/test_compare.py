@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import get_type_hints
 
 import polars as pl
 import pytest
 
 from assay.analysis.compare import Comparison, GateResult, ScorerComparison
+from assay.analysis.stats import PairedEstimate
 from assay.cli import main
 from assay.outcomes import Gate
 from assay.store import Store
@@ -86,7 +88,8 @@ def test_a_regression_is_found_gated_and_stored(evals, capsys):
     assert code == 1 and doc["passed"] is False
     assert set(doc) == set(get_type_hints(Comparison))
     (row,) = doc["scorers"]
-    assert set(row) == set(get_type_hints(ScorerComparison))
+    estimate = {f.name for f in fields(PairedEstimate)} - {"n"}
+    assert set(row) == set(get_type_hints(ScorerComparison)) | estimate
     for gate in doc["gates"]:
         assert GateResult.__required_keys__ <= set(gate) <= set(get_type_hints(GateResult))
     assert {gate["gate"] for gate in doc["gates"]} == set(Gate)

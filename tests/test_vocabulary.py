@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from assay import _schema, errors, outcomes
-from assay.analysis.compare import Comparison, ScorerComparison
+from assay.analysis.compare import Comparison, ScorerComparison, estimate_columns
 from assay.analysis.stats import PairedEstimate
 from assay.analysis.summary import RunSummary, run_accounting
 from assay.calls.accounting import Accounting, Budget, BudgetColumns, Usage, token_columns
@@ -121,6 +121,13 @@ def test_column_descriptions_list_the_words_of_their_enum() -> None:
         assert all(member.value in text for member in enum), (column, text)
 
 
+def test_the_target_kind_column_lists_every_target_kind() -> None:
+    from assay.spec import TARGET_KINDS
+
+    text = _schema.RUNS.field("target_kind").metadata[b"description"].decode()
+    assert all(kind in text.split(":")[0].split(" | ") for kind in TARGET_KINDS), text
+
+
 # -- records and their schemas ----------------------------------------------------------------
 
 
@@ -198,10 +205,9 @@ def test_summary_parts_are_columns_of_the_run_record() -> None:
 
 def test_scorer_comparison_is_a_row_of_the_comparisons_table() -> None:
     keys = set(get_type_hints(ScorerComparison))
+    estimate = PairedEstimate(*(0 for _ in dataclasses.fields(PairedEstimate)))
     per_comparison = {"created_at", "baseline_run_ids", "candidate_run_ids"}
-    assert keys | per_comparison == set(_schema.COMPARISONS.names)
-    estimate = {f.name for f in dataclasses.fields(PairedEstimate)} - {"n"} | {"n_pairs"}
-    assert estimate <= keys
+    assert keys | set(estimate_columns(estimate)) | per_comparison == set(_schema.COMPARISONS.names)
     assert "scorers" in get_type_hints(Comparison)
 
 

@@ -81,9 +81,15 @@ class CompareOptions(BaseModel):
     seed: int = Field(default=0, description="Bootstrap seed.")
 
 
-# Keys every entry has come first; a `total=False` subclass adds those some lack (`NotRequired`
-# is not seen at run time under `from __future__ import annotations` on Python 3.11).
-class _ScorerCounts(TypedDict):
+class ScorerComparison(TypedDict):
+    """One scorer compared: an entry of a comparison's `scorers`, and (with the comparison's
+    time, runs and bootstrap settings) a row of the `comparisons` dataset, whose columns
+    `assay._schema.COMPARISONS` describes (a test keeps the two in step).
+
+    These keys every entry has; with pairs it also has the fields of its `PairedEstimate`
+    (`n` as `n_pairs`), defined there once. Without pairs the verdict is `inconclusive`.
+    """
+
     scorer: str
     scorer_kind: str
     threshold: float
@@ -95,30 +101,8 @@ class _ScorerCounts(TypedDict):
     verdict: str
 
 
-class ScorerComparison(_ScorerCounts, total=False):
-    """One scorer compared: an entry of a comparison's `scorers`, and (with the comparison's
-    time, runs and bootstrap settings) a row of the `comparisons` dataset, whose columns
-    `assay._schema.COMPARISONS` describes (a test keeps the two in step). Without pairs only the
-    counts and the verdict (`inconclusive`) are there; the rest is `PairedEstimate`'s."""
-
-    baseline_mean: float
-    candidate_mean: float
-    delta: float
-    ci_low: float
-    ci_high: float
-    se: float
-    se_ci_low: float
-    se_ci_high: float
-    p_value: float
-    clustered_se: float | None
-    clustered_ci_low: float | None
-    clustered_ci_high: float | None
-    n_clusters: int | None
-    resamples: int
-    confidence: float
-    seed: int
-
-
+# Keys every gate has come first; a `total=False` subclass adds those some lack (`NotRequired`
+# is not seen at run time under `from __future__ import annotations` on Python 3.11).
 class _GateOutcome(TypedDict):
     gate: str
     value: float | str | None
@@ -328,11 +312,12 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
             confidence=options.confidence,
             seed=options.seed,
         )
-        rows.append({**row, **_estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
+        rows.append({**row, **estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
     return rows
 
 
-def _estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
+def estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
+    """A paired estimate as the keys of a `ScorerComparison` (`n` as `n_pairs`)."""
     columns = asdict(estimate)
     columns["n_pairs"] = columns.pop("n")
     return columns
