@@ -6,7 +6,32 @@ test checks that the two agree. JSON text columns hold `json.dumps` of the value
 
 from __future__ import annotations
 
+from datetime import datetime
+from enum import StrEnum
+from typing import TypedDict
+
 import pyarrow as pa
+
+from assay.outcomes import (
+    BudgetClosedBy,
+    BudgetStatus,
+    CaptureStatus,
+    Completeness,
+    FailureKind,
+    ItemOutcome,
+    RequestOutcome,
+    RequestPhase,
+    RowKind,
+    RunKind,
+    RunStatus,
+    ScorerOutcome,
+    SpendKind,
+    TokenKind,
+    TurnMethod,
+    Verdict,
+    spend_column,
+    token_column,
+)
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -15,19 +40,30 @@ def _schema(*fields: tuple[str, pa.DataType, str]) -> pa.Schema:
     return pa.schema([pa.field(name, kind, metadata={"description": text}) for name, kind, text in fields])
 
 
-_TOKENS = (
-    ("tokens_input", pa.int64(), "input (prompt) tokens, as the provider reported them"),
-    ("tokens_output", pa.int64(), "output (completion) tokens"),
-    ("tokens_reasoning", pa.int64(), "reasoning tokens, where the provider reports them"),
-    ("tokens_cached", pa.int64(), "cached input tokens, where the provider reports them"),
-    ("tokens_cache_write", pa.int64(), "tokens written to the provider's prompt cache, where reported"),
-)
+def _words(enum: type[StrEnum], *leave_out: StrEnum) -> str:
+    """An enum's values as a column's description lists them: `a | b | c`."""
+    return " | ".join(member.value for member in enum if member not in leave_out)
 
+
+# What each token kind counts; a kind added to `TokenKind` without a meaning here fails at import.
+_TOKEN_MEANINGS = {
+    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them",
+    TokenKind.OUTPUT: "output (completion) tokens",
+    TokenKind.REASONING: "reasoning tokens, where the provider reports them",
+    TokenKind.CACHED: "cached input tokens, where the provider reports them",
+    TokenKind.CACHE_WRITE: "tokens written to the provider's prompt cache, where reported",
+}
+_TOKENS = tuple((token_column(kind), pa.int64(), _TOKEN_MEANINGS[kind]) for kind in TokenKind)
+
+# What each spend kind's cost covers; a kind added to `SpendKind` without one fails at import.
+_SPEND_MEANINGS = {
+    SpendKind.GENERATION: "measured spend on generation (target) calls",
+    SpendKind.JUDGING: "measured spend on judging (model-graded scorer) calls",
+    SpendKind.EXTERNAL: "measured spend on other calls",
+}
 _ACCOUNTING = (
-    ("cost_generation_usd", pa.float64(), "measured spend on generation (target) calls"),
-    ("cost_judging_usd", pa.float64(), "measured spend on judging (model-graded scorer) calls"),
-    ("cost_external_usd", pa.float64(), "measured spend on other calls"),
-    ("cost_completeness", pa.string(), "complete | incomplete | unverified: how far cost_usd can be trusted"),
+    *((spend_column(kind), pa.float64(), _SPEND_MEANINGS[kind]) for kind in SpendKind),
+    ("cost_completeness", pa.string(), f"{_words(Completeness)}: how far cost_usd can be trusted"),
     ("cost_reasons", pa.string(), 'why incomplete, with counts (JSON text, e.g. {"unpriced": 3})'),
     ("operations", pa.int64(), "model calls attempted (each HTTP attempt, denied calls included)"),
     ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
@@ -57,7 +93,7 @@ ITEMS = _schema(
     (
         "outcome",
         pa.string(),
-        "item outcome: completed | failed | cancelled | budget_skipped | budget_interrupted",
+        f"item outcome: {_words(ItemOutcome)}",
     ),
     (
         "error",
@@ -67,7 +103,7 @@ ITEMS = _schema(
             " (budget reached, the budget's refusal of a call); null when completed"
         ),
     ),
-    ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
+    ("failure_kind", pa.string(), f"{_words(FailureKind)}; null unless failed"),
     ("failure_provider", pa.string(), "who failed: `openai:<host>` or `python`"),
     ("failure_http_status", pa.int32(), "the last HTTP status of a failed call"),
     ("failure_retryable", pa.bool_(), "whether the failure was of a retryable kind (retries ran out)"),
@@ -126,7 +162,7 @@ SCORES = _schema(
         "kind",
         pa.string(),
         (
-            "score (a scorer's judgement) | gauge (a measurement of the target's work on a completed "
+            f"{RowKind.SCORE} (a scorer's judgement) | {RowKind.GAUGE} (a measurement of the target's work on a completed "
             "item: duration, steps, tokens…); filter on it before aggregating"
         ),
     ),
@@ -158,8 +194,8 @@ SCORES = _schema(
         "outcome",
         pa.string(),
         (
-            "scorer outcome: scored | failed | skipped | cancelled | budget_skipped | budget_interrupted; "
-            "measured on gauge rows"
+            f"scorer outcome: {_words(ScorerOutcome, ScorerOutcome.MEASURED)}; "
+            f"{ScorerOutcome.MEASURED} on gauge rows"
         ),
     ),
     (
@@ -178,7 +214,7 @@ SCORES = _schema(
         pa.float64(),
         "measured judging cost of this scorer on this item, USD (0 for deterministic)",
     ),
-    ("cost_completeness", pa.string(), "complete | incomplete | unverified"),
+    ("cost_completeness", pa.string(), _words(Completeness)),
     ("cost_reasons", pa.string(), "why incomplete, with counts (JSON text)"),
     ("operations", pa.int64(), "model calls this scorer made on this item"),
     ("explanation", pa.string(), "the scorer's explanation, if it gave one"),
@@ -197,9 +233,9 @@ RUNS = _schema(
             " revision"
         ),
     ),
-    ("kind", pa.string(), "run | rescore"),
+    ("kind", pa.string(), _words(RunKind)),
     ("name", pa.string(), "the spec's name"),
-    ("status", pa.string(), "running | completed | failed_gate | cancelled | failed | unavailable"),
+    ("status", pa.string(), _words(RunStatus)),
     ("unavailable_reason", pa.string(), "why a scorer's gold check made the eval unavailable"),
     ("error", pa.string(), "why the run failed (status `failed`): the exception that stopped it"),
     ("created_at", _TS, "when the run was first started (UTC)"),
@@ -218,7 +254,7 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | python | http_agent"),
+    ("target_kind", pa.string(), "openai | python | http_agent | container: the spec's `target.kind`"),
     (
         "target_snapshot",
         pa.string(),
@@ -257,12 +293,12 @@ RUNS = _schema(
     *_ACCOUNTING,
     ("budget_limit_usd", pa.float64(), "the spec's budget; null without one"),
     ("budget_spent_usd", pa.float64(), "measured spend the budget saw"),
-    ("budget_status", pa.string(), "open | closed; null without a budget"),
-    ("budget_closed_by", pa.string(), "what first met the closed budget: case | operation | scorer"),
+    ("budget_status", pa.string(), f"{_words(BudgetStatus)}; null without a budget"),
+    ("budget_closed_by", pa.string(), f"what first met the closed budget: {_words(BudgetClosedBy)}"),
     (
         "capture_status",
         pa.string(),
-        "off | complete | truncated | unavailable: the request sidecar's manifest",
+        f"{_words(CaptureStatus)}: the request sidecar's manifest",
     ),
     ("capture_reason", pa.string(), "why truncated or unavailable"),
     ("capture_records", pa.int64(), "records captured by the last execution"),
@@ -272,6 +308,81 @@ RUNS = _schema(
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
 )
+
+
+class RunRecord(TypedDict, total=False):
+    """A run's record as `Store.write_run` takes it and `Store.read_run` returns it: the columns
+    of `RUNS` (a key left out is stored as null) and, when read, the run's id. A test keeps the
+    keys and types in step with `RUNS`; `write_run` refuses a key that is not a column."""
+
+    run_id: str
+    revision: int
+    kind: str
+    name: str
+    status: str
+    unavailable_reason: str | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    spec_path: str | None
+    spec_json: str
+    spec_hash: str
+    identity: str
+    dataset_hash: str
+    target_hash: str
+    scorers_hash: str
+    source_run_id: str | None
+    matrix_id: str | None
+    cell: str | None
+    target_kind: str
+    target_snapshot: str | None
+    model: str | None
+    trials: int
+    seed: int
+    policy: str | None
+    attempts: int | None
+    fixtures_hash: str | None
+    execution_order: str
+    tags: list[str]
+    n_items: int
+    n_planned: int
+    n_completed: int | None
+    n_failed: int | None
+    n_cancelled: int | None
+    n_budget_skipped: int | None
+    n_budget_interrupted: int | None
+    item_error_rate: float | None
+    fail_on_item_error_rate: float
+    tokens_input: int | None
+    tokens_output: int | None
+    tokens_reasoning: int | None
+    tokens_cached: int | None
+    tokens_cache_write: int | None
+    cost_usd: float | None
+    cost_generation_usd: float | None
+    cost_judging_usd: float | None
+    cost_external_usd: float | None
+    cost_completeness: str | None
+    cost_reasons: str | None
+    operations: int | None
+    operations_settled: int | None
+    operations_unknown: int | None
+    operations_denied: int | None
+    operations_cached: int | None
+    operations_by_kind: str | None
+    budget_limit_usd: float | None
+    budget_spent_usd: float | None
+    budget_status: str | None
+    budget_closed_by: str | None
+    capture_status: str | None
+    capture_reason: str | None
+    capture_records: int | None
+    capture_bytes: int | None
+    capture_dropped: int | None
+    wall_ms: float | None
+    assay_version: str
+    prefect_flow_run_id: str | None
+
 
 TURNS = _schema(
     ("item_id", pa.string(), "the item the session ran for"),
@@ -283,17 +394,21 @@ TURNS = _schema(
         pa.int32(),
         "the prompt's position in its session, from 0; null on the one row of an attempt that sent none",
     ),
-    ("method", pa.string(), "start | resume; null on the row of an attempt that sent no prompt"),
+    ("method", pa.string(), f"{_words(TurnMethod)}; null on the row of an attempt that sent no prompt"),
     ("session_id", pa.string(), "the session's id (sent to an http_agent harness as `session_id`)"),
     ("prompt", pa.string(), "what was sent (JSON text)"),
     ("output", pa.string(), "what the target answered (JSON text); null unless completed"),
-    ("outcome", pa.string(), "the prompt's outcome: completed | failed | cancelled | budget_interrupted"),
+    (
+        "outcome",
+        pa.string(),
+        f"the prompt's outcome: {_words(ItemOutcome, ItemOutcome.BUDGET_SKIPPED)}",
+    ),
     (
         "error",
         pa.string(),
         "why the prompt (or, on a row without one, the attempt) failed, or the budget's refusal",
     ),
-    ("failure_kind", pa.string(), "http | timeout | connection | protocol | exception; null unless failed"),
+    ("failure_kind", pa.string(), f"{_words(FailureKind)}; null unless failed"),
     ("model", pa.string(), "the model that answered, as the provider named it"),
     *_TOKENS,
     (
@@ -305,10 +420,14 @@ TURNS = _schema(
         ),
     ),
     ("cost_usd", pa.float64(), "measured cost of the prompt's calls, USD"),
-    ("cost_completeness", pa.string(), "complete | incomplete | unverified"),
+    ("cost_completeness", pa.string(), _words(Completeness)),
     ("started_at", _TS, "when the prompt was sent (UTC)"),
     ("duration_ms", pa.float64(), "wall time of the prompt, retries included"),
-    ("attempt_outcome", pa.string(), "the attempt's item outcome: completed | failed | ..."),
+    (
+        "attempt_outcome",
+        pa.string(),
+        f"the attempt's item outcome: {ItemOutcome.COMPLETED} | {ItemOutcome.FAILED} | ...",
+    ),
     ("attempt_passed", pa.bool_(), "whether the attempt passed (every scorer that scored gave 1)"),
     ("attempt_scores", pa.string(), "the attempt's scores by scorer (JSON text); null unless it completed"),
     ("best", pa.bool_(), "whether this attempt is the one kept in `items` and `scores`"),
@@ -335,7 +454,7 @@ COMPARISONS = _schema(
     ("clustered_ci_high", pa.float64(), "delta + z * clustered_se"),
     ("n_clusters", pa.int64(), "clusters among the pairs, else null"),
     ("threshold", pa.float64(), "the practical-significance threshold the verdict used"),
-    ("verdict", pa.string(), "regressed | improved | unchanged | inconclusive"),
+    ("verdict", pa.string(), _words(Verdict)),
     ("unpaired_baseline", pa.int64(), "items scored on the baseline side only"),
     ("unpaired_candidate", pa.int64(), "items scored on the candidate side only"),
     ("unscored_baseline", pa.int64(), "baseline items without a score from this scorer (failed, skipped)"),
@@ -378,18 +497,25 @@ LEADERBOARDS = _schema(
     (
         "verdict_vs_baseline",
         pa.string(),
-        "regressed | improved | unchanged | inconclusive against the baseline",
+        f"{_words(Verdict)} against the baseline",
     ),
 )
 
 REQUESTS = _schema(
     ("v", pa.int32(), "record format version (1)"),
     ("operation_id", pa.string(), "the model call the record belongs to"),
-    ("phase", pa.string(), "start (the request) | attempt (one HTTP attempt) | end (the outcome)"),
+    (
+        "phase",
+        pa.string(),
+        (
+            f"{RequestPhase.START} (the request) | {RequestPhase.ATTEMPT} (one HTTP attempt) | "
+            f"{RequestPhase.END} (the outcome)"
+        ),
+    ),
     ("item_id", pa.string(), "the item the call was made for"),
     ("trial", pa.int32(), "the item's trial"),
     ("scorer", pa.string(), "the scorer, for judging calls; null for generation"),
-    ("kind", pa.string(), "generation | judging | external"),
+    ("kind", pa.string(), _words(SpendKind)),
     ("attempt", pa.int32(), "attempt number, from 1 (attempt records)"),
     ("model", pa.string(), "the model asked (start) or that answered (end)"),
     ("http_status", pa.int32(), "the attempt's HTTP status; null when no reply came"),
@@ -400,7 +526,7 @@ REQUESTS = _schema(
     ("tokens_input", pa.int64(), "input tokens (end records)"),
     ("tokens_output", pa.int64(), "output tokens (end records)"),
     ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),
-    ("outcome", pa.string(), "ok | failed | budget_denied (end records)"),
+    ("outcome", pa.string(), f"{_words(RequestOutcome)} ({RequestPhase.END} records)"),
     ("error", pa.string(), "the attempt's or the call's error, redacted"),
     ("request", pa.string(), "the request body (JSON text, redacted; start records)"),
     ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),

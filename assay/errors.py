@@ -11,11 +11,34 @@
     ├── LeaseLostError              another process took over the run this one was driving: this
     │                               one stopped, committing nothing more (exit status 3)
     ├── StoreError                  the store on disk is not what Assay wrote
-    └── SessionError                a policy misused its session (overlapping or late start/resume)
+    ├── SessionError                a policy misused its session (overlapping or late start/resume)
+    ├── BudgetDenied                a model call refused before it was sent: the budget is closed
+    │                               (the item or scorer becomes `budget_interrupted`)
+    ├── SandboxError                the Docker engine did not do what Assay asked (copy in or out,
+    │                               a fresh container for the checks)
+    ├── EgressError                 a sandbox's egress network or sidecar could not be set up,
+    │                               read or torn down
+    ├── StageTimeout                a stage of a container attempt ran past its deadline
+    └── ScorerError                 a scorer could not score; its `metadata` is kept on the
+        │                           failed score row
+        ├── JudgeError              an LLM judge could not be asked, or its reply not read
+        └── CheckTimeout            a code_exec check ran past the scorer's timeout
+
+    TargetFailure                   (not an AssayError) a target call that failed for good
 
 Failures of a *target* (HTTP errors, timeouts, exceptions in user code) are not exceptions at
 this level: they become data, an item with outcome `failed` and a failure description.
 `TargetFailure` carries that description from the target to the runner and never escapes it.
+Likewise a scorer's exception (a `ScorerError` or any other) becomes a `failed` score row.
+
+A few exceptions stay private to their package, because they are control flow that never leaves
+it: `assay.calls.http.AttemptFailed` (a failed attempt on its way to the retry policy, which turns
+the last one into a `TargetFailure`), `assay.calls.request_codec._BadFile` (the first bad line of a
+file, turned into a message or an `InputError`), `CapabilitiesError` and `_TooLarge` in the
+http_agent target (a capabilities document off the protocol, turned into a `HarnessError`; an
+artifact past its size limit, turned into a warning) and `Refused` in
+`assay/sandbox/_egress_proxy.py` (a request the egress proxy will not carry, turned into an HTTP
+reply; that script runs alone inside the sidecar container and imports nothing of Assay).
 """
 
 from __future__ import annotations
@@ -58,6 +81,11 @@ class RunHeldError(InputError):
     """Another live process drives the run: `run X is held by H since T`."""
 
 
+class HarnessError(InputError):
+    """The harness's capabilities could not be read, or are not what the protocol says.
+    Raised by `HttpAgent.prepare`, before anything runs (exit status 2, nothing written)."""
+
+
 class LeaseLostError(AssayError):
     """This process was driving a run and another process took it over (its lease expired while
     this one was paused, or it was taken by force). This process stops starting items, commits
@@ -73,11 +101,6 @@ class LeaseLostError(AssayError):
         self.run_id = run_id
 
 
-class HarnessError(InputError):
-    """The harness's capabilities could not be read, or are not what the protocol says.
-    Raised by `HttpAgent.prepare`, before anything runs (exit status 2, nothing written)."""
-
-
 class StoreError(AssayError):
     """The store holds something Assay did not write, or cannot be written."""
 
@@ -87,6 +110,53 @@ class SessionError(AssayError):
     session was in flight ("requires sequential start/resume calls"), after the policy returned
     ("settled"), `start` twice or `resume` before `start`. Raised into the policy; the attempt
     fails (kind `protocol`) even if the policy catches it."""
+
+
+class BudgetDenied(AssayError):
+    """A model call refused before it was sent, because the run's budget is closed."""
+
+
+class SandboxError(AssayError):
+    """The sandbox did not do what Assay asked of it (copy in, copy out, a fresh container)."""
+
+
+class EgressError(AssayError):
+    """The egress network or sidecar could not be set up, read or torn down."""
+
+
+class StageTimeout(AssayError):
+    """A stage of a container attempt ran past its deadline.
+
+    Args:
+        stage: the stage (`target.deadlines.<stage>`).
+        seconds: its deadline.
+    """
+
+    def __init__(self, stage: str, seconds: float) -> None:
+        super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
+        self.stage = stage
+
+
+class ScorerError(AssayError):
+    """A scorer could not score. The failed score row keeps `metadata` (what the scorer knew:
+    a judge's model and raw reply, the checks that ran).
+
+    Args:
+        message: what went wrong, for people (the row's `error`, after the class name).
+        metadata: what to keep on the row.
+    """
+
+    def __init__(self, message: str, metadata: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.metadata = metadata
+
+
+class JudgeError(ScorerError):
+    """The judge could not be asked, or its reply could not be read."""
+
+
+class CheckTimeout(ScorerError):
+    """A check ran past the scorer's timeout."""
 
 
 class TargetFailure(Exception):

@@ -1,7 +1,10 @@
-"""Every enum Assay stores or prints, defined once.
+"""Every word Assay stores or prints, defined once.
 
-The words are part of the contract: gates, dashboards and analysts' queries read them.
-`docs/schema.md` has the same tables in prose; a test keeps the two in step.
+The words are part of the contract: gates, dashboards and analysts' queries read them. Writers
+and readers use these enums (a StrEnum member *is* its string, so `row["outcome"] == "failed"`
+and `ItemOutcome.FAILED` agree); `assay/_schema.py` builds its column descriptions from them and
+`docs/update_schema.py` writes the enum table of `docs/schema.md` from them (a test keeps the two
+in step).
 """
 
 from __future__ import annotations
@@ -123,8 +126,121 @@ class Completeness(StrEnum):
 
 
 class SpendKind(StrEnum):
-    """What an operation's spend was for."""
+    """What an operation's spend was for: `cost_<kind>_usd` columns, `operations_by_kind` keys
+    and a captured request's `kind`."""
 
     GENERATION = "generation"
     JUDGING = "judging"
     EXTERNAL = "external"
+
+
+# Plain strings, in order: iterating an enum class costs more than a tuple on the hot path.
+SPEND_KINDS: tuple[str, ...] = tuple(kind.value for kind in SpendKind)
+
+
+class CostReason(StrEnum):
+    """Why an accounting record is `incomplete` (the keys of `cost_reasons`, with counts).
+
+    `unpriced`: a model missing from the price table. `uninstrumented`: a target Assay cannot see
+    into (a Python function). `unknown_outcome`: a call whose fate is unknown (a timeout, a
+    dropped connection), which may have been billed.
+    """
+
+    UNPRICED = "unpriced"
+    UNINSTRUMENTED = "uninstrumented"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+
+
+class TokenKind(StrEnum):
+    """The kinds of token a provider reports. Each is a `tokens_<kind>` column (items, scores,
+    runs, turns), a `<kind>_tokens` field of `assay.calls.accounting.Usage` and a key of an
+    accounting record's `tokens`, of a summary's `tokens` and of the report's token columns."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    REASONING = "reasoning"
+    CACHED = "cached"
+    CACHE_WRITE = "cache_write"
+
+
+TOKEN_KINDS: tuple[str, ...] = tuple(kind.value for kind in TokenKind)
+
+
+def spend_column(kind: str) -> str:
+    """The store column of a spend kind's measured cost: `cost_<kind>_usd`."""
+    return f"cost_{kind}_usd"
+
+
+def token_column(kind: str) -> str:
+    """The store column of a token kind: `tokens_<kind>`."""
+    return f"tokens_{kind}"
+
+
+TOKEN_COLUMNS: tuple[str, ...] = tuple(token_column(kind) for kind in TOKEN_KINDS)
+
+
+class BudgetStatus(StrEnum):
+    """`runs.budget_status`: whether the run's budget still admits work (null without a budget)."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class BudgetClosedBy(StrEnum):
+    """`runs.budget_closed_by`: what first met the closed budget — an item (`case`) not started,
+    a model call (`operation`) refused before it was sent, or a model-graded `scorer` skipped."""
+
+    CASE = "case"
+    OPERATION = "operation"
+    SCORER = "scorer"
+
+
+class CaptureStatus(StrEnum):
+    """`runs.capture_status`, the request sidecar's manifest: `off` (not asked for), `complete`,
+    `truncated` (a limit dropped records; `capture_reason` says which) or `unavailable` (capture
+    itself failed, and stopped for the rest of the run)."""
+
+    OFF = "off"
+    COMPLETE = "complete"
+    TRUNCATED = "truncated"
+    UNAVAILABLE = "unavailable"
+
+
+class RequestPhase(StrEnum):
+    """`requests.phase`: which moment of a model call a captured record is — the request
+    (`start`), one HTTP exchange (`attempt`) or how the call ended (`end`)."""
+
+    START = "start"
+    ATTEMPT = "attempt"
+    END = "end"
+
+
+class RequestOutcome(StrEnum):
+    """`requests.outcome` of an `end` record: the call got its answer (`ok`), was answered by the
+    response cache (`cache_hit`, free), failed for good (`failed`), or was refused by the budget
+    before it was sent (`budget_denied`)."""
+
+    OK = "ok"
+    CACHE_HIT = "cache_hit"
+    FAILED = "failed"
+    BUDGET_DENIED = "budget_denied"
+
+
+class TrajectoryStatus(StrEnum):
+    """How an http_agent's trajectory read (`trajectory_status` in `items.caller_metadata` and in
+    its `trajectory.json`): `valid`, `partial` (some steps dropped), `invalid` (none usable) or
+    `unavailable` (the harness gave none)."""
+
+    VALID = "valid"
+    PARTIAL = "partial"
+    INVALID = "invalid"
+    UNAVAILABLE = "unavailable"
+
+
+class Gate(StrEnum):
+    """A comparison's gates (`gate` in `comparison.json`): a side's item error rate, a side's
+    scorer error rate, a scorer's verdict."""
+
+    ITEM_ERROR_RATE = "item_error_rate"
+    SCORER_ERROR_RATE = "scorer_error_rate"
+    VERDICT = "verdict"

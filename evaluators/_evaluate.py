@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from assay.calls.accounting import BudgetDenied
+from assay.errors import BudgetDenied
 from assay.outcomes import ScorerOutcome
 from evaluators._base import Sample, Score, Scorer
 from evaluators._imports import add_search_path, import_callable

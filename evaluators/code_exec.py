@@ -22,17 +22,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from assay.errors import CheckTimeout
 from evaluators._base import Sample, Score, Scorer, run_context
 
 _TAIL = 2000
-
-
-class CheckTimeout(Exception):
-    """A check ran past the scorer's timeout."""
-
-    def __init__(self, message: str, metadata: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.metadata = metadata
 
 
 class CodeExec(Scorer):

@@ -28,7 +28,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
-from assay.errors import TargetFailure
+from assay.errors import JudgeError, TargetFailure
 from evaluators._base import Sample, Score, Scorer
 
 SCALE_UNIT = "0-1"
@@ -69,17 +69,6 @@ _BARE = re.compile(rf"\A[\s*_`\"'\[(]*({_NUM}){_OF}[\s*_`\"'\])]*\.?\s*\Z")
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _SCORE_KEYS = ("score", "rating", "grade")
 _EXPLANATION_KEYS = ("explanation", "reasoning", "reason", "rationale", "justification")
-
-
-class JudgeError(ValueError):
-    """The judge could not be asked, or its reply could not be read.
-
-    `evaluate` keeps `metadata` (the judge's model and raw reply) on the failed score record.
-    """
-
-    def __init__(self, message: str, metadata: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.metadata = metadata
 
 
 class _Clients:

@@ -12,6 +12,7 @@ from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 
 from assay.analysis.compare import gauge_line
+from assay.outcomes import RowKind
 
 
 def _flow_run() -> Any:
@@ -40,7 +41,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
     counts = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
     rows = [
         {
-            "kind": "score",
+            "kind": RowKind.SCORE.value,
             "scorer": row["scorer"],
             "mean": row["mean"],
             "p50": row["p50"],
@@ -52,7 +53,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         for row in summary["scorers"]
     ] + [
         {
-            "kind": "gauge",
+            "kind": RowKind.GAUGE.value,
             "scorer": row["gauge"],
             "mean": row["mean"],
             "p50": row["p50"],

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
+from typing import get_type_hints
 
 import polars as pl
 import pytest
 
+from assay.analysis.compare import Comparison, GateResult, ScorerComparison
+from assay.analysis.stats import PairedEstimate
 from assay.cli import main
+from assay.outcomes import Gate
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
 
@@ -81,7 +86,13 @@ def test_a_regression_is_found_gated_and_stored(evals, capsys):
     store, runs = evals
     code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"])
     assert code == 1 and doc["passed"] is False
+    assert set(doc) == set(get_type_hints(Comparison))
     (row,) = doc["scorers"]
+    estimate = {f.name for f in fields(PairedEstimate)} - {"n"}
+    assert set(row) == set(get_type_hints(ScorerComparison)) | estimate
+    for gate in doc["gates"]:
+        assert GateResult.__required_keys__ <= set(gate) <= set(get_type_hints(GateResult))
+    assert {gate["gate"] for gate in doc["gates"]} == set(Gate)
     assert row["n_pairs"] == N and row["baseline_mean"] == 1.0
     assert row["delta"] == pytest.approx(row["candidate_mean"] - 1.0) and -0.3 < row["delta"] < -0.1
     assert row["ci_high"] < 0 and row["verdict"] == "regressed"

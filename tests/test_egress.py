@@ -25,9 +25,9 @@ import docker
 import docker.errors
 import pytest
 
-from assay.errors import InputError
+from assay.errors import EgressError, InputError
 from assay.sandbox import _egress_proxy as proxy
-from assay.sandbox.egress import EgressError, _docker_name, parse_denials, sanitize_host, start_egress
+from assay.sandbox.egress import _docker_name, parse_denials, sanitize_host, start_egress
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from flows.run import run_eval

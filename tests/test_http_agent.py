@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from assay.cli import main
-from assay.errors import DatasetError, SpecError, TargetFailure
+from assay.errors import DatasetError, HarnessError, SpecError, TargetFailure
 from assay.spec import HttpAgentTarget, parse_spec
 from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import HttpAgent, TargetResult, open_target, prepare_http_agent
-from assay.targets.http_agent import STATUSES, HarnessError, is_safe_path, validate_trajectory
+from assay.targets.http_agent import STATUSES, is_safe_path, validate_trajectory
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
 from tests.conftest import REPO, write_jsonl, write_spec
 

@@ -16,9 +16,10 @@ from typing import Any
 import psutil
 import pytest
 
+from assay._files import put_if_absent
 from assay.errors import RunHeldError
 from assay.store import Store
-from assay.store.lease import Lease, put_if_absent
+from assay.store.lease import Lease
 from tests.conftest import (
     only_run_id,
     openai_spec,

@@ -307,7 +307,7 @@ def test_a_flow_run_that_lost_its_lease_fails_without_retrying_its_shards(
     saying so (exit 3); the run's record is left to the new holder."""
     import psutil
 
-    from assay.store.lease import put_if_absent
+    from assay._files import put_if_absent
     from tests.conftest import paced_spec, wait_for
 
     spec = paced_spec(tmp_path, 300)

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from pathlib import Path
+from typing import get_type_hints
 
 import duckdb
 import polars as pl
 import pytest
 
-from assay import _schema
+from assay import _schema, outcomes
+from assay.analysis.summary import CostSummary, RunSummary, summarise
 from assay.cli import main
-from assay.outcomes import (
-    Completeness,
-    FailureKind,
-    Gauge,
-    ItemOutcome,
-    RowKind,
-    RunKind,
-    RunStatus,
-    ScorerOutcome,
-    SpendKind,
-    TurnMethod,
-    Verdict,
-)
+from assay.outcomes import TOKEN_KINDS, ItemOutcome
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 
@@ -109,20 +100,23 @@ def test_docs_list_every_column_with_its_type(name, schema, key):
 @pytest.mark.parametrize(
     "enum",
     [
-        ItemOutcome,
-        ScorerOutcome,
-        RowKind,
-        Gauge,
-        RunKind,
-        RunStatus,
-        FailureKind,
-        Verdict,
-        Completeness,
-        SpendKind,
-        TurnMethod,
+        value
+        for value in vars(outcomes).values()
+        if isinstance(value, type) and issubclass(value, StrEnum) and value.__module__ == outcomes.__name__
     ],
 )
 def test_docs_list_every_enum_value(enum):
     values = [f"`{value.value}`" for value in enum]
     rows = [line for line in DOC.splitlines() if line.startswith("| ")]
     assert any(all(value in row for value in values) for row in rows), f"no table row lists all of {values}"
+
+
+def test_a_summary_has_the_keys_its_typed_dict_names(two_runs):
+    store = Store(two_runs)
+    for run_id in store.runs().collect()["run_id"]:
+        summary = summarise(store, run_id)
+        assert set(summary) == RunSummary.__required_keys__ | {"accounting"}
+        assert set(summary["cost"]) == set(get_type_hints(CostSummary))
+        assert list(summary["items"]) == [outcome.value for outcome in ItemOutcome]
+        assert list(summary["tokens"]) == list(TOKEN_KINDS)
+        assert set(summary["accounting"]) <= set(_schema.RUNS.names)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
@@ -29,7 +29,7 @@ from assay.analysis.stats import (
 )
 from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
-from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import Completeness, Gate, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
 from assay.run.plan import new_run_id
 from assay.store import Store
 from evaluators import SCORER_CLASSES
@@ -79,6 +79,99 @@ class CompareOptions(BaseModel):
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="Bootstrap resamples.")
     confidence: float = Field(default=0.95, gt=0, lt=1, description="Confidence level of the intervals.")
     seed: int = Field(default=0, description="Bootstrap seed.")
+
+
+class ScorerComparison(TypedDict):
+    """One scorer compared: an entry of a comparison's `scorers`, and (with the comparison's
+    time, runs and bootstrap settings) a row of the `comparisons` dataset, whose columns
+    `assay._schema.COMPARISONS` describes (a test keeps the two in step).
+
+    These keys every entry has; with pairs it also has the fields of its `PairedEstimate`
+    (`n` as `n_pairs`), defined there once. Without pairs the verdict is `inconclusive`.
+    """
+
+    scorer: str
+    scorer_kind: str
+    threshold: float
+    unpaired_baseline: int
+    unpaired_candidate: int
+    unscored_baseline: int
+    unscored_candidate: int
+    n_pairs: int
+    verdict: str
+
+
+# Keys every gate has come first; a `total=False` subclass adds those some lack (`NotRequired`
+# is not seen at run time under `from __future__ import annotations` on Python 3.11).
+class _GateOutcome(TypedDict):
+    gate: str
+    value: float | str | None
+    passed: bool
+    message: str
+
+
+class GateResult(_GateOutcome, total=False):
+    """One gate of a comparison (`Gate`): a side's item or scorer error rate against its limit,
+    or a scorer's verdict against `fail_on`."""
+
+    side: str
+    runs: list[str]
+    scorer: str
+    limit: float
+
+
+class TimingDelta(TypedDict):
+    """Mean duration of completed items on each side, and the change."""
+
+    baseline_mean_ms: float | None
+    candidate_mean_ms: float | None
+    change_pct: float | None
+
+
+class CostDelta(TypedDict):
+    """Mean measured cost per run on each side, and whether the change can be trusted."""
+
+    baseline_usd: float
+    candidate_usd: float
+    change_pct: float | None
+    certified: bool
+    reason: str | None
+
+
+class Comparison(TypedDict):
+    """A whole comparison, as `compare` returns it and `comparison.json` stores it.
+
+    Args:
+        comparison_id: its id (the `comparisons` dataset's partition).
+        created_at: when it was made (ISO-8601, UTC).
+        baseline: the baseline side's runs.
+        candidate: the candidate side's runs.
+        scorers: per scorer scored on both sides, the paired statistics and the verdict.
+        scorers_only_in: per side, the scorers only it has.
+        gauges: per gauge measured on both sides, the paired means (`gauge_rows`).
+        lines: one line per scorer, for people (`human_line`).
+        timing: the change in duration.
+        cost: the change in cost.
+        gates: every gate, passed or not.
+        failed_gates: the messages of the gates that failed.
+        passed: whether every gate passed.
+        options: the `CompareOptions` it was made with.
+    """
+
+    comparison_id: str
+    created_at: str
+    baseline: list[str]
+    candidate: list[str]
+    scorers: list[ScorerComparison]
+    scorers_only_in: dict[str, list[str]]
+    gauges: list[dict[str, Any]]
+    lines: list[str]
+    timing: TimingDelta
+    cost: CostDelta
+    gates: list[GateResult]
+    failed_gates: list[str]
+    passed: bool
+    options: dict[str, Any]
 
 
 class Side:
@@ -184,7 +277,7 @@ def _clusters(side: Side, keys: pl.DataFrame, annotation: str | None) -> np.ndar
     return np.array([labels.get(item_id, f"item:{item_id}") for item_id in keys["item_id"].to_list()])
 
 
-def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[str, Any]]:
+def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerComparison]:
     base_means, cand_means = base.mean_scores(), cand.mean_scores()
     kinds = dict(
         pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows()
@@ -219,26 +312,27 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[dict[st
             confidence=options.confidence,
             seed=options.seed,
         )
-        rows.append({**row, **_estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
+        rows.append({**row, **estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
     return rows
 
 
-def _estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
+def estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
+    """A paired estimate as the keys of a `ScorerComparison` (`n` as `n_pairs`)."""
     columns = asdict(estimate)
     columns["n_pairs"] = columns.pop("n")
     return columns
 
 
 def _gates(
-    base: Side, cand: Side, scorers: list[dict[str, Any]], options: CompareOptions
-) -> list[dict[str, Any]]:
-    gates = []
+    base: Side, cand: Side, scorers: list[ScorerComparison], options: CompareOptions
+) -> list[GateResult]:
+    gates: list[GateResult] = []
     for side in (base, cand):
         counts = dict(side.items.group_by("outcome").len().iter_rows())
         rate = item_error_rate(counts)
         gates.append(
             {
-                "gate": "item_error_rate",
+                "gate": Gate.ITEM_ERROR_RATE.value,
                 "side": side.name,
                 "runs": side.run_ids,
                 "value": rate,
@@ -260,7 +354,7 @@ def _gates(
             rate = failed / (failed + scored) if failed + scored else None
             gates.append(
                 {
-                    "gate": "scorer_error_rate",
+                    "gate": Gate.SCORER_ERROR_RATE.value,
                     "side": side.name,
                     "runs": side.run_ids,
                     "scorer": scorer,
@@ -277,7 +371,7 @@ def _gates(
         failing = row["verdict"] in options.fail_on
         gates.append(
             {
-                "gate": "verdict",
+                "gate": Gate.VERDICT.value,
                 "scorer": row["scorer"],
                 "value": row["verdict"],
                 "passed": not failing,
@@ -291,7 +385,7 @@ def _pct(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _timing(base: Side, cand: Side) -> dict[str, Any]:
+def _timing(base: Side, cand: Side) -> TimingDelta:
     def mean_ms(side: Side) -> float | None:
         return side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)["duration_ms"].mean()
 
@@ -300,7 +394,7 @@ def _timing(base: Side, cand: Side) -> dict[str, Any]:
     return {"baseline_mean_ms": b, "candidate_mean_ms": c, "change_pct": change}
 
 
-def _cost(base: Side, cand: Side) -> dict[str, Any]:
+def _cost(base: Side, cand: Side) -> CostDelta:
     """Mean cost per run on each side, and whether the delta can be trusted (certified)."""
 
     def per_run(side: Side) -> float:
@@ -314,7 +408,7 @@ def _cost(base: Side, cand: Side) -> dict[str, Any]:
         for text in side.items["cost_reasons"].drop_nulls():
             for name, n in json.loads(text).items():
                 reasons[name] = reasons.get(name, 0) + n
-        listed = ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) or "unverified"
+        listed = ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) or Completeness.UNVERIFIED
         return f"accounting incomplete on the {side.name} side ({listed})"
 
     b, c = per_run(base), per_run(cand)
@@ -349,7 +443,7 @@ def _cost(base: Side, cand: Side) -> dict[str, Any]:
 
 
 def human_line(
-    row: dict[str, Any], timing: dict[str, Any] | None = None, cost: dict[str, Any] | None = None
+    row: ScorerComparison, timing: TimingDelta | None = None, cost: CostDelta | None = None
 ) -> str:
     """`accuracy −3.1 pts [−5.0, −1.2] regressed · 12% slower · 8% cheaper`."""
     if not row.get("n_pairs"):
@@ -383,7 +477,7 @@ def _signed(value: float) -> str:
     return f"{value:+.1f}".replace("-", "−")
 
 
-def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
+def compare(base: Side, cand: Side, options: CompareOptions) -> Comparison:
     """The whole comparison as a JSON-ready document; `passed` is False when a gate failed."""
     scorers = scorer_rows(base, cand, options)
     if not any(row.get("n_pairs") for row in scorers):
@@ -415,7 +509,7 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> dict[str, Any]:
     }
 
 
-def write_comparison(store: Store, document: dict[str, Any]) -> None:
+def write_comparison(store: Store, document: Comparison) -> None:
     """`<store>/comparisons/comparison_id=<id>/comparison.parquet` (a row per scorer) and the
     whole document beside it as `comparison.json`."""
     created = datetime.fromisoformat(document["created_at"])

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from assay.calls.accounting import PriceTable, Usage
+from assay.outcomes import ItemOutcome, RunKind, SpendKind
 from assay.run.identity import identity_of
 from assay.run.plan import validate
 from assay.spec import EvalSpec
@@ -36,13 +37,17 @@ def _observed_output_tokens(store: Store, spec: EvalSpec, items: list[Item]) -> 
     target_hash = identity_of(spec, items).target
     runs = (
         store.runs()
-        .filter((pl.col("target_hash") == target_hash) & (pl.col("kind") == "run"))
+        .filter((pl.col("target_hash") == target_hash) & (pl.col("kind") == RunKind.RUN))
         .sort("created_at", descending=True)
         .select("run_id")
         .collect()
     )
     for run_id in runs["run_id"]:
-        done = store.run_items(run_id).filter(pl.col("outcome") == "completed")["tokens_output"].drop_nulls()
+        done = (
+            store.run_items(run_id)
+            .filter(pl.col("outcome") == ItemOutcome.COMPLETED)["tokens_output"]
+            .drop_nulls()
+        )
         if len(done):
             return float(done.mean())
     return None
@@ -93,7 +98,7 @@ def _generation(
     if metered is None:
         return {
             "cell": cell,
-            "kind": "generation",
+            "kind": SpendKind.GENERATION.value,
             "model": None,
             "calls": calls,
             "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
@@ -110,7 +115,7 @@ def _generation(
     else:
         note = "no max_tokens and no stored run: output tokens not estimated"
     line = _line(metered.model, calls, per_item * spec.trials, expected_out, max_out, prices)
-    line.update(cell=cell, kind="generation", note=note + _session_note(spec))
+    line.update(cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec))
     return _with_attempts(line, spec.attempts)
 
 
@@ -136,7 +141,12 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
             )
             judge_out = (getattr(scorer, "max_tokens", None) or 0) * calls
             judge = _line(scorer.model, calls, judge_in, judge_out, judge_out, prices)
-            judge.update(cell=cell, kind="judging", scorer=scorer.name, note="output bounded by max_tokens")
+            judge.update(
+                cell=cell,
+                kind=SpendKind.JUDGING.value,
+                scorer=scorer.name,
+                note="output bounded by max_tokens",
+            )
             lines.append(_with_attempts(judge, cell_spec.attempts))
     known = [line for line in lines if line.get("cost_usd_expected") is not None]
     return {

@@ -9,14 +9,102 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
-from assay.calls.accounting import Budget
-from assay.calls.capture import Recorder
-from assay.outcomes import Completeness, ItemOutcome, RowKind, RunStatus, ScorerOutcome
+from assay.calls.accounting import Budget, BudgetColumns
+from assay.calls.capture import CaptureManifest, Recorder
+from assay.outcomes import (
+    TOKEN_COLUMNS,
+    TOKEN_KINDS,
+    Completeness,
+    ItemOutcome,
+    RequestPhase,
+    RowKind,
+    RunStatus,
+    ScorerOutcome,
+    SpendKind,
+    spend_column,
+    token_column,
+)
 from assay.store import Store
+
+
+class CostSummary(TypedDict):
+    """A run's measured cost, as its summary gives it (`runs.cost_*` and `operations`)."""
+
+    usd: float
+    completeness: str
+    reasons: dict[str, int]
+    generation_usd: float
+    judging_usd: float
+    operations: int
+
+
+class _Summary(TypedDict):
+    run_id: str
+    name: str
+    matrix_id: str | None
+    cell: str | None
+    status: str
+    error: str | None
+    planned: int
+    items: dict[str, int]
+    item_error_rate: float | None
+    fail_on_item_error_rate: float
+    gate_passed: bool
+    scorers: list[dict[str, Any]]
+    gauges: list[dict[str, Any]]
+    teardown_errors: list[str]
+    n_teardown_errors: int
+    duration_ms: dict[str, float | None]
+    timing_by_model: list[dict[str, Any]]
+    tokens: dict[str, int]
+    cost: CostSummary
+    budget: BudgetColumns
+    caller_cost_usd: float | None
+    wall_ms: float | None
+
+
+# `total=False` for the keys only some summaries have (`NotRequired` is not seen at run time
+# under `from __future__ import annotations` on Python 3.11).
+class RunSummary(_Summary, total=False):
+    """What `summarise` and `close_run` say about a run: the CLI prints it, flows publish it, the
+    report reads it. Counts by word are keyed by `assay.outcomes` values (`items` by
+    `ItemOutcome`, `tokens` by `TokenKind`); `accounting`, `budget` and `capture` hold columns of
+    the run's record (a test keeps them in step with `assay._schema.RUNS`).
+
+    Args:
+        run_id: the run.
+        name: the spec's name.
+        matrix_id: the matrix the run is a cell of, if any.
+        cell: its cell's name.
+        status: the run's status (`RunStatus`).
+        error: why it failed (status `failed`).
+        planned: items x trials planned.
+        items: item x trials by outcome, every outcome a key.
+        item_error_rate: failed / (completed + failed); None when nothing was attempted.
+        fail_on_item_error_rate: the gate's limit.
+        gate_passed: whether the item error rate is within it.
+        scorers: per scorer, the statistics of its scores and its outcome counts.
+        gauges: per gauge, the statistics of its measurements (`gauge_stats`).
+        teardown_errors: the first few sandbox teardown failures.
+        n_teardown_errors: how many there were.
+        duration_ms: mean, min, p50, p95 and max of the items' durations.
+        timing_by_model: per generation model, the calls' timing (`model_timing`).
+        tokens: the run's tokens by kind.
+        cost: its measured cost.
+        accounting: the run's accounting columns (`run_accounting`); `close_run` moves them into
+            the run's record and leaves them out of the summary it returns.
+        budget: the budget's columns.
+        caller_cost_usd: the cost the target's own code reported, summed; None if none did.
+        wall_ms: the last execution's wall time.
+        capture: the request sidecar's manifest, once `close_run` has recorded it.
+    """
+
+    accounting: dict[str, Any]
+    capture: CaptureManifest
 
 
 def item_error_rate(counts: dict[str, int]) -> float | None:
@@ -54,7 +142,7 @@ def gauge_stats(gauges: pl.DataFrame) -> list[dict[str, Any]]:
     )
 
 
-def summarise(store: Store, run_id: str) -> dict[str, Any]:
+def summarise(store: Store, run_id: str) -> RunSummary:
     """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
     durations, gate.
 
@@ -114,31 +202,30 @@ def summarise(store: Store, run_id: str) -> dict[str, Any]:
         "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
         "duration_ms": duration,
         "timing_by_model": timing,
-        "tokens": {kind: accounting[f"tokens_{kind}"] for kind in _TOKEN_KINDS},
+        "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
         "cost": {
             "usd": accounting["cost_usd"],
             "completeness": accounting["cost_completeness"],
             "reasons": json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {},
-            "generation_usd": accounting["cost_generation_usd"],
-            "judging_usd": accounting["cost_judging_usd"],
+            "generation_usd": accounting[spend_column(SpendKind.GENERATION)],
+            "judging_usd": accounting[spend_column(SpendKind.JUDGING)],
             "operations": accounting["operations"],
         },
         "accounting": accounting,
         "budget": {
-            k: record.get(k)
-            for k in ("budget_limit_usd", "budget_spent_usd", "budget_status", "budget_closed_by")
+            "budget_limit_usd": record.get("budget_limit_usd"),
+            "budget_spent_usd": record.get("budget_spent_usd"),
+            "budget_status": record.get("budget_status"),
+            "budget_closed_by": record.get("budget_closed_by"),
         },
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
     }
 
 
-_TOKEN_KINDS = ("input", "output", "reasoning", "cached", "cache_write")
 _SUMMED = (
     "cost_usd",
-    "cost_generation_usd",
-    "cost_judging_usd",
-    "cost_external_usd",
+    *(spend_column(kind) for kind in SpendKind),
     "operations",
     "operations_settled",
     "operations_unknown",
@@ -200,7 +287,7 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
         .sort("model")
         .to_dicts()
     )
-    throttled = requests.filter((pl.col("phase") == "attempt") & (pl.col("http_status") == 429))
+    throttled = requests.filter((pl.col("phase") == RequestPhase.ATTEMPT) & (pl.col("http_status") == 429))
     for row in rows:
         row["rate_limit_retries"] = (
             throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
@@ -213,8 +300,7 @@ def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
     """The run's accounting columns: the sum of its items' (tokens: generation from items plus
     judging from scores); completeness the worst of theirs; reasons merged."""
     sums = items.select(pl.col(c).fill_null(0).sum() for c in _SUMMED).to_dicts()[0]
-    for kind in _TOKEN_KINDS:
-        column = f"tokens_{kind}"
+    for column in TOKEN_COLUMNS:
         sums[column] = int(items[column].fill_null(0).sum() + scores[column].fill_null(0).sum())
     kinds = set(items["cost_completeness"].drop_nulls())
     sums["cost_completeness"] = next(
@@ -246,7 +332,7 @@ def close_run(
     capture: Recorder | None = None,
     stopped: RunStatus | None = None,
     error: str | None = None,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
     Args:
@@ -278,7 +364,6 @@ def close_run(
         **summary.pop("accounting"),
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
-        timing_by_model=json.dumps(summary["timing_by_model"]),
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())

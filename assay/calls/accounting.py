@@ -7,25 +7,35 @@ never a silent $0; a target Assay cannot see into (a Python function) is `incomp
 `uninstrumented`. Caller-reported cost is kept apart (`caller_cost_usd`) and never summed here.
 
 The `Budget` is admission control: once measured spend reaches the limit no new item starts, a
-call not yet sent is denied (`BudgetDenied`), and model-graded scorers are skipped.
+call not yet sent is denied (`assay.errors.BudgetDenied`), and model-graded scorers are skipped.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.errors import SpecError
-from assay.outcomes import Completeness, SpendKind
+from assay.errors import BudgetDenied, SpecError
+from assay.outcomes import (
+    SPEND_KINDS,
+    TOKEN_KINDS,
+    BudgetClosedBy,
+    BudgetStatus,
+    Completeness,
+    CostReason,
+    SpendKind,
+    spend_column,
+    token_column,
+)
 
 if TYPE_CHECKING:
     from assay.calls.capture import Scope
@@ -36,13 +46,30 @@ _MILLION = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts as the provider reported them; None where it reported nothing."""
+    """Token counts as the provider reported them; None where it reported nothing. One field
+    `<kind>_tokens` per `assay.outcomes.TokenKind`, in its order (a test keeps them in step)."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
+
+    @classmethod
+    def of_kinds(cls, counts: Mapping[str, int | None]) -> Usage:
+        """Usage from counts by token kind (a kind left out is unknown)."""
+        return cls(**{f"{kind}_tokens": counts.get(kind) for kind in TOKEN_KINDS})
+
+    def by_kind(self) -> dict[str, int | None]:
+        """The counts by token kind, every kind of `TokenKind` a key."""
+        return {kind: getattr(self, f"{kind}_tokens") for kind in TOKEN_KINDS}
+
+
+def token_columns(usage: Usage | None) -> dict[str, int | None]:
+    """The `tokens_<kind>` columns of a usage: null for a kind it did not report, or all of
+    them without one."""
+    counts = usage.by_kind() if usage is not None else {}
+    return {token_column(kind): counts.get(kind) for kind in TOKEN_KINDS}
 
 
 class Price(BaseModel):
@@ -92,9 +119,6 @@ class PriceTable:
         ) / _MILLION
 
 
-_TOKEN_KINDS = ("input", "output", "reasoning", "cached", "cache_write")
-
-
 @dataclass(slots=True)
 class Accounting:
     """What a scope (a call, an item, a scorer, a run) cost, and how far that figure holds."""
@@ -102,19 +126,15 @@ class Accounting:
     known_cost: float = 0.0
     completeness: Completeness = Completeness.COMPLETE
     reasons: dict[str, int] = field(default_factory=dict)
-    tokens: dict[str, int] = field(
-        default_factory=lambda: {"input": 0, "output": 0, "reasoning": 0, "cached": 0, "cache_write": 0}
-    )
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KINDS, 0))
     operations: int = 0
     settled: int = 0
     unknown: int = 0
     denied: int = 0
     cached: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
-    # Literal keys: iterating the enum class on every record is measurably slow on the hot path.
-    breakdown: dict[str, float] = field(
-        default_factory=lambda: {"generation": 0.0, "judging": 0.0, "external": 0.0}
-    )
+    # Plain-string keys: iterating the enum class on every record is measurably slow on the hot path.
+    breakdown: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SPEND_KINDS, 0.0))
 
     @classmethod
     def of_call(
@@ -124,11 +144,11 @@ class Accounting:
         cost = prices.cost(model, usage)
         record = cls(operations=1, settled=1, by_kind={kind.value: 1})
         if usage is not None:
-            for name in _TOKEN_KINDS:
-                record.tokens[name] = getattr(usage, f"{name}_tokens") or 0
+            for name, n in usage.by_kind().items():
+                record.tokens[name] = n or 0
         if cost is None:
             record.completeness = Completeness.INCOMPLETE
-            record.reasons = {"unpriced": 1}
+            record.reasons = {CostReason.UNPRICED.value: 1}
         else:
             record.known_cost = cost
             record.breakdown[kind.value] = cost
@@ -139,7 +159,7 @@ class Accounting:
         """A call whose fate is unknown (timed out, connection dropped): it may have been billed."""
         return cls(
             completeness=Completeness.INCOMPLETE,
-            reasons={"unknown_outcome": 1},
+            reasons={CostReason.UNKNOWN_OUTCOME.value: 1},
             operations=1,
             unknown=1,
             by_kind={kind.value: 1},
@@ -158,7 +178,7 @@ class Accounting:
     @classmethod
     def uninstrumented(cls) -> Accounting:
         """A scope Assay cannot see into (a Python target): its spend is not known."""
-        return cls(completeness=Completeness.INCOMPLETE, reasons={"uninstrumented": 1})
+        return cls(completeness=Completeness.INCOMPLETE, reasons={CostReason.UNINSTRUMENTED.value: 1})
 
     @classmethod
     def total(cls, records: list[Accounting]) -> Accounting:
@@ -194,9 +214,7 @@ class Accounting:
         """The record as store columns (docs/schema.md)."""
         return {
             "cost_usd": self.known_cost,
-            "cost_generation_usd": self.breakdown["generation"],
-            "cost_judging_usd": self.breakdown["judging"],
-            "cost_external_usd": self.breakdown["external"],
+            **{spend_column(kind): usd for kind, usd in self.breakdown.items()},
             "cost_completeness": self.completeness.value,
             "cost_reasons": _counts_json(tuple(self.reasons.items())) if self.reasons else None,
             "operations": self.operations,
@@ -279,10 +297,6 @@ def current_ledger() -> Ledger | None:
 # -- the budget ------------------------------------------------------------------------------------
 
 
-class BudgetDenied(Exception):
-    """A model call refused before it was sent, because the run's budget is closed."""
-
-
 _BUDGET = re.compile(r"^\$?(\d+(?:\.\d+)?)$")
 
 
@@ -292,6 +306,15 @@ def parse_budget(text: str | float) -> float:
     if match is None:
         raise SpecError(f'Invalid budget "{text}": expected a non-negative USD amount')
     return float(match.group(1))
+
+
+class BudgetColumns(TypedDict):
+    """The budget's columns of a run's record (`runs.budget_*`)."""
+
+    budget_limit_usd: float | None
+    budget_spent_usd: float | None
+    budget_status: str | None
+    budget_closed_by: str | None
 
 
 class Budget:
@@ -305,7 +328,7 @@ class Budget:
     def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
         self.limit_usd = limit_usd
         self.spent_usd = spent_usd
-        self.closed_by: str | None = None
+        self.closed_by: BudgetClosedBy | None = None
 
     @property
     def closed(self) -> bool:
@@ -317,19 +340,22 @@ class Budget:
     def admit(self) -> None:
         """Called before a model call is sent: raises `BudgetDenied` once the budget is closed."""
         if self.closed:
-            self.note_closure("operation")
+            self.note_closure(BudgetClosedBy.OPERATION)
             raise BudgetDenied(f"budget ${self.limit_usd:g} reached (spent ${self.spent_usd:.6f})")
 
-    def note_closure(self, source: str) -> None:
+    def note_closure(self, source: BudgetClosedBy) -> None:
         """Record what first met the closed budget: a `case` (item) not started, an `operation`
         (call) denied, or a `scorer` skipped."""
         if self.closed and self.closed_by is None:
             self.closed_by = source
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> BudgetColumns:
         return {
             "budget_limit_usd": self.limit_usd,
             "budget_spent_usd": self.spent_usd if self.limit_usd is not None else None,
-            "budget_status": None if self.limit_usd is None else ("closed" if self.closed else "open"),
-            "budget_closed_by": self.closed_by,
+            "budget_status": None if self.limit_usd is None else self._status().value,
+            "budget_closed_by": self.closed_by.value if self.closed_by is not None else None,
         }
+
+    def _status(self) -> BudgetStatus:
+        return BudgetStatus.CLOSED if self.closed else BudgetStatus.OPEN

@@ -21,11 +21,12 @@ import re
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.request_codec import VERSION
+from assay.outcomes import CaptureStatus, RequestOutcome, RequestPhase, SpendKind
 
 MIB = 1024 * 1024
 _REDACTED = "[REDACTED]"
@@ -121,32 +122,32 @@ class Scope:
         self.records: list[dict[str, Any]] = []
         self.operation_ids: list[str] = []
 
-    def begin(self, kind: str, model: str | None, request: Any) -> Operation:
+    def begin(self, kind: SpendKind, model: str | None, request: Any) -> Operation:
         operation = Operation(self, kind, model)
-        operation.record("start", request=request)
+        operation.record(RequestPhase.START, request=request)
         return operation
 
 
 class Operation:
     """One model call's records."""
 
-    def __init__(self, scope: Scope, kind: str, model: str | None) -> None:
+    def __init__(self, scope: Scope, kind: SpendKind, model: str | None) -> None:
         self.scope = scope
         self.kind = kind
         self.model = model
         self.id = uuid.uuid4().hex
         self._listed = False
 
-    def record(self, phase: str, **fields: Any) -> None:
+    def record(self, phase: RequestPhase, **fields: Any) -> None:
         stored = self.scope.recorder.admit(
             {
                 "v": VERSION,
                 "operation_id": self.id,
-                "phase": phase,
+                "phase": phase.value,
                 "item_id": self.scope.item_id,
                 "trial": self.scope.trial,
                 "scorer": self.scope.scorer,
-                "kind": self.kind,
+                "kind": self.kind.value,
                 "model": self.model,
                 "started_at": datetime.now(UTC),
                 **fields,
@@ -168,11 +169,26 @@ class Operation:
         error: str | None = None,
     ) -> None:
         self.record(
-            "attempt", attempt=number, http_status=status, wire_ms=wire_ms, response=response, error=error
+            RequestPhase.ATTEMPT,
+            attempt=number,
+            http_status=status,
+            wire_ms=wire_ms,
+            response=response,
+            error=error,
         )
 
-    def end(self, outcome: str, **fields: Any) -> None:
-        self.record("end", outcome=outcome, **fields)
+    def end(self, outcome: RequestOutcome, **fields: Any) -> None:
+        self.record(RequestPhase.END, outcome=outcome.value, **fields)
+
+
+class CaptureManifest(TypedDict):
+    """The request sidecar's manifest, as a run's record holds it (`runs.capture_*`)."""
+
+    capture_status: str
+    capture_reason: str | None
+    capture_records: int
+    capture_bytes: int
+    capture_dropped: int
 
 
 class Recorder:
@@ -200,21 +216,24 @@ class Recorder:
         self.records = 0
         self.dropped = 0
         self.cut = 0
-        self.status = (
-            "off" if settings is None else (status if status in ("truncated", "unavailable") else "complete")
-        )
+        if settings is None:
+            self.status = CaptureStatus.OFF
+        elif status in (CaptureStatus.TRUNCATED, CaptureStatus.UNAVAILABLE):
+            self.status = CaptureStatus(status)
+        else:
+            self.status = CaptureStatus.COMPLETE
         self.reason: str | None = None
 
     @property
     def enabled(self) -> bool:
-        return self.settings is not None and self.status != "unavailable"
+        return self.settings is not None and self.status is not CaptureStatus.UNAVAILABLE
 
     def scope(self, item_id: str, trial: int, scorer: str | None = None) -> Scope | None:
         return Scope(self, item_id, trial, scorer) if self.enabled else None
 
     def _truncate(self, why: str) -> None:
-        if self.status == "complete":
-            self.status = "truncated"
+        if self.status is CaptureStatus.COMPLETE:
+            self.status = CaptureStatus.TRUNCATED
             self.reason = why
 
     def admit(self, record: dict[str, Any]) -> dict[str, Any] | None:
@@ -246,7 +265,10 @@ class Recorder:
                 )
                 return None
         except Exception as exc:  # noqa: BLE001 - capture must never break a run; it says it failed
-            self.status, self.reason = "unavailable", f"capture failed: {type(exc).__name__}: {exc}"
+            self.status, self.reason = (
+                CaptureStatus.UNAVAILABLE,
+                f"capture failed: {type(exc).__name__}: {exc}",
+            )
             return None
         record["bytes"] = size
         self.bytes += size
@@ -269,9 +291,9 @@ class Recorder:
     def committed(self, size: int) -> None:
         self.queued = max(0, self.queued - size)
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> CaptureManifest:
         return {
-            "capture_status": self.status,
+            "capture_status": self.status.value,
             "capture_reason": self.reason,
             "capture_records": self.records,
             "capture_bytes": self.bytes,

@@ -28,10 +28,11 @@ import aiohttp
 import pydantic_core
 from yarl import URL
 
-from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger
+from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
-from assay.outcomes import FailureKind
+from assay.errors import BudgetDenied
+from assay.outcomes import FailureKind, RequestOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +114,14 @@ class ChatClient:
         ledger = current_ledger()
         op = None
         if ledger is not None and ledger.capture is not None:
-            op = ledger.capture.begin(ledger.kind.value, body.get("model"), body)
+            op = ledger.capture.begin(ledger.kind, body.get("model"), body)
         started = time.perf_counter()
         cache = ledger.cache if self._cache and ledger is not None else None
         key = cache.key(str(self._url), body) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
             ledger.add(Accounting.of_cache_hit(ledger.kind))  # type: ignore[union-attr]
             if op is not None:
-                op.end("cache_hit", total_ms=(time.perf_counter() - started) * 1000)
+                op.end(RequestOutcome.CACHE_HIT, total_ms=(time.perf_counter() - started) * 1000)
             return _chat_reply(hit, _usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
         content = pydantic_core.to_json(body)
         wire: list[float] = [0.0]
@@ -135,11 +136,15 @@ class ChatClient:
             reply, retries = await self._policy.run(attempt)
         except AttemptFailed as exc:
             if op is not None:
-                op.end("failed", error=exc.failure.message, total_ms=(time.perf_counter() - started) * 1000)
+                op.end(
+                    RequestOutcome.FAILED,
+                    error=exc.failure.message,
+                    total_ms=(time.perf_counter() - started) * 1000,
+                )
             raise exc.failure from None
         except BudgetDenied as exc:
             if op is not None:
-                op.end("budget_denied", error=str(exc))
+                op.end(RequestOutcome.BUDGET_DENIED, error=str(exc))
             raise
         if cache is not None:
             cache.put(key, reply)
@@ -216,7 +221,7 @@ class ChatClient:
         if op is not None:
             op.model = model or op.model
             op.end(
-                "ok",
+                RequestOutcome.OK,
                 retry_ms=retry_ms,
                 total_ms=total_ms,
                 tokens_input=usage.input_tokens,

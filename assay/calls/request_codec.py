@@ -6,8 +6,9 @@ capture module builds records with `RequestRecord` and writes them with `encode`
 
 Decisions a reader of a file can rely on:
 
-- One compact JSON object per line, UTF-8, keys in a fixed order (`v`, `operation_id`, `phase`,
-  then the fields as declared below). A field that is None is left out; reading fills it back.
+- One compact JSON object per line, UTF-8, keys in a fixed order: the columns of the store's
+  `requests` dataset (`assay._schema.REQUESTS`), `v`, `operation_id`, `phase` first. A field that
+  is None is left out; reading fills it back.
 - U+0085, U+2028 and U+2029 are written escaped, so no tool that splits lines on them (Python's
   `str.splitlines`, JavaScript) sees a record broken in two.
 - NaN and Infinity are not JSON: `encode` refuses them and the reader reports them.
@@ -31,10 +32,10 @@ from typing import Annotated, Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from assay.errors import InputError
+from assay.outcomes import RequestOutcome, RequestPhase, SpendKind
 
 VERSION = 1
-PHASES = ("start", "attempt", "end")
-KINDS = ("generation", "judging", "external")
+PHASES: tuple[str, ...] = tuple(phase.value for phase in RequestPhase)
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
 
@@ -48,49 +49,29 @@ _Count = Annotated[int | None, Field(ge=0)]
 
 
 class RequestRecord(BaseModel):
-    """One captured moment of one model call.
+    """One captured moment of one model call: a row of the store's `requests` dataset.
+
+    The fields are the columns of `assay._schema.REQUESTS`, in its order, with the meanings
+    docs/schema.md gives them (a test keeps the two in step); here only how a JSONL line holds
+    them: `started_at` is an ISO-8601 timestamp, and `request` / `response` are JSON values (dicts
+    with string keys, lists, str, numbers, bools, None; no tuples), not JSON text.
 
     Validation is strict: no "3" for 3, no true for 1 (an int is accepted where a float is due);
-    `request` and `response` must be JSON values (dicts with string keys, lists, str, numbers,
-    bools, None; no tuples). Unknown fields are refused, so a misspelt name is caught where the
-    record is built.
-
-    Args:
-        v: the record format's version, always `VERSION`.
-        operation_id: the model call this record belongs to; its `start`, `attempt`s and `end`
-            share it.
-        phase: `start` (before the first attempt), `attempt` (one HTTP exchange) or `end`.
-        item_id: the dataset item the call was made for.
-        trial: the trial (repetition) of the item.
-        scorer: the scorer that made the call (an LLM judge), None for the generation call.
-        kind: `generation`, `judging` or `external`.
-        attempt: the attempt's number, from 1.
-        model: the model asked.
-        http_status: the HTTP status of the attempt or of the last attempt.
-        started_at: when the phase began, an ISO-8601 timestamp.
-        wire_ms: time on the wire (milliseconds).
-        retry_ms: time spent waiting between attempts (milliseconds).
-        total_ms: the whole call, waits included (milliseconds).
-        tokens_input: input tokens the provider reported.
-        tokens_output: output tokens the provider reported.
-        cost_usd: what the call cost.
-        outcome: how the call ended (e.g. `ok`, `failed`).
-        error: what went wrong, for people.
-        request: the request body sent, any JSON (possibly truncated).
-        response: the response body received, any JSON (possibly truncated).
-        truncated: whether `request` or `response` was cut to fit the line limit.
-        bytes: the size of the payload before any truncation.
+    `phase`, `kind` and `outcome` must be words of `RequestPhase`, `SpendKind` and
+    `RequestOutcome`. Unknown fields are refused, so a misspelt name is caught where the record
+    is built.
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", validate_assignment=True)
 
     v: Literal[1] = VERSION
     operation_id: str = Field(min_length=1)
-    phase: Literal["start", "attempt", "end"]
+    # Words of `assay.outcomes` are not strict: a file holds their values (strict takes only members).
+    phase: RequestPhase = Field(strict=False)
     item_id: str | None = None
     trial: _Count = None
     scorer: str | None = None
-    kind: Literal["generation", "judging", "external"] | None = None
+    kind: SpendKind | None = Field(default=None, strict=False)
     attempt: Annotated[int | None, Field(ge=1)] = None
     model: str | None = None
     http_status: Annotated[int | None, Field(ge=100, le=599)] = None
@@ -101,7 +82,7 @@ class RequestRecord(BaseModel):
     tokens_input: _Count = None
     tokens_output: _Count = None
     cost_usd: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
-    outcome: str | None = None
+    outcome: RequestOutcome | None = Field(default=None, strict=False)
     error: str | None = None
     request: JsonValue = None
     response: JsonValue = None

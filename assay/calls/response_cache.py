@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
 from pathlib import Path
 from typing import Any
+
+from assay._files import write_atomic
 
 
 class ResponseCache:
@@ -43,11 +43,7 @@ class ResponseCache:
             return None
 
     def put(self, key: str, reply: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".tmp-{uuid.uuid4().hex}")
-        tmp.write_text(json.dumps(reply))
-        os.replace(tmp, path)
+        write_atomic(self._path(key), json.dumps(reply))
 
 
 def check_cache(cache: bool | str, temperature: float | None) -> None:

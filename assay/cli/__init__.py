@@ -20,6 +20,7 @@ from typing import Any
 
 from assay.errors import InputError, LeaseLostError
 from assay.orchestrate import prefect_env as _prefect_env
+from assay.outcomes import RunStatus, Verdict
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -81,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--fail-on",
         action="append",
-        choices=["regressed", "inconclusive"],
+        choices=[Verdict.REGRESSED.value, Verdict.INCONCLUSIVE.value],
         help="verdicts that fail (default regressed)",
     )
     compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
@@ -215,7 +216,7 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
-    if summary["status"] == "unavailable":
+    if summary["status"] == RunStatus.UNAVAILABLE:
         print(
             f"error: the eval is unavailable, nothing ran: {'; '.join(summary['reasons'])}", file=sys.stderr
         )
@@ -223,7 +224,7 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
             print(json.dumps(summary, default=str, indent=2))
         return EXIT_INPUT
     _print_summary(args, summary)
-    return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
+    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
@@ -336,7 +337,7 @@ def _compare(args: argparse.Namespace) -> int:
             thresholds=thresholds,
             max_item_error_rate=args.max_item_error_rate,
             max_scorer_error_rate=args.max_scorer_error_rate,
-            fail_on=args.fail_on or ["regressed"],
+            fail_on=args.fail_on or [Verdict.REGRESSED.value],
             cluster=args.cluster,
             resamples=args.resamples,
             seed=args.seed,
@@ -491,7 +492,7 @@ def _show(args: argparse.Namespace) -> int:
 
     summary = summarise(Store(args.store), args.run_id)
     _print_summary(args, summary)
-    return EXIT_GATE if summary["status"] == "failed_gate" else EXIT_OK
+    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 
 
 def _ls(args: argparse.Namespace) -> int:

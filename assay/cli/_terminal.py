@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from assay.outcomes import ItemOutcome
+from assay.outcomes import ItemOutcome, ScorerOutcome
 
 
 class _ProgressBar:
@@ -107,7 +107,7 @@ def print_summary(summary: dict[str, Any]) -> None:
         table.add_row(
             row["scorer"],
             *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
-            *(str(row[k]) for k in ("scored", "failed", "skipped")),
+            *(str(row[k]) for k in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)),
         )
     console.print(table)
     if summary.get("gauges"):

@@ -11,7 +11,7 @@ import polars as pl
 
 from assay.analysis.stats import mean_interval
 from assay.analysis.summary import summarise
-from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
+from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, ScorerOutcome, SpendKind
 from assay.store import Store
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 FULL_TEXT_LIMIT = 20_000
 # Items whose scores changed most, shown side by side with the baseline.
 CHANGED_ITEMS = 20
-TOKEN_KINDS = ("input", "output", "reasoning", "cached")
 
 
 class RunData:
@@ -196,11 +195,11 @@ def _generation_rows(data: RunData) -> list[dict[str, Any]]:
         t = timing.get(key, {})
         rows.append(
             {
-                "role": "generation",
+                "role": SpendKind.GENERATION.value,
                 "model": key,
                 "items": group.height,
                 "calls": int(group["gen_ops"].sum()),
-                **{f"tokens_{k}": int(group[f"tokens_{k}"].fill_null(0).sum()) for k in TOKEN_KINDS},
+                **{column: int(group[column].fill_null(0).sum()) for column in TOKEN_COLUMNS},
                 "cost_usd": float(group["cost_generation_usd"].fill_null(0).sum()),
                 "completeness": completeness.value,
                 "reasons": reasons,
@@ -227,11 +226,11 @@ def _judging_rows(data: RunData) -> list[dict[str, Any]]:
         )
         rows.append(
             {
-                "role": f"judging · {scorer}",
+                "role": f"{SpendKind.JUDGING} · {scorer}",
                 "model": model,
                 "items": group.height,
                 "calls": int(group["operations"].fill_null(0).sum()),
-                **{f"tokens_{k}": int(group[f"tokens_{k}"].fill_null(0).sum()) for k in TOKEN_KINDS},
+                **{column: int(group[column].fill_null(0).sum()) for column in TOKEN_COLUMNS},
                 "cost_usd": float(group["cost_usd"].fill_null(0).sum()),
                 "completeness": completeness,
                 "reasons": merge_reasons(group["cost_reasons"]),

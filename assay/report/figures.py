@@ -143,19 +143,19 @@ def score_distributions(data: RunData, shown: list[dict[str, Any]]) -> str:
 
 
 # One legend for items and scorers: an item's `completed` and a scorer's `scored` are the same success.
-_OUTCOME_GROUPS = [
-    ("completed / scored", "completed", ItemOutcome.COMPLETED, ScorerOutcome.SCORED),
-    ("failed", "failed", ItemOutcome.FAILED, ScorerOutcome.FAILED),
-    ("skipped", "skipped", None, ScorerOutcome.SKIPPED),
-    ("cancelled", "cancelled", ItemOutcome.CANCELLED, ScorerOutcome.CANCELLED),
-    ("budget_skipped", "budget_skipped", ItemOutcome.BUDGET_SKIPPED, ScorerOutcome.BUDGET_SKIPPED),
-    (
-        "budget_interrupted",
-        "budget_interrupted",
-        ItemOutcome.BUDGET_INTERRUPTED,
-        ScorerOutcome.BUDGET_INTERRUPTED,
-    ),
+_OUTCOME_GROUPS: list[tuple[ItemOutcome | None, ScorerOutcome]] = [
+    (ItemOutcome.COMPLETED, ScorerOutcome.SCORED),
+    (ItemOutcome.FAILED, ScorerOutcome.FAILED),
+    (None, ScorerOutcome.SKIPPED),
+    (ItemOutcome.CANCELLED, ScorerOutcome.CANCELLED),
+    (ItemOutcome.BUDGET_SKIPPED, ScorerOutcome.BUDGET_SKIPPED),
+    (ItemOutcome.BUDGET_INTERRUPTED, ScorerOutcome.BUDGET_INTERRUPTED),
 ]
+
+
+def _group_name(item: ItemOutcome | None, scorer: ScorerOutcome) -> str:
+    """`completed / scored`, or the one word both share."""
+    return scorer.value if item is None or item.value == scorer.value else f"{item} / {scorer}"
 
 
 def outcomes(data: RunData) -> str:
@@ -172,11 +172,11 @@ def outcomes(data: RunData) -> str:
     per_scorer = scorer_outcomes(data)
     series = [
         (
-            name,
-            OUTCOME_COLOURS[colour],
+            _group_name(item, scorer),
+            OUTCOME_COLOURS[scorer.value],
             [counts.get(item, 0) if item else 0] + [per_scorer[s].get(scorer, 0) for s in data.scorers],
         )
-        for name, colour, item, scorer in _OUTCOME_GROUPS
+        for item, scorer in _OUTCOME_GROUPS
     ]
     # Scorers never run on an item that did not complete: show that gap, not a shorter bar.
     gap = [0] + [max(0, total - sum(per_scorer[s].values())) for s in data.scorers]

@@ -12,8 +12,10 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from assay import __version__
+from assay._files import write_atomic
+from assay.outcomes import TOKEN_KINDS
 from assay.report import figures, sections, style
-from assay.report.data import TOKEN_KINDS, RunData, cut, json_text
+from assay.report.data import RunData, cut, json_text
 from assay.store import Store
 
 
@@ -43,6 +45,7 @@ def environment() -> Environment:
     env.globals.update(
         money_parts=style.money_parts,
         TOKEN_KINDS=TOKEN_KINDS,
+        TOKEN_HEADINGS=style.TOKEN_HEADINGS,
         NEUTRAL=style.NEUTRAL,
         OUTCOME_COLOURS=style.OUTCOME_COLOURS,
         VERDICT_COLOURS=style.VERDICT_COLOURS,
@@ -133,8 +136,5 @@ def write_report(
     # Links to what attempts kept (transcripts, diffs, workspaces), relative to where the page is.
     artifacts = os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())
     page = build_report(store, run_id, baseline=baseline, artifacts_href=Path(artifacts).as_posix())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, page)
     return path

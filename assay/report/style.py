@@ -8,19 +8,20 @@ import math
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from assay.outcomes import Completeness, Verdict
+from assay.outcomes import Completeness, ItemOutcome, RunStatus, ScorerOutcome, TokenKind, Verdict
 
 DASH = "–"
 ACCENT = "#3a6fd8"
 NEUTRAL = "#7b8794"
+# Item and scorer outcomes share some words (`failed`, `cancelled`, `budget_*`): one colour each.
 OUTCOME_COLOURS = {
-    "completed": "#2e9d5b",
-    "scored": "#2e9d5b",
-    "failed": "#d64545",
-    "skipped": "#9aa5b1",
-    "cancelled": "#616e7c",
-    "budget_skipped": "#e0a526",
-    "budget_interrupted": "#e07b26",
+    ItemOutcome.COMPLETED.value: "#2e9d5b",
+    ScorerOutcome.SCORED.value: "#2e9d5b",
+    ItemOutcome.FAILED.value: "#d64545",
+    ScorerOutcome.SKIPPED.value: "#9aa5b1",
+    ItemOutcome.CANCELLED.value: "#616e7c",
+    ItemOutcome.BUDGET_SKIPPED.value: "#e0a526",
+    ItemOutcome.BUDGET_INTERRUPTED.value: "#e07b26",
 }
 VERDICT_COLOURS = {
     Verdict.REGRESSED.value: "#d64545",
@@ -28,8 +29,21 @@ VERDICT_COLOURS = {
     Verdict.UNCHANGED.value: NEUTRAL,
     Verdict.INCONCLUSIVE.value: "#e0a526",
 }
-STATUS_COLOURS = {"completed": "#2e9d5b", "failed_gate": "#d64545", "running": ACCENT}
-COMPLETENESS_COLOURS = {"complete": "#2e9d5b", "incomplete": "#e0a526"}
+STATUS_COLOURS = {
+    RunStatus.COMPLETED.value: "#2e9d5b",
+    RunStatus.FAILED_GATE.value: "#d64545",
+    RunStatus.RUNNING.value: ACCENT,
+}
+COMPLETENESS_COLOURS = {Completeness.COMPLETE.value: "#2e9d5b", Completeness.INCOMPLETE.value: "#e0a526"}
+# The heading of each token kind's column; a kind added to `TokenKind` without one fails at import.
+_TOKEN_HEADINGS = {
+    TokenKind.INPUT: "tokens in",
+    TokenKind.OUTPUT: "tokens out",
+    TokenKind.REASONING: "reasoning",
+    TokenKind.CACHED: "cached",
+    TokenKind.CACHE_WRITE: "cache write",
+}
+TOKEN_HEADINGS = [_TOKEN_HEADINGS[kind] for kind in TokenKind]
 
 
 def dash(value: Any) -> str:
@@ -131,6 +145,6 @@ def money_parts(
     amount = amount or 0.0
     if completeness in (None, Completeness.COMPLETE):
         return Money(usd(amount), None)
-    label = "unverified" if completeness == Completeness.UNVERIFIED else "incomplete"
+    label = Completeness.UNVERIFIED if completeness == Completeness.UNVERIFIED else Completeness.INCOMPLETE
     why = reasons_text(reasons or {})
-    return Money(f"≥ {usd(amount)}" if amount > 0 else "unknown", f"{label}: {why}" if why else label)
+    return Money(f"≥ {usd(amount)}" if amount > 0 else "unknown", f"{label}: {why}" if why else label.value)

@@ -20,10 +20,11 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from assay import _schema
-from assay.calls.accounting import Accounting, BudgetDenied, Ledger, measuring
+from assay.calls.accounting import Accounting, Ledger, measuring, token_columns
 from assay.calls.capture import Scope
-from assay.errors import TargetFailure
+from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import (
+    BudgetClosedBy,
     Completeness,
     FailureKind,
     Gauge,
@@ -31,6 +32,7 @@ from assay.outcomes import (
     RowKind,
     ScorerOutcome,
     SpendKind,
+    token_column,
 )
 from assay.run import progress
 from assay.run.plan import RunPlan, Shard
@@ -178,7 +180,7 @@ class ShardExecutor:
     ) -> tuple[ScoreRecord, Accounting, Scope | None]:
         budget = self.plan.budget
         if budget.closed and not type(scorer).deterministic:
-            budget.note_closure("scorer")
+            budget.note_closure(BudgetClosedBy.SCORER)
             return _unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, _BUDGET_REACHED), Accounting(), None
         scope = self.plan.capture.scope(item.item_id, trial, scorer.name)
         with measuring(
@@ -250,7 +252,7 @@ class Executor(ShardExecutor):
             started = time.perf_counter()
             queued_ms = (started - waited) * 1000
             if self.plan.budget.closed:  # judges' spend counts; no new sandbox once it is reached
-                self.plan.budget.note_closure("case")
+                self.plan.budget.note_closure(BudgetClosedBy.CASE)
                 return Finished(_skipped_row(item, trial), [], [])
             attempt = await self.target.begin(item, trial)  # type: ignore[attr-defined]
             try:
@@ -322,7 +324,7 @@ class Executor(ShardExecutor):
             started = time.perf_counter()
             queued_ms = (started - waited) * 1000
             if budget.closed:  # checked after the wait for a slot, which may have been long
-                budget.note_closure("case")
+                budget.note_closure(BudgetClosedBy.CASE)
                 return Finished(_skipped_row(item, trial), [], [])
             scope = self.plan.capture.scope(item.item_id, trial)
             with measuring(
@@ -481,11 +483,7 @@ def _completed_row(
         "wire_ms": result.wire_ms,
         "retry_ms": result.retry_ms,
         "retries": result.retries,
-        "tokens_input": usage.input_tokens if usage else None,
-        "tokens_output": usage.output_tokens if usage else None,
-        "tokens_reasoning": usage.reasoning_tokens if usage else None,
-        "tokens_cached": usage.cached_tokens if usage else None,
-        "tokens_cache_write": usage.cache_write_tokens if usage else None,
+        **token_columns(usage),
         "caller_cost_usd": result.caller_cost,
         "caller_metadata": _json(result.caller_metadata),
         "caller_reserved": _json(result.caller_reserved),
@@ -552,7 +550,7 @@ def _skipped_row(item: Item, trial: int) -> dict[str, Any]:
 
 def _spend_columns(spend: Accounting) -> dict[str, Any]:
     return {
-        **{f"tokens_{kind}": n for kind, n in spend.tokens.items()},
+        **{token_column(kind): n for kind, n in spend.tokens.items()},
         "cost_usd": spend.known_cost,
         "cost_completeness": spend.completeness.value,
         "cost_reasons": json.dumps(spend.reasons, sort_keys=True) if spend.reasons else None,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
-from assay.outcomes import ItemOutcome, RowKind, RunKind, RunStatus
+from assay.outcomes import TOKEN_COLUMNS, CaptureStatus, ItemOutcome, RowKind, RunKind, RunStatus
 from assay.run.execute import Finished, ShardExecutor
 from assay.run.identity import Identity, scorers_digest
 from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, scorer_problems, start_or_resume
@@ -207,7 +207,7 @@ def _carry_requests(store: Store, source_run_id: str, plan: RunPlan) -> None:
         store.write_carried_requests(plan.run_id, pl.DataFrame(kept, schema=source.schema).to_arrow())
         plan.capture.bytes += sum(r["bytes"] or 0 for r in kept)
     if cut:
-        plan.capture.status, plan.capture.reason = "truncated", cut
+        plan.capture.status, plan.capture.reason = CaptureStatus.TRUNCATED, cut
 
 
 class RescoreExecutor(ShardExecutor):
@@ -234,7 +234,7 @@ class RescoreExecutor(ShardExecutor):
         row = {
             **source,
             "caller_cost_usd": None,
-            **{f"tokens_{kind}": 0 for kind in ("input", "output", "reasoning", "cached", "cache_write")},
+            **dict.fromkeys(TOKEN_COLUMNS, 0),
             **Accounting().columns(),
         }
         if source["outcome"] != ItemOutcome.COMPLETED:

@@ -37,10 +37,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from assay.calls.accounting import Accounting, BudgetDenied, Ledger, Usage, current_ledger, measuring
+from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger, measuring
 from assay.calls.capture import Scope
-from assay.errors import SessionError, TargetFailure
-from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome, SpendKind, TurnMethod
+from assay.errors import BudgetDenied, SessionError, TargetFailure
+from assay.outcomes import (
+    TOKEN_KINDS,
+    BudgetClosedBy,
+    FailureKind,
+    ItemOutcome,
+    ScorerOutcome,
+    SpendKind,
+    TurnMethod,
+    token_column,
+)
 from assay.run.execute import (
     Finished,
     _captured,
@@ -62,7 +71,6 @@ Policy = Callable[["Session"], Awaitable[Any]]
 
 _SEQUENTIAL = "the session requires sequential start/resume calls: await each prompt before sending the next"
 _SETTLED = "the session has settled: start/resume was called after the policy returned"
-_TOKEN_FIELDS = ("input", "output", "reasoning", "cached", "cache_write")
 
 
 @dataclass(slots=True)
@@ -244,14 +252,14 @@ def _measure_turn(turn: Turn, ledger: Ledger | None, instrumented: bool) -> None
     spend = ledger.total() if ledger is not None else Accounting()
     turn.spend = spend if instrumented else Accounting.uninstrumented()
     if not instrumented:
-        turn.tokens, turn.tokens_known = dict.fromkeys(_TOKEN_FIELDS), False
+        turn.tokens, turn.tokens_known = dict.fromkeys(TOKEN_KINDS), False
         return
     usage = turn.result.usage if turn.result is not None else None
     if usage is not None:
-        turn.tokens = {name: getattr(usage, f"{name}_tokens") for name in _TOKEN_FIELDS}
+        turn.tokens = usage.by_kind()
         reported = usage.input_tokens is not None and usage.output_tokens is not None
     else:
-        turn.tokens = {name: spend.tokens.get(name, 0) for name in _TOKEN_FIELDS}
+        turn.tokens = {name: spend.tokens.get(name, 0) for name in TOKEN_KINDS}
         reported = turn.result is None  # a failed prompt: what its settled calls counted
     turn.tokens_known = reported and spend.unknown == 0 and turn.outcome is not ItemOutcome.CANCELLED
 
@@ -326,8 +334,7 @@ def _sum_usage(turns: list[Turn]) -> Usage | None:
     """Tokens over prompts; None when any prompt's are not known (a wrong sum is worse than none)."""
     if not turns or not all(t.tokens_known for t in turns):
         return None
-    total = {name: sum(t.tokens.get(name) or 0 for t in turns) for name in _TOKEN_FIELDS}
-    return Usage(**{f"{name}_tokens": n for name, n in total.items()})
+    return Usage.of_kinds({name: sum(t.tokens.get(name) or 0 for t in turns) for name in TOKEN_KINDS})
 
 
 def _policy_failure(message: str, kind: FailureKind) -> TargetFailure:
@@ -421,7 +428,7 @@ class SessionRunner:
             started = time.perf_counter()
             queued_ms = (started - waited) * 1000
             if budget.closed:
-                budget.note_closure("case")
+                budget.note_closure(BudgetClosedBy.CASE)
                 if number > 1:
                     return None
                 return _Attempt(number, _skipped_row(item, trial), queued_ms=queued_ms)
@@ -467,8 +474,8 @@ class SessionRunner:
         row = dict(best.row)
         turns = [t for a in attempts if a.session is not None for t in a.session.turns]
         known = bool(turns) and all(t.tokens_known for t in turns)
-        for name in _TOKEN_FIELDS:
-            row[f"tokens_{name}"] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+        for name in TOKEN_KINDS:
+            row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
         spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
         operation_ids, requests = _captured([s for a in attempts for s in a.scopes])
         row.update(
@@ -527,7 +534,7 @@ def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
             "error": t.error,
             "failure_kind": str(t.failure.kind) if t.failure is not None else None,
             "model": t.result.model if t.result is not None else None,
-            **{f"tokens_{name}": n for name, n in t.tokens.items()},
+            **{token_column(name): n for name, n in t.tokens.items()},
             "tokens_known": t.tokens_known,
             "cost_usd": t.spend.known_cost,
             "cost_completeness": t.spend.completeness.value,

@@ -30,6 +30,8 @@ from typing import Any
 import docker
 import docker.errors
 
+from assay.errors import SandboxError
+
 RUN_LABEL = "assay.run_id"
 WORKSPACE = "/workspace"
 CONTROL = "/assay"
@@ -332,10 +334,6 @@ class Sandbox:
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # 409: a removal already in progress
                 raise
-
-
-class SandboxError(Exception):
-    """The sandbox did not do what Assay asked of it (copy in, copy out)."""
 
 
 def _read_frames(raw: socket.socket, deadline: float | None, limit: int) -> tuple[bytes, bytes, bool, bool]:

@@ -24,7 +24,7 @@ import docker.errors
 from docker.types import LogConfig
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from assay.errors import AssayError, InputError
+from assay.errors import EgressError, InputError
 from assay.sandbox import _egress_proxy
 from assay.sandbox._docker import RUN_LABEL
 
@@ -44,10 +44,6 @@ _NANO_CPUS = 500_000_000
 _MAX_DENIALS = 10_000
 # The proxy reaches its own names locally; nothing else bypasses it.
 _NO_PROXY = "localhost,127.0.0.1,::1"
-
-
-class EgressError(AssayError):
-    """The egress network or sidecar could not be set up, read or torn down."""
 
 
 class _Allowlist(BaseModel):

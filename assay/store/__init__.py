@@ -65,7 +65,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import polars as pl
@@ -81,6 +81,8 @@ STAGING = ".staging"
 _CARRIED = "carried.parquet"
 # The batch datasets in publish order: the items part, the commit marker, last.
 _BATCH_DATASETS = ("requests", "turns", "scores", "items")
+# What a run record may hold: the columns of `runs`, and the run's id as `read_run` adds it.
+_RUN_KEYS = frozenset(["run_id", *_schema.RUNS.names])
 # Temporary files an older Assay wrote inside the partitions; `recover` removes them.
 _LEGACY_TMP_PREFIX = ".tmp-"
 
@@ -110,15 +112,23 @@ class Store:
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def write_run(self, run_id: str, record: dict[str, Any]) -> int:
-        """Record a change of a run: its next revision (see the module docstring); returns it."""
+    def write_run(self, run_id: str, record: _schema.RunRecord) -> int:
+        """Record a change of a run: its next revision (see the module docstring); returns it.
+
+        Raises:
+            StoreError: the record has a key that is no column of `runs` (a misspelt name would
+                otherwise be dropped without a word).
+        """
+        unknown = sorted(record.keys() - _RUN_KEYS)
+        if unknown:
+            raise StoreError(f"run {run_id!r}'s record: no column of runs is named {', '.join(unknown)}")
 
         def table(revision: int) -> pa.Table:
             return pa.Table.from_pylist([{**record, "revision": revision}], schema=_schema.RUNS)
 
         return _publish.write_revision(self._partition("runs", run_id), "run", table, self._staging(run_id))
 
-    def read_run(self, run_id: str) -> dict[str, Any]:
+    def read_run(self, run_id: str) -> _schema.RunRecord:
         """A run's current record; `RunNotFoundError` if the store has no such run."""
         path = _publish.newest_revision(self._partition("runs", run_id), "run")
         rows = _read(_schema.RUNS, [path]).to_dicts() if path is not None else []
@@ -126,7 +136,7 @@ class Store:
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
         if len(rows) != 1:
             raise StoreError(f"run {run_id!r}'s record holds {len(rows)} rows, expected 1")
-        return {"run_id": run_id, **rows[0]}
+        return cast(_schema.RunRecord, {"run_id": run_id, **rows[0]})
 
     def runs(self) -> pl.LazyFrame:
         """Every run's current record (its newest revision), one row each."""

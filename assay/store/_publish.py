@@ -4,6 +4,7 @@ final name in one step, never replaced (assay/store.py draws the protocol that b
     listing(folder)                  a folder's entries; none if it is gone (a run deleted meanwhile)
     stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole
     put(final, write, staging)       write under `staging`, then link to `final` unless taken
+                                     (`assay._files.create_new`)
     write_revision(folder, stem, …)  a record's next revision, `<stem>-<n>.parquet`, put-if-absent
     newest_revision(folder, stem)    the file of a record's highest revision
 
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from assay._files import create_new
 
 WRITING, STAGED = ".writing", ".staged"
 
@@ -51,14 +54,8 @@ def stage(table: pa.Table, batch: Path, dataset: str) -> None:
 def put(final: Path, write: Callable[[Path], None], staging: Path) -> None:
     """Write a file under `staging`, then give it its final name unless a file has that name
     already (put-if-absent: `FileExistsError`). A hard link publishes without replacing."""
-    staging.mkdir(parents=True, exist_ok=True)
-    staged = staging / f"{uuid.uuid4().hex}{STAGED}"
-    try:
-        write(staged)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.link(staged, final)
-    finally:
-        staged.unlink(missing_ok=True)
+    if not create_new(final, write, temporary=staging / f"{uuid.uuid4().hex}{STAGED}"):
+        raise FileExistsError(final)
 
 
 _REVISION = re.compile(r"-(\d+)")

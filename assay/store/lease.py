@@ -58,9 +58,9 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from assay._files import put_if_absent
 from assay.errors import LeaseLostError, RunHeldError, StoreError
 from assay.store import Store
 
@@ -75,21 +75,6 @@ _log = logging.getLogger(__name__)
 def lease_ttl() -> float:
     """A lease's time to live in seconds: `ASSAY_LEASE_TTL_S`, default 60."""
     return float(os.environ.get("ASSAY_LEASE_TTL_S", "60"))
-
-
-def put_if_absent(path: Path, data: bytes) -> bool:
-    """Create `path` holding `data` unless it exists; True if this call created it. The file
-    appears whole (a hard link to a complete temporary file), so readers never see part of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}")
-    tmp.write_bytes(data)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
 
 
 def part_generation(name: str) -> int | None:

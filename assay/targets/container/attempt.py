@@ -13,21 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from assay.calls.capture import Redactor
-from assay.errors import TargetFailure
+from assay.errors import StageTimeout, TargetFailure
 from assay.outcomes import FailureKind
 from assay.sandbox._docker import ImageFacts, Sandbox
 from assay.targets._base import TargetResult
 
 # Runs a blocking call (the Docker SDK's) off the event loop: `await offload(function, *args)`.
 Offload = Callable[..., Awaitable[Any]]
-
-
-class StageTimeout(Exception):
-    """A stage of the attempt ran past its deadline."""
-
-    def __init__(self, stage: str, seconds: float) -> None:
-        super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
-        self.stage = stage
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.calls.capture import Redactor
+from assay.errors import StageTimeout
 from assay.outcomes import FailureKind
 from assay.sandbox._docker import (
     CONTROL,
@@ -44,7 +45,6 @@ from assay.targets.container.agents import (
 from assay.targets.container.attempt import (
     AttemptState,
     ContainerAttempt,
-    StageTimeout,
     fresh_folder,
     ms_since,
 )

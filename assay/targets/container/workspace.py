@@ -10,7 +10,8 @@ from pathlib import Path
 import docker.errors
 
 from assay.calls.capture import Redactor
-from assay.sandbox._docker import WORKSPACE, SandboxError
+from assay.errors import SandboxError
+from assay.sandbox._docker import WORKSPACE
 from assay.targets.container.attempt import AttemptState, Offload
 
 

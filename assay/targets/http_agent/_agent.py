@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from assay.calls.http import ResponseHook
 from assay.errors import HarnessError, TargetFailure
-from assay.outcomes import FailureKind
+from assay.outcomes import FailureKind, TrajectoryStatus
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.store import Store
@@ -419,20 +419,20 @@ class HttpAgent:
 
     async def _trajectory(self, caps: Capabilities, harness_id: str) -> Trajectory:
         if not caps.provides.trajectory:
-            return Trajectory("unavailable", problem="the harness provides no trajectory")
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem="the harness provides no trajectory")
         what = f"GET /runs/{harness_id}/trajectory"
         try:
             response = await self._client.request(
                 "GET", f"/runs/{quote(harness_id, safe='')}/trajectory", what=what, ok_404=True
             )
         except TargetFailure as failure:
-            return Trajectory("unavailable", problem=failure.message)
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem=failure.message)
         if response.status_code == 404:
-            return Trajectory("unavailable", problem=f"{what}: HTTP 404")
+            return Trajectory(TrajectoryStatus.UNAVAILABLE, problem=f"{what}: HTTP 404")
         try:
             doc = json.loads(response.content)
         except ValueError:
-            return Trajectory("invalid", problem=f"{what}: not JSON")
+            return Trajectory(TrajectoryStatus.INVALID, problem=f"{what}: not JSON")
         return validate_trajectory(doc)
 
     async def _cancel(self, caps: Capabilities, harness_id: str) -> bool:

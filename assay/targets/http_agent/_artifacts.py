@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from assay._files import replacing, write_atomic
 from assay.errors import TargetFailure
 from assay.spec import HttpAgentTarget
 from assay.store import Store
@@ -156,7 +155,7 @@ class Keeper:
         if trajectory.kept:
             path = folder / _TRAJECTORY
             document = trajectory.document(harness_id)
-            _write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
+            write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
             kept.append(path)
         root = self._store.artifacts_root
         return sorted(p.relative_to(root).as_posix() for p in kept), warnings
@@ -219,33 +218,20 @@ class Keeper:
         what = f"GET /runs/{harness_id}/files/{path}"
         url = f"/runs/{quote(harness_id, safe='')}/files/{quote(path, safe='/')}"
         response = await self._client.request("GET", url, what=what, stream=True)
-        tmp = dest.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{dest.name}")
         written = 0
         try:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > limit:
                 raise _TooLarge(int(declared))
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with tmp.open("wb") as out:
+            with replacing(dest) as out:
                 async for chunk in response.aiter_bytes():
                     written += len(chunk)
                     if written > limit:
                         raise _TooLarge(None)
                     out.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         finally:
             await response.aclose()
         return written
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class _TooLarge(Exception):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
+from assay.outcomes import TrajectoryStatus
 from assay.targets.http_agent._protocol import Step
-
-TrajectoryStatus = Literal["valid", "partial", "invalid", "unavailable"]
 
 
 @dataclass(slots=True)
@@ -30,7 +29,7 @@ class Trajectory:
     @property
     def kept(self) -> bool:
         """Whether there are steps worth keeping (a valid or partial trajectory)."""
-        return self.status in ("valid", "partial")
+        return self.status in (TrajectoryStatus.VALID, TrajectoryStatus.PARTIAL)
 
     @property
     def cost(self) -> float | None:
@@ -40,7 +39,7 @@ class Trajectory:
     @property
     def cost_complete(self) -> bool:
         """Whether `cost` covers the whole run: every step arrived, valid, and priced."""
-        return self.status == "valid" and all(s.cost_usd is not None for s in self.steps)
+        return self.status is TrajectoryStatus.VALID and all(s.cost_usd is not None for s in self.steps)
 
     def tokens(self) -> dict[str, int | None]:
         def total(values: Iterable[int | None]) -> int | None:
@@ -54,17 +53,17 @@ class Trajectory:
     def step_count(self) -> int | None:
         """Steps the agent took: every step sent, a dropped (invalid) one too; None without a list
         of steps to count."""
-        return len(self.steps) + self.dropped_steps if self.status in ("valid", "partial") else None
+        return len(self.steps) + self.dropped_steps if self.kept else None
 
     @property
     def tool_call_count(self) -> int | None:
         """Tool calls of those steps; None unless every step was valid (a dropped step's calls are
         unknown, and an undercount would read as a fact)."""
-        return sum(len(s.tool_calls) for s in self.steps) if self.status == "valid" else None
+        return sum(len(s.tool_calls) for s in self.steps) if self.status is TrajectoryStatus.VALID else None
 
     def summary(self) -> dict[str, Any]:
         summary: dict[str, Any] = {
-            "trajectory_status": self.status,
+            "trajectory_status": self.status.value,
             "steps": len(self.steps),
             "tool_calls": sum(len(s.tool_calls) for s in self.steps),
             "cost_complete": self.cost_complete,
@@ -103,7 +102,7 @@ def validate_trajectory(doc: Any) -> Trajectory:
     of a non-empty list of steps is valid."""
     steps = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(steps, list):
-        return Trajectory("invalid", problem="expected an object with a list `steps`")
+        return Trajectory(TrajectoryStatus.INVALID, problem="expected an object with a list `steps`")
     kept: list[Step] = []
     raws: list[dict[str, Any]] = []
     first: str | None = None
@@ -118,7 +117,7 @@ def validate_trajectory(doc: Any) -> Trajectory:
                 first = f"steps.{index}: {where}: {error['msg']}"
     dropped = len(steps) - len(kept)
     if not dropped:
-        return Trajectory("valid", kept, raw=raws)
+        return Trajectory(TrajectoryStatus.VALID, kept, raw=raws)
     if not kept:
-        return Trajectory("invalid", dropped_steps=dropped, problem=first)
-    return Trajectory("partial", kept, dropped_steps=dropped, problem=first, raw=raws)
+        return Trajectory(TrajectoryStatus.INVALID, dropped_steps=dropped, problem=first)
+    return Trajectory(TrajectoryStatus.PARTIAL, kept, dropped_steps=dropped, problem=first, raw=raws)
