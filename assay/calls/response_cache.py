@@ -2,7 +2,7 @@
 
 Keyed by the endpoint and the full request body (model, messages, temperature, seed …): any
 change to what is asked is a different key. Entries are JSON files under `<store>/cache/`,
-written atomically. A hit is an operation that cost nothing (`operations_cached` counts them).
+each written in one step through the store's location (a local folder or an object store). A hit is an operation that cost nothing (`operations_cached` counts them).
 
 `cache: true` is refused unless the call's temperature is 0: a cached reply of a sampling model
 would repeat one sample for ever. `cache: always` caches anyway.
@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assay._files import write_atomic
+if TYPE_CHECKING:
+    from assay.store._location import Location
 
 
 class ResponseCache:
-    """Replies by request, as files under a folder.
+    """Replies by request, as files under a key of the store.
 
     Args:
-        root: the folder (`<store>/cache/responses`).
+        location: the store's location.
+        root: the key of the folder (`cache/responses`).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, location: Location, root: str = "cache/responses") -> None:
+        self.location = location
         self.root = root
 
     @staticmethod
@@ -33,17 +35,17 @@ class ResponseCache:
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(f"{url}\n{canonical}".encode()).hexdigest()
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key[:2]}/{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads(self._path(key).read_text())
+            return json.loads(self.location.read(self._path(key)))
         except (OSError, ValueError):
             return None
 
     def put(self, key: str, reply: dict[str, Any]) -> None:
-        write_atomic(self._path(key), json.dumps(reply))
+        self.location.write(self._path(key), json.dumps(reply).encode())
 
 
 def check_cache(cache: bool | str, temperature: float | None) -> None:

@@ -81,7 +81,7 @@ def default_path(store: Store, run_id: str) -> Path:
         store: the store.
         run_id: the run.
     """
-    return store.root / "reports" / f"{run_id}.html"
+    return Path(store.root) / "reports" / f"{run_id}.html"
 
 
 def build_report(
@@ -123,8 +123,9 @@ def build_report(
 
 def write_report(
     store: Store, run_id: str, *, baseline: str | None = None, out: str | Path | None = None
-) -> Path:
-    """Write the report of `run_id` (compared with `baseline` when given); returns its path.
+) -> Path | str:
+    """Write the report of `run_id` (compared with `baseline` when given); returns its path
+    (its URL, when written into an object store).
 
     Args:
         store: the store.
@@ -132,9 +133,17 @@ def write_report(
         baseline: a run of the same dataset to compare with.
         out: the HTML file to write (default `<store>/reports/<run_id>.html`).
     """
+    if out is None and not store.local:
+        # Into the object store, beside its artifacts as in a local store.
+        page = build_report(store, run_id, baseline=baseline)
+        key = f"reports/{run_id}.html"
+        store.location.write(key, page.encode())
+        return store.location.reader_path(key)
     path = Path(out) if out is not None else default_path(store, run_id)
     # Links to what attempts kept (transcripts, diffs, workspaces), relative to where the page is.
-    artifacts = os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())
-    page = build_report(store, run_id, baseline=baseline, artifacts_href=Path(artifacts).as_posix())
+    href = "../artifacts"
+    if store.local:
+        href = Path(os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())).as_posix()
+    page = build_report(store, run_id, baseline=baseline, artifacts_href=href)
     write_atomic(path, page)
     return path

@@ -94,7 +94,7 @@ class RunPlan:
         self.done = done
         self.lease = lease
         self.prices = PriceTable.shipped(spec.prices)
-        self.response_cache = ResponseCache(store.root / "cache" / "responses")
+        self.response_cache = ResponseCache(store.location)
         stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
         self.capture = Recorder(
             spec.capture_settings,

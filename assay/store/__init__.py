@@ -52,11 +52,13 @@ analysts keep to finished runs or join scores to items (docs/schema.md).
 The file steps (staging, put-if-absent, revisions, the tests' fault injection) are in
 `assay/store/_publish.py`.
 
-On object storage (S3 and the like: no rename; a PUT is atomic, conditional writes exist) the same
-protocol maps one to one: stage = PUT under `.staging/` (no `.writing` step: a PUT is never seen
-half done); publish = server-side copy to the final key, items last, then DELETE the staged
-objects; put-if-absent = PUT with `If-None-Match: *` (HTTP 412: the revision is taken, try the
-next); readers LIST then GET, which is safe because no key is ever overwritten.
+On object storage (`s3://bucket/prefix`: no rename; a PUT is atomic; conditional writes exist) the
+same guarantees hold without a staging step (`assay/store/_location.py`, docs/storage.md): a batch's
+parts are PUT under their final keys with `If-None-Match: *`, items (the commit marker) last;
+put-if-absent (revisions, leases, fences, comparisons) is the same conditional PUT, answered 412
+when the key is taken; readers LIST then GET, which is safe because no key is ever overwritten.
+A writer killed between the PUTs of one batch leaves scores without their items part, which our
+readers ignore and `recover` removes.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from assay import _schema
 from assay.errors import RunNotFoundError, StoreError
 from assay.outcomes import RowKind
 from assay.store import _publish
+from assay.store._location import LocalFolder, ObjectPrefix, open_location
 
 DEFAULT_ROOT = "assay-store"
 STAGING = ".staging"
@@ -93,22 +96,35 @@ def default_root() -> str:
 
 
 class Store:
-    """A local folder holding runs, items and scores.
+    """A local folder or an object-store prefix holding runs, items and scores.
 
     Args:
-        root: the folder (created on first write).
+        root: a folder (created on first write) or `s3://bucket/prefix` (`assay/store/_location.py`).
+
+    Attributes:
+        location: where the bytes live; every read and write goes through it.
+        root: the local folder (`Path`); for an object store, its URL (`str`).
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.root = Path(root if root is not None else default_root())
+        self.location: LocalFolder | ObjectPrefix = open_location(
+            root if root is not None else default_root()
+        )
+        self.root: Path | str = (
+            self.location.root if isinstance(self.location, LocalFolder) else self.location.url
+        )
 
-    def _partition(self, dataset: str, run_id: str) -> Path:
-        return self.root / dataset / f"run_id={run_id}"
+    @property
+    def local(self) -> bool:
+        """Whether the store is a local folder (artifacts and reports are files there)."""
+        return isinstance(self.location, LocalFolder)
 
-    def _staging(self, run_id: str | None = None) -> Path:
-        """`.staging/` (files of no run), or the run's folder in it (its batches and records)."""
-        staging = self.root / STAGING
-        return staging if run_id is None else staging / f"run_id={run_id}"
+    def _partition(self, dataset: str, run_id: str) -> str:
+        return f"{dataset}/run_id={run_id}"
+
+    def _staging(self, run_id: str | None = None) -> str:
+        """`.staging` (files of no run), or the run's folder in it (its batches and records)."""
+        return STAGING if run_id is None else f"{STAGING}/run_id={run_id}"
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -126,12 +142,14 @@ class Store:
         def table(revision: int) -> pa.Table:
             return pa.Table.from_pylist([{**record, "revision": revision}], schema=_schema.RUNS)
 
-        return _publish.write_revision(self._partition("runs", run_id), "run", table, self._staging(run_id))
+        return _publish.write_revision(
+            self.location, self._partition("runs", run_id), "run", table, self._staging(run_id)
+        )
 
     def read_run(self, run_id: str) -> _schema.RunRecord:
         """A run's current record; `RunNotFoundError` if the store has no such run."""
-        path = _publish.newest_revision(self._partition("runs", run_id), "run")
-        rows = _read(_schema.RUNS, [path]).to_dicts() if path is not None else []
+        key = _publish.newest_revision(self.location, self._partition("runs", run_id), "run")
+        rows = self._read(_schema.RUNS, [key]).to_dicts() if key is not None else []
         if not rows:  # none, or deleted since the listing
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
         if len(rows) != 1:
@@ -140,12 +158,12 @@ class Store:
 
     def runs(self) -> pl.LazyFrame:
         """Every run's current record (its newest revision), one row each."""
-        return _read(_schema.RUNS, self._current_run_files(), hive=True).lazy()
+        return self._read(_schema.RUNS, self._current_run_files(), hive=True).lazy()
 
-    def _current_run_files(self) -> list[Path]:
-        partitions = _publish.listing(self.root / "runs")
-        newest = (_publish.newest_revision(p, "run") for p in partitions if p.name.startswith("run_id="))
-        return sorted(p for p in newest if p is not None)
+    def _current_run_files(self) -> list[str]:
+        partitions = [f"runs/{name}" for name in self.location.names("runs") if name.startswith("run_id=")]
+        newest = (_publish.newest_revision(self.location, p, "run") for p in partitions)
+        return sorted(key for key in newest if key is not None)
 
     # -- items and scores -----------------------------------------------------------------------
 
@@ -158,75 +176,74 @@ class Store:
         requests: pa.Table | None = None,
         turns: pa.Table | None = None,
     ) -> None:
-        """Commit one batch: stage it whole, then publish it, items (the commit marker) last."""
-        batch = self._staging(run_id) / part
-        batch.mkdir(parents=True, exist_ok=True)
-        for dataset, table in (
-            ("requests", requests),
-            ("turns", turns),
-            ("scores", scores),
-            ("items", items),
-        ):
-            if table is not None and (table.num_rows or dataset == "items"):
-                _publish.stage(table, batch, dataset)
-        self._publish_batch(run_id, batch)
-
-    def _publish_batch(self, run_id: str, batch: Path) -> None:
-        """Rename a complete staged batch's files into their datasets, items last."""
-        for dataset in _BATCH_DATASETS:
-            staged = batch / f"{dataset}{_publish.STAGED}"
-            if staged.exists():
-                target = self._partition(dataset, run_id) / f"{batch.name}.parquet"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _publish.crash_point("publish", dataset)
-                # The part name is fresh (random), so the rename never replaces a file.
-                os.replace(staged, target)
-        shutil.rmtree(batch, ignore_errors=True)
+        """Commit one batch: its files published items (the commit marker) last — staged whole
+        then renamed in a local folder, PUT if absent on object storage."""
+        tables = [
+            (f"{self._partition(dataset, run_id)}/{part}.parquet", table)
+            for dataset, table in (
+                ("requests", requests),
+                ("turns", turns),
+                ("scores", scores),
+                ("items", items),
+            )
+            if table is not None and (table.num_rows or dataset == "items")
+        ]
+        self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
 
     def recover(self, run_id: str) -> dict[str, int]:
         """Finish what a killed writer of the run left: roll complete staged batches forward,
         incomplete ones back, and remove what an older Assay left in the partitions (temporary
-        files, parts without their items part). Call it holding the run's lease.
+        files) and parts without their items part. Call it holding the run's lease.
 
         Returns:
             how many batches were `published` and `discarded`, and `legacy` files removed.
         """
         counts = {"published": 0, "discarded": 0, "legacy": 0}
-        staging = self._staging(run_id)
-        for entry in _publish.listing(staging):
-            if entry.is_dir() and (entry / f"items{_publish.STAGED}").exists():
-                self._publish_batch(run_id, entry)
+        for batch, complete in self.location.staged_batches(self._staging(run_id)):
+            if complete:
+                part = batch.rsplit("/", 1)[-1]
+                finals = [(d, f"{self._partition(d, run_id)}/{part}.parquet") for d in _BATCH_DATASETS]
+                self.location.publish_staged(batch, finals)
                 counts["published"] += 1
-            elif entry.is_dir():
-                shutil.rmtree(entry)
+            else:
+                self.location.delete_tree(batch)
                 counts["discarded"] += 1
-            else:  # a record's staged file whose writer was killed before it was published
-                entry.unlink(missing_ok=True)
-        committed = {p.name for p in self._parts("items", run_id)} | {_CARRIED}
+        committed = self.part_names(run_id) | {_CARRIED}
         for dataset in _BATCH_DATASETS:
-            for path in _publish.listing(self._partition(dataset, run_id)):
-                orphan = dataset != "items" and path.name not in committed
-                if path.name.startswith(_LEGACY_TMP_PREFIX) or orphan:
-                    path.unlink(missing_ok=True)
+            partition = self._partition(dataset, run_id)
+            for name in self.location.names(partition):
+                orphan = dataset != "items" and name not in committed
+                if name.startswith(_LEGACY_TMP_PREFIX) or orphan:
+                    self.location.delete(f"{partition}/{name}")
                     counts["legacy"] += 1
         return counts
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run from every dataset. Its record goes first, so listings never show a run
-        whose items are half gone; the partitions are renamed into `.trash/` (atomic each), then
-        deleted. A deletion cut short leaves only trash and record-less partitions, which
+        whose items are half gone. In a local folder the partitions are renamed into `.trash/`
+        (atomic each), then deleted; on object storage the record's objects are deleted first,
+        then the rest. A deletion cut short leaves only record-less partitions (or trash), which
         `delete_run` of the same id finishes."""
-        trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
-        folders = {
-            dataset: self._partition(dataset, run_id)
-            for dataset in ("runs", "items", "scores", "requests", "turns", "artifacts", "leases")
-        }
-        for name, folder in {**folders, "staging": self._staging(run_id)}.items():
+        datasets = ("runs", "items", "scores", "requests", "turns", "artifacts", "leases")
+        if not isinstance(self.location, LocalFolder):
+            for key in [*(self._partition(d, run_id) for d in datasets), self._staging(run_id)]:
+                self.location.delete_tree(key)
+            return
+        trash = self.location.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
+        folders = {dataset: self.location.path(self._partition(dataset, run_id)) for dataset in datasets}
+        for name, folder in {**folders, "staging": self.location.path(self._staging(run_id))}.items():
             if folder.exists():
                 target = trash / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(folder, target)
-        shutil.rmtree(self.root / ".trash", ignore_errors=True)
+        shutil.rmtree(self.location.root / ".trash", ignore_errors=True)
+
+    def _local_root(self, what: str) -> Path:
+        if not isinstance(self.location, LocalFolder):
+            raise StoreError(
+                f"{what} are files in a local store; {self.location.url} is object storage (docs/storage.md)"
+            )
+        return self.location.root
 
     def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
         """The folder of one attempt's kept files (not created); item ids are quoted into one
@@ -236,48 +253,55 @@ class Store:
         # (`%` alone or before dots is no output of `quote`, so these cannot collide).
         if segment in {"", ".", ".."}:
             segment = "%" + "2E" * len(segment) if segment else "%"
-        return self._partition("artifacts", run_id) / segment / str(trial)
+        return self.artifacts_root / f"run_id={run_id}" / segment / str(trial)
 
     @property
     def artifacts_root(self) -> Path:
         """`<root>/artifacts`: the paths in `items.artifacts` are relative to it (they start with
-        the run's partition, so a rescore's rows still point at its source's files)."""
-        return self.root / "artifacts"
+        the run's partition, so a rescore's rows still point at its source's files). Local
+        stores only (`StoreError` on object storage: docs/storage.md)."""
+        return self._local_root("artifacts") / "artifacts"
 
     def run_sidecar(self, run_id: str, name: str) -> Path:
         """A run-level file in the run's artifacts partition, beside the attempt folders (not
         created). Its name starts with `@`, which no attempt folder can: item ids are
         percent-quoted there, and quoting never leaves an `@`. Deleted with the run."""
-        return self._partition("artifacts", run_id) / f"@{name}"
+        return self.artifacts_root / f"run_id={run_id}" / f"@{name}"
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch), once:
         `FileExistsError` if the run has it already."""
-        path = self._partition("requests", run_id) / _CARRIED
-        _publish.put(path, lambda staged: _publish.write_parquet(requests, staged), self._staging(run_id))
+        key = f"{self._partition('requests', run_id)}/{_CARRIED}"
+        if not self.location.create(key, requests, self._staging(run_id)):
+            raise FileExistsError(self.location.reader_path(key))
 
     def part_names(self, run_id: str, dataset: str = "items") -> set[str]:
         """The file names of one run's parts of `dataset` (temporary files excluded); an items
         part's name is the name of a committed batch."""
-        return {path.name for path in self._parts(dataset, run_id)}
+        return set(self._part_names(dataset, run_id))
 
     def remove_parts(self, run_id: str, names: set[str]) -> None:
         """Remove the batches named `names` from every dataset: the items part (the commit
         marker) first, so no reader sees the batch's items without its scores."""
         for dataset in ("items", "scores", "requests", "turns"):
             for name in names:
-                (self._partition(dataset, run_id) / name).unlink(missing_ok=True)
+                self.location.delete(f"{self._partition(dataset, run_id)}/{name}")
 
-    def _parts(self, dataset: str, run_id: str) -> list[Path]:
-        listing = _publish.listing(self._partition(dataset, run_id))
-        return [p for p in listing if p.suffix == ".parquet" and not p.name.startswith(_LEGACY_TMP_PREFIX)]
+    def _part_names(self, dataset: str, run_id: str) -> list[str]:
+        listing = self.location.names(self._partition(dataset, run_id))
+        return [n for n in listing if n.endswith(".parquet") and not n.startswith(_LEGACY_TMP_PREFIX)]
 
-    def _committed_parts(self, dataset: str, run_id: str) -> list[Path]:
+    def _parts(self, dataset: str, run_id: str, names: set[str] | None = None) -> list[str]:
+        """Keys of the run's parts of `dataset` (only those named `names`, when given)."""
+        partition = self._partition(dataset, run_id)
+        return [f"{partition}/{n}" for n in self._part_names(dataset, run_id) if names is None or n in names]
+
+    def _committed_parts(self, dataset: str, run_id: str) -> list[str]:
         """The run's parts of `dataset` whose batch is committed (its items part exists); for
         requests, the carried records too, first."""
-        committed = {p.name for p in self._parts("items", run_id)} | {_CARRIED}
-        parts = [p for p in self._parts(dataset, run_id) if p.name in committed]
-        return sorted(parts, key=lambda p: p.name != _CARRIED)
+        committed = self.part_names(run_id) | {_CARRIED}
+        parts = self._parts(dataset, run_id, committed)
+        return sorted(parts, key=lambda p: not p.endswith(f"/{_CARRIED}"))
 
     def done_keys(self, run_id: str, parts: set[str] | None = None) -> set[tuple[str, int]]:
         """(item_id, trial) of every item already committed for the run.
@@ -286,13 +310,12 @@ class Store:
             run_id: the run.
             parts: only these items parts (by file name); default every one.
         """
-        paths = [p for p in self._parts("items", run_id) if parts is None or p.name in parts]
-        frame = _read(_schema.ITEMS, paths, columns=["item_id", "trial"])
+        frame = self._read(_schema.ITEMS, self._parts("items", run_id, parts), columns=["item_id", "trial"])
         return set(zip(frame["item_id"].to_list(), frame["trial"].to_list(), strict=True))
 
     def run_items(self, run_id: str) -> pl.DataFrame:
         """All committed items of one run."""
-        return _read(_schema.ITEMS, self._parts("items", run_id))
+        return self._read(_schema.ITEMS, self._parts("items", run_id))
 
     def run_scores(self, run_id: str, kind: RowKind | None = RowKind.SCORE) -> pl.DataFrame:
         """The committed rows of one run's scores dataset: its scores, by default.
@@ -303,16 +326,16 @@ class Store:
                 `RowKind.GAUGE` (the gauges' rows) or None for both. Scores only by default, so
                 that no consumer takes a gauge for a scorer by forgetting a filter.
         """
-        frame = _read(_schema.SCORES, self._committed_parts("scores", run_id))
+        frame = self._read(_schema.SCORES, self._committed_parts("scores", run_id))
         return frame if kind is None else frame.filter(pl.col("kind") == kind.value)
 
     def run_turns(self, run_id: str) -> pl.DataFrame:
         """All committed session turns of one run (empty for a run without a policy or attempts)."""
-        return _read(_schema.TURNS, self._committed_parts("turns", run_id))
+        return self._read(_schema.TURNS, self._committed_parts("turns", run_id))
 
     def run_requests(self, run_id: str) -> pl.DataFrame:
         """All committed captured-request records of one run (a rescore's carried ones first)."""
-        return _read(_schema.REQUESTS, self._committed_parts("requests", run_id))
+        return self._read(_schema.REQUESTS, self._committed_parts("requests", run_id))
 
     # -- leaderboards and comparisons -------------------------------------------------------------
 
@@ -324,34 +347,49 @@ class Store:
                 [{**r, "revision": revision} for r in rows], schema=_schema.LEADERBOARDS
             )
 
-        folder = self.root / "leaderboards" / f"matrix_id={matrix_id}"
-        return _publish.write_revision(folder, "leaderboard", table, self._staging())
+        folder = f"leaderboards/matrix_id={matrix_id}"
+        return _publish.write_revision(self.location, folder, "leaderboard", table, self._staging())
 
     def write_comparison(self, comparison_id: str, table: pa.Table, document: str) -> None:
         """A comparison's rows (`comparison.parquet`) and its whole document (`comparison.json`),
         each written once under the comparison's fresh id."""
-        folder = self.root / "comparisons" / f"comparison_id={comparison_id}"
-        _publish.put(
-            folder / "comparison.parquet",
-            lambda staged: _publish.write_parquet(table, staged),
-            self._staging(),
+        folder = f"comparisons/comparison_id={comparison_id}"
+        for name, data in (("comparison.parquet", table), ("comparison.json", document.encode())):
+            if not self.location.create(f"{folder}/{name}", data, self._staging()):
+                raise FileExistsError(self.location.reader_path(f"{folder}/{name}"))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _read(
+        self, schema: pa.Schema, keys: list[str], *, hive: bool = False, columns: list[str] | None = None
+    ) -> pl.DataFrame:
+        """Parts of one dataset (by key) under today's schema (`read_parts`)."""
+        paths = [self.location.reader_path(key) for key in keys]
+        return read_parts(
+            schema, paths, hive=hive, columns=columns, storage_options=self.location.storage_options
         )
-        _publish.put(folder / "comparison.json", lambda staged: staged.write_text(document), self._staging())
 
     # -- the analyst's view -----------------------------------------------------------------------
 
     def _scan(self, dataset: str, pattern: str) -> pl.LazyFrame:
-        if not any((self.root / dataset).glob(f"run_id=*/{pattern}")):
+        prefix = pattern.split("*", 1)[0]
+        if not any(
+            name.startswith(prefix) and name.endswith(".parquet")
+            for partition in self.location.names(dataset)
+            if partition.startswith("run_id=")
+            for name in self.location.names(f"{dataset}/{partition}")
+        ):
             schema = pl.from_arrow(getattr(_schema, dataset.upper()).empty_table()).schema
             return pl.LazyFrame(schema={"run_id": pl.String, **schema})
         return _with_defaults(
             dataset,
             pl.scan_parquet(
-                str(self.root / dataset / "**" / pattern),
+                self.location.reader_path(f"{dataset}/**/{pattern}"),
                 schema=_polars_schema(getattr(_schema, dataset.upper())),
                 missing_columns="insert",
                 hive_partitioning=True,
                 hive_schema={"run_id": pl.String},
+                storage_options=self.location.storage_options,
             ),
         )
 
@@ -380,26 +418,32 @@ def _polars_schema(schema: pa.Schema) -> pl.Schema:
     return pl.from_arrow(schema.empty_table()).schema
 
 
-def _read(
-    schema: pa.Schema, parts: list[Path], *, hive: bool = False, columns: list[str] | None = None
+def read_parts(
+    schema: pa.Schema,
+    parts: list[str],
+    *,
+    hive: bool = False,
+    columns: list[str] | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """Parts of one dataset under today's schema: a column an older Assay did not write reads as
     null (or its default), so stores outlive schema additions.
 
     Args:
         schema: the dataset's schema.
-        parts: the files.
+        parts: the files (paths, or URLs readable with `storage_options`).
         hive: add the partition key `run_id` (from the path) as the first column.
         columns: only these columns (default: all).
+        storage_options: Polars' options for object-store URLs.
     """
     polars_schema = _polars_schema(schema)
     while parts:
         try:
-            return _read_files(schema, parts, hive=hive, columns=columns)
+            return _read_files(schema, parts, hive=hive, columns=columns, storage_options=storage_options)
         except FileNotFoundError:
             # Files never change once published, but deleting a run removes them: one gone since
             # the listing belonged to a run deleted meanwhile, which the answer leaves out.
-            present = [p for p in parts if p.exists()]
+            present = [p for p in parts if storage_options is not None or Path(p).exists()]
             if len(present) == len(parts):
                 raise
             parts = present
@@ -408,7 +452,12 @@ def _read(
 
 
 def _read_files(
-    schema: pa.Schema, parts: list[Path], *, hive: bool, columns: list[str] | None
+    schema: pa.Schema,
+    parts: list[str],
+    *,
+    hive: bool,
+    columns: list[str] | None,
+    storage_options: dict[str, str] | None,
 ) -> pl.DataFrame:
     polars_schema = _polars_schema(schema)
     dataset = next((name for name in _DATASETS if getattr(_schema, name.upper()) is schema), "")
@@ -418,6 +467,7 @@ def _read_files(
         missing_columns="insert",
         hive_partitioning=hive,
         hive_schema={"run_id": pl.String} if hive else None,
+        storage_options=storage_options,
     )
     lazy = _with_defaults(dataset, lazy)
     if hive:

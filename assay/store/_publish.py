@@ -1,23 +1,18 @@
 """How a file enters the store: written whole under a staging folder, then published under its
 final name in one step, never replaced (assay/store.py draws the protocol that builds on these).
 
-    listing(folder)                  a folder's entries; none if it is gone (a run deleted meanwhile)
-    stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole
-    put(final, write, staging)       write under `staging`, then link to `final` unless taken
-                                     (`assay._files.create_new`)
-    write_revision(folder, stem, …)  a record's next revision, `<stem>-<n>.parquet`, put-if-absent
-    newest_revision(folder, stem)    the file of a record's highest revision
+    stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole (local folders)
+    write_revision(location, …)      a record's next revision, `<stem>-<n>.parquet`, put-if-absent
+    newest_revision(location, …)     the key of a record's highest revision
 
 `ASSAY_FAULT_KILL` (tests only) SIGKILLs the process at a chosen write or publish: `fault`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -25,21 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assay._files import create_new
+from assay.store._location import STAGED, WRITING, Location, write_parquet
 
-WRITING, STAGED = ".writing", ".staged"
-
-
-def listing(folder: Path) -> list[Path]:
-    """The entries of `folder`, sorted; none if it does not exist (or no longer: a run deleted)."""
-    try:
-        return sorted(folder.iterdir())
-    except FileNotFoundError:
-        return []
-
-
-def write_parquet(table: pa.Table, path: Path) -> None:
-    pq.write_table(table, path, compression="zstd")
+__all__ = ["STAGED", "WRITING", "newest_revision", "revisions", "stage", "write_parquet", "write_revision"]
 
 
 def stage(table: pa.Table, batch: Path, dataset: str) -> None:
@@ -51,54 +34,45 @@ def stage(table: pa.Table, batch: Path, dataset: str) -> None:
     os.replace(writing, batch / f"{dataset}{STAGED}")
 
 
-def put(final: Path, write: Callable[[Path], None], staging: Path) -> None:
-    """Write a file under `staging`, then give it its final name unless a file has that name
-    already (put-if-absent: `FileExistsError`). A hard link publishes without replacing."""
-    if not create_new(final, write, temporary=staging / f"{uuid.uuid4().hex}{STAGED}"):
-        raise FileExistsError(final)
-
-
 _REVISION = re.compile(r"-(\d+)")
 
 
-def revision_of(path: Path, stem: str) -> int | None:
+def revision_of(name: str, stem: str) -> int | None:
     """`<stem>-<n>.parquet` is revision n; `<stem>.parquet`, from before revisions, is 0."""
-    if path.suffix != ".parquet" or not path.name.startswith(stem):
+    if not name.endswith(".parquet") or not name.startswith(stem):
         return None
-    rest = path.stem[len(stem) :]
+    rest = name[len(stem) : -len(".parquet")]
     if not rest:
         return 0
     match = _REVISION.fullmatch(rest)
     return int(match.group(1)) if match else None
 
 
-def revisions(folder: Path, stem: str) -> dict[int, Path]:
-    """The record's files in `folder` by revision."""
+def revisions(location: Location, folder: str, stem: str) -> dict[int, str]:
+    """The record's keys in `folder` by revision."""
     found = {}
-    for path in listing(folder):
-        revision = revision_of(path, stem)
+    for name in location.names(folder):
+        revision = revision_of(name, stem)
         if revision is not None:
-            found[revision] = path
+            found[revision] = f"{folder}/{name}"
     return found
 
 
-def newest_revision(folder: Path, stem: str) -> Path | None:
-    """The file of the record's highest revision in `folder`, or None."""
-    found = revisions(folder, stem)
+def newest_revision(location: Location, folder: str, stem: str) -> str | None:
+    """The key of the record's highest revision in `folder`, or None."""
+    found = revisions(location, folder, stem)
     return found[max(found)] if found else None
 
 
-def write_revision(folder: Path, stem: str, table: Callable[[int], pa.Table], staging: Path) -> int:
+def write_revision(
+    location: Location, folder: str, stem: str, table: Callable[[int], pa.Table], staging: str
+) -> int:
     """Write `table(n)` as `<stem>-<n>.parquet`, n one more than the newest revision: if another
-    writer took n meanwhile, the next one."""
+    writer took n meanwhile (put-if-absent), the next one."""
     while True:
-        revision = max(revisions(folder, stem), default=0) + 1
-        write = functools.partial(write_parquet, table(revision))
-        try:
-            put(folder / f"{stem}-{revision:06d}.parquet", write, staging)
-        except FileExistsError:
-            continue
-        return revision
+        revision = max(revisions(location, folder, stem), default=0) + 1
+        if location.create(f"{folder}/{stem}-{revision:06d}.parquet", table(revision), staging):
+            return revision
 
 
 # -- fault injection, for the tests of the commit protocol ------------------------------------------

@@ -1,6 +1,7 @@
 """Leases: one process drives a run at a time, and a process that lost its run stops.
 
-A run's lease is a log of small JSON records in `<store>/leases/run_id=<id>/`, numbered
+A run's lease is a log of small JSON records in `<store>/leases/run_id=<id>/` (a local folder or
+an object-store prefix: `Store.location`), numbered
 `000000000001.json`, `000000000002.json`, … The newest record says who drives the run: its holder
 (host, pid, Prefect flow run, a random token), its `generation` (the number of the record with
 which that holder took the run), when it was last `renewed` (wall time), its `ttl` and whether it
@@ -9,7 +10,7 @@ was `released`.
 Every write of the protocol *creates* a file that must not exist yet — a put-if-absent, which one
 writer alone can win. On a local folder that is `os.link` of a complete temporary file (it fails
 when the name exists, and no reader ever sees half a record); on object storage it is a PUT with
-`If-None-Match: *`. Nothing is renamed over, overwritten or locked.
+`If-None-Match: *` (answered 412 when the key exists: `assay/store/_location.py`). Nothing is renamed over, overwritten or locked.
 
 - **Acquire**: read the newest record, number n. If it is live — renewed less than its `ttl` ago,
   not released, not a process on this host that no longer exists, not an earlier attempt of this
@@ -60,7 +61,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from assay._files import put_if_absent
 from assay.errors import LeaseLostError, RunHeldError, StoreError
 from assay.store import Store
 
@@ -112,7 +112,9 @@ class Lease:
     def __init__(self, store: Store, run_id: str, flow_run_id: str | None = None) -> None:
         self.store = store
         self.run_id = run_id
-        self.folder = store.root / "leases" / f"run_id={run_id}"
+        self.folder = f"leases/run_id={run_id}"
+        self._location = store.location
+        self._staging = f".staging/run_id={run_id}"
         self.ttl = lease_ttl()
         self.holder = {
             "host": socket.gethostname(),
@@ -128,10 +130,7 @@ class Lease:
     # -- the log ------------------------------------------------------------------------------
 
     def _numbers(self, pattern: re.Pattern[str]) -> list[int]:
-        try:
-            names = os.listdir(self.folder)
-        except FileNotFoundError:
-            return []
+        names = self._location.names(self.folder)
         return sorted(int(match[1]) for name in names if (match := pattern.match(name)))
 
     def _newest(self) -> tuple[int, dict[str, Any]] | None:
@@ -140,9 +139,9 @@ class Lease:
             numbers = self._numbers(_RECORD)
             if not numbers:
                 return None
-            path = self.folder / f"{numbers[-1]:012d}.json"
+            path = f"{self.folder}/{numbers[-1]:012d}.json"
             try:
-                return numbers[-1], json.loads(path.read_bytes())
+                return numbers[-1], json.loads(self._location.read(path))
             except FileNotFoundError:
                 continue  # its holder renewed and pruned it since the listing: list again
             except ValueError as exc:
@@ -162,12 +161,16 @@ class Lease:
 
     def _append(self, number: int, *, released: bool = False) -> bool:
         """Create record `number` (a renewal or the release) and delete the records before it."""
-        if not put_if_absent(self.folder / f"{number:012d}.json", self._record(released=released)):
+        if not self._create(f"{number:012d}.json", self._record(released=released)):
             return False
         for older in self._numbers(_RECORD):
             if older < number:
-                (self.folder / f"{older:012d}.json").unlink(missing_ok=True)
+                self._location.delete(f"{self.folder}/{older:012d}.json")
         return True
+
+    def _create(self, name: str, data: bytes) -> bool:
+        """Put-if-absent of a file of the lease's log: a hard link, or `If-None-Match: *`."""
+        return self._location.create(f"{self.folder}/{name}", data, self._staging)
 
     def _ours(self, held: dict[str, Any]) -> bool:
         return held.get("token") == self.holder["token"]
@@ -190,7 +193,7 @@ class Lease:
         if newest is not None and self._live(newest[1]):
             raise RunHeldError(_held(self.run_id, newest[1]))
         self.generation = number + 1
-        if not put_if_absent(self.folder / f"{number + 1:012d}.json", self._record()):
+        if not self._create(f"{number + 1:012d}.json", self._record()):
             self.generation = 0
             winner = self._newest()
             raise RunHeldError(
@@ -250,7 +253,7 @@ class Lease:
         return f"part-{shard:05d}-g{self.generation:06d}-{uuid.uuid4().hex[:12]}"
 
     def _fence(self, generation: int) -> set[str]:
-        document = json.loads((self.folder / f"fence-{generation:012d}.json").read_bytes())
+        document = json.loads(self._location.read(f"{self.folder}/fence-{generation:012d}.json"))
         return set(document["accepted"])
 
     def take_over_parts(self) -> set[str]:
@@ -271,7 +274,7 @@ class Lease:
                 stale.add(name)
         self.store.remove_parts(self.run_id, stale)
         document = {"generation": self.generation, "accepted": sorted(accepted)}
-        put_if_absent(self.folder / f"fence-{self.generation:012d}.json", json.dumps(document).encode())
+        self._create(f"fence-{self.generation:012d}.json", json.dumps(document).encode())
         self.accepted = accepted | plain
         return self.accepted
 
