@@ -305,6 +305,15 @@ RUNS = _schema(
     ("capture_bytes", pa.int64(), "bytes of records the run holds"),
     ("capture_dropped", pa.int64(), "records dropped by the limits in the last execution"),
     ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
+    (
+        "rate_control",
+        pa.string(),
+        (
+            "the target endpoint's adaptive rate controller at the end of the last execution (JSON: "
+            "endpoint, ceiling, rpm, limit, responses, rate_limited, history {columns [t, limit, "
+            "in_flight, rate_limited], rows}); null for targets without one"
+        ),
+    ),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
 )
@@ -380,6 +389,7 @@ class RunRecord(TypedDict, total=False):
     capture_bytes: int | None
     capture_dropped: int | None
     wall_ms: float | None
+    rate_control: str | None
     assay_version: str
     prefect_flow_run_id: str | None
 

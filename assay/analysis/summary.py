@@ -101,6 +101,8 @@ class RunSummary(_Summary, total=False):
         caller_cost_usd: the cost the target's own code reported, summed; None if none did.
         wall_ms: the last execution's wall time.
         capture: the request sidecar's manifest, once `close_run` has recorded it.
+        rate_control: the endpoint's adaptive rate controller's state and history
+            (`assay.calls.rate.RateController.summary`); None for targets without one.
     """
 
     accounting: dict[str, Any]
@@ -220,6 +222,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         },
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
+        "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
     }
 
 
@@ -332,6 +335,7 @@ def close_run(
     capture: Recorder | None = None,
     stopped: RunStatus | None = None,
     error: str | None = None,
+    rate_control: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -344,6 +348,7 @@ def close_run(
         stopped: `cancelled` or `failed` when the execution stopped before the end: that is the
             run's status, and the planned items without a row are counted as `cancelled`.
         error: why it failed (status `failed`).
+        rate_control: the endpoint's rate controller's state and history (`assay.calls.rate`).
     """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
@@ -364,9 +369,12 @@ def close_run(
         **summary.pop("accounting"),
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
+        rate_control=json.dumps(rate_control) if rate_control is not None else None,
     )
     store.write_run(run_id, record)
-    summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())
+    summary.update(
+        status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns(), rate_control=rate_control
+    )
     if capture is not None:
         summary["capture"] = capture.manifest()
     return summary

@@ -15,13 +15,14 @@ ledger (a client used on its own) calls are neither budgeted nor recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -33,6 +34,9 @@ from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
+
+if TYPE_CHECKING:
+    from assay.calls.rate import RateController
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ class ChatClient:
         concurrency: the connection pool's width.
         cache: answer from (and fill) the store's response cache.
         on_response: called with every attempt's status and headers (`assay.calls.http`).
+        gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
+            slots, and it observes every attempt's status and headers.
     """
 
     def __init__(
@@ -81,8 +87,12 @@ class ChatClient:
         concurrency: int,
         cache: bool = False,
         on_response: ResponseHook | None = None,
+        gate: RateController | None = None,
     ) -> None:
         self._cache = cache
+        self._gate = gate
+        if gate is not None and on_response is None:
+            on_response = gate.observe
         self._url = URL(base_url.rstrip("/") + "/chat/completions")
         self._endpoint = Endpoint(f"openai:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
         self._policy = RetryPolicy(max_retries)
@@ -168,12 +178,15 @@ class ChatClient:
             except BudgetDenied:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
-        sent = time.perf_counter()
         session = self._session or self._open()
+        gate = self._gate if self._gate is not None else contextlib.nullcontext()
+        sent = time.perf_counter()
         try:
-            async with session.post(self._url, data=content, allow_redirects=False) as response:
-                status, headers, reason = response.status, response.headers, response.reason
-                raw = await response.read()
+            async with gate:
+                sent = time.perf_counter()
+                async with session.post(self._url, data=content, allow_redirects=False) as response:
+                    status, headers, reason = response.status, response.headers, response.reason
+                    raw = await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             # The request may have reached the provider and been billed: its cost is unknown.
             self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))

@@ -30,9 +30,13 @@ own, or the one under httpx's) and a *connection* error otherwise (refused, rese
 Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
 it was retryable and the provider's request id.
 
+A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `max_retries`, up to
+`MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the item): a rate limit costs
+time, never items.
+
 Rate control plugs in at `Endpoint.on_response`: a hook called with every attempt's status and
-headers (`None` and no headers for a transport failure), where an adaptive per-endpoint controller
-can read 429s, `Retry-After` and `x-ratelimit-*`. None is built yet.
+headers (`None` and no headers for a transport failure), where the adaptive per-endpoint
+controller (`assay.calls.rate`) reads 429s, `Retry-After` and `x-ratelimit-*`.
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ def _usable_url(url: str) -> str:
 HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
 
 RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429, *range(500, 600)})
+# A rate limit's refusals (429, and Anthropic's 529 "overloaded") are retried without counting
+# against `max_retries`, up to this many: a rate limit costs time, never items.
+RATE_LIMIT_STATUSES: frozenset[int] = frozenset({429, 529})
+MAX_RATE_LIMITED_RETRIES = 50
 MAX_RETRY_AFTER_S = 60.0
 _MAX_MESSAGE = 300
 # OpenAI sends `x-request-id`, Anthropic `request-id`.
@@ -288,8 +296,18 @@ class RetryPolicy:
             pending: AttemptFailed | None = first
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+        limited = [0]  # rate-limit refusals so far: retried beyond `max_retries` (module docstring)
+
+        def stop(state: RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, AttemptFailed) and exc.failure.http_status in RATE_LIMIT_STATUSES:
+                limited[0] += 1
+                if limited[0] <= MAX_RATE_LIMITED_RETRIES:
+                    return False
+            return stop_after_attempt(self.max_retries + 1 + min(limited[0], MAX_RATE_LIMITED_RETRIES))(state)
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1),
+            stop=stop,
             retry=retry_if_exception(lambda e: isinstance(e, AttemptFailed) and e.again),
             wait=_wait,
             reraise=True,

@@ -131,6 +131,15 @@ def print_summary(summary: dict[str, Any]) -> None:
         + " · ".join(f"{k} {_fmt(duration[k], 1)}" for k in ("mean", "p50", "p95", "max"))
         + (f" · wall {wall / 1000:.2f} s" if wall else "")
     )
+    rate = summary.get("rate_control")
+    if rate and rate["rate_limited"]:
+        rows = rate["history"]["rows"]
+        lowest = min((row[1] for row in rows), default=rate["limit"])
+        console.print(
+            f"rate control ({rate['endpoint']}): {rate['rate_limited']} of {rate['responses']} answers "
+            f"rate-limited; window {_fmt(lowest, 1)}..{_fmt(rate['limit'], 1)} of {rate['ceiling']}"
+            + (f", paced to {rate['rpm']:g} rpm" if rate.get("rpm") else "")
+        )
 
 
 def print_runs(runs: pl.DataFrame) -> None:

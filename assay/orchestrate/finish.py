@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from assay.analysis.summary import close_run
+from assay.calls.rate import rate_history
 from assay.errors import LeaseLostError, describe
 from assay.outcomes import RunStatus
 from assay.run.plan import RunPlan, mark_failed
@@ -62,6 +63,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
                 capture=plan.capture,
                 stopped=status,
                 error=error,
+                rate_control=rate_history(plan.spec.target),
             )
         except Exception as exc:
             # Even summarising failed (the store itself, most likely): say so, if that can be written.

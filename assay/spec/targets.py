@@ -23,6 +23,16 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ENV_UNWRITABLE = ("\n", "\r", "\x00")
 
 
+class RateLimits(StrictModel):
+    """An endpoint's known limits (`assay/calls/rate.py`): calls are paced to stay under them.
+
+    Args:
+        rpm: requests per minute.
+    """
+
+    rpm: float = Field(gt=0, strict=True)
+
+
 class OpenAITarget(StrictModel):
     """Any OpenAI-compatible chat-completions endpoint.
 
@@ -38,6 +48,8 @@ class OpenAITarget(StrictModel):
             `assay.calls.http`), a timeout or a connection error.
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
+        rate_limits: `{rpm}`: pace calls to this endpoint and model to at most that many a minute
+            (the adaptive controller handles the rest: `assay/calls/rate.py`).
     """
 
     kind: Literal["openai"]
@@ -51,6 +63,7 @@ class OpenAITarget(StrictModel):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
+    rate_limits: RateLimits | None = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
@@ -263,7 +276,6 @@ class ContainerTarget(StrictModel):
 TargetSpec = Annotated[
     OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
 ]
-
 
 
 TARGET_KINDS = sorted(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from assay.calls.chat import ChatClient
+from assay.calls.rate import controller_for
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult, render
@@ -19,7 +20,7 @@ class OpenAIKind(TargetKind[OpenAITarget]):
 
     name = "openai"
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "cache"}
+        {"base_url", "api_key_env", "timeout", "max_retries", "cache", "rate_limits"}
     )
 
     def item_problems(self, spec: OpenAITarget, items: list[Item], where: str) -> list[str]:
@@ -62,6 +63,9 @@ class OpenAIChatTarget:
     def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int) -> None:
         self._spec = spec
         self._seed = seed
+        # Every attempt passes the endpoint's adaptive controller, shared by the process's runs.
+        rpm = spec.rate_limits.rpm if spec.rate_limits is not None else None
+        self.rate_controller = controller_for(spec.base_url, spec.model, concurrency, rpm=rpm)
         self._client = ChatClient(
             spec.base_url,
             api_key_env=spec.api_key_env,
@@ -69,6 +73,7 @@ class OpenAIChatTarget:
             max_retries=spec.max_retries,
             concurrency=concurrency,
             cache=bool(spec.cache),
+            gate=self.rate_controller,
         )
 
     def request_body(

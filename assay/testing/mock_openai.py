@@ -39,6 +39,9 @@ Endpoints
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 
+    - `rate_limits` (object or null): `{rpm, tpm, max_in_flight}` enforced with token buckets;
+      over a limit: 429 with `Retry-After` and `x-ratelimit-*` headers (assay/testing/rate_limit.py).
+
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},
     {"status": 500}, {"delay_ms": 5000}]}`
@@ -87,10 +90,11 @@ from typing import Any
 from aiohttp import web
 
 from assay.testing._background import BackgroundServer, listen
+from assay.testing.rate_limit import RateLimits
 
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
-_CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults"})
+_CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults", "rate_limits"})
 _FAULT_KEYS = frozenset(
     {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code"}
 )
@@ -271,6 +275,7 @@ class MockOpenAI:
         self._answers: dict[str, str] = {}
         self._echo = True
         self._faults: list[Fault] = []
+        self._limits: RateLimits | None = None
         self._next_id = 0
         self._requests = 0
         self._by_status: collections.Counter[int] = collections.Counter()
@@ -310,6 +315,8 @@ class MockOpenAI:
             if not isinstance(settings["faults"], list):
                 raise TypeError(f"faults must be a list, got {settings['faults']!r}")
             self._faults = [Fault.from_dict(raw) for raw in settings["faults"]]
+        if "rate_limits" in settings:
+            self._limits = RateLimits.parse(settings["rate_limits"])
         self._latency_ms = latency_ms
         self._answers = dict(answers)
         self._echo = echo
@@ -322,6 +329,7 @@ class MockOpenAI:
             "answers": dict(self._answers),
             "echo": self._echo,
             "faults": [fault.to_dict() for fault in self._faults],
+            "rate_limits": self._limits.to_dict() if self._limits is not None else None,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -395,6 +403,31 @@ class MockOpenAI:
             return _error_response(400, "body must be a JSON object with a list of messages", request_id)
         self._bodies.append(body)
 
+        if self._limits is not None:  # assay/testing/rate_limit.py
+            prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
+            wait, limit_headers = self._limits.admit(prompt_tokens)
+            if wait is not None:
+                self._by_status[429] += 1
+                refused = _error_response(
+                    429,
+                    "mock rate limit reached",
+                    request_id,
+                    kind="rate_limit_exceeded",
+                    retry_after=round(wait, 3),
+                )
+                refused.headers.update(limit_headers)
+                return refused
+            try:
+                reply = await self._answer(request, body, messages, request_id)
+            finally:
+                self._limits.release()
+            reply.headers.update(limit_headers)
+            return reply
+        return await self._answer(request, body, messages, request_id)
+
+    async def _answer(
+        self, request: web.Request, body: Any, messages: list[dict[str, Any]], request_id: str
+    ) -> web.StreamResponse:
         last_user = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
         fault = self._take_fault(last_user) if self._faults else None
         status = fault.status if fault is not None and fault.status is not None else 200

@@ -1,0 +1,150 @@
+"""The adaptive rate controller (assay/calls/rate.py) and the mock's token-bucket mode, against a
+real mock server on 127.0.0.1 that enforces requests per minute with 429 + Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from assay.calls.rate import START_WINDOW, RateController, reset_seconds
+from assay.cli import main
+from assay.store import Store
+from assay.testing.mock_openai import MockOpenAIServer
+from tests.conftest import openai_spec
+
+
+def _chat(client: httpx.Client, base_url: str) -> httpx.Response:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi there"}]}
+    return client.post(f"{base_url}/chat/completions", json=body)
+
+
+def test_the_mock_enforces_rpm_with_a_token_bucket_and_says_when_to_come_back():
+    with MockOpenAIServer() as mock, httpx.Client() as client:
+        mock.configure(rate_limits={"rpm": 60})  # one a second, a bucket of one
+        first = _chat(client, mock.base_url)
+        assert first.status_code == 200
+        assert first.headers["x-ratelimit-limit-requests"] == "60"
+        assert first.headers["x-ratelimit-remaining-requests"] == "0"
+        refused = _chat(client, mock.base_url)
+        assert refused.status_code == 429
+        assert 0 < float(refused.headers["retry-after"]) <= 1.0
+        assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+        assert refused.json()["error"]["type"] == "rate_limit_exceeded"
+        assert mock.stats()["by_status"] == {"200": 1, "429": 1}
+        mock.configure(rate_limits=None)
+        assert _chat(client, mock.base_url).status_code == 200
+
+
+def test_the_mock_refuses_bad_rate_limits():
+    with MockOpenAIServer() as mock:
+        with pytest.raises(ValueError, match="rate_limits.rpm"):
+            mock.configure(rate_limits={"rpm": 0})
+        with pytest.raises(ValueError, match="keys among"):
+            mock.configure(rate_limits={"rps": 3})
+
+
+def test_slow_start_then_halving_on_a_429_and_a_pause_until_retry_after():
+    async def scenario() -> None:
+        controller = RateController("e m", ceiling=32)
+        assert controller.limit == START_WINDOW
+        for _ in range(10):
+            controller.observe(200, {})
+        assert controller.limit == START_WINDOW + 10  # slow start: one slot per success
+        for _ in range(3):  # three calls in flight when the first refusal comes
+            await controller.__aenter__()
+        controller.observe(429, {"retry-after": "0.3"})
+        assert controller.limit == (START_WINDOW + 10) / 2 and controller.rate_limited == 1
+        controller.observe(429, {"retry-after": "0.3"})  # one of those three: no new news
+        assert controller.limit == (START_WINDOW + 10) / 2
+        for _ in range(3):
+            await controller.__aexit__()
+        controller.observe(429, {"retry-after": "0.3"})  # the second of the three
+        assert controller.limit == (START_WINDOW + 10) / 2
+        controller.observe(429, {"retry-after": "0.3"})  # all three answered: a new refusal halves
+        assert controller.limit == (START_WINDOW + 10) / 4
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with controller:
+            waited = loop.time() - started
+        assert waited >= 0.25, "no call was sent before Retry-After had passed"
+        before = controller.limit
+        controller.observe(200, {})
+        assert before < controller.limit < before + 1  # past slow start: gentle increase
+        grown = controller.limit
+        controller.observe(200, {"x-ratelimit-remaining-requests": "0"})
+        assert controller.limit == grown  # the account is used up: held, not grown
+        summary = controller.summary()
+        assert summary["rate_limited"] == 4 and summary["history"]["rows"]
+
+    asyncio.run(scenario())
+
+
+def test_the_window_bounds_calls_in_flight():
+    async def scenario() -> int:
+        controller = RateController("e m", ceiling=2)
+        peak = 0
+
+        async def call() -> None:
+            nonlocal peak
+            async with controller:
+                peak = max(peak, controller.in_flight)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(call() for _ in range(20)))
+        return peak
+
+    assert asyncio.run(scenario()) == 2
+
+
+def test_reset_durations_read_as_openai_writes_them():
+    assert reset_seconds("1s") == 1.0
+    assert reset_seconds("6m0s") == 360.0
+    assert reset_seconds("20ms") == 0.02
+    assert reset_seconds("0.5") == 0.5
+    assert reset_seconds("soon") is None and reset_seconds(None) is None
+
+
+def test_a_rate_limited_endpoint_costs_time_never_items(tmp_path, capsys):
+    """60 items at concurrency 16 against 50 ms replies would ask ~300 requests a second of an
+    endpoint allowing 20: every item completes, few calls are refused, and the controller's
+    history is stored with the run and shown."""
+    with MockOpenAIServer(latency_ms=50) as mock:
+        mock.configure(rate_limits={"rpm": 1200})
+        spec = openai_spec(tmp_path, mock.base_url, n=60, concurrency=16)
+        store = tmp_path / "store"
+        assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        stats = mock.stats()
+    assert summary["items"]["completed"] == 60 and summary["items"]["failed"] == 0
+    refused = stats["by_status"].get("429", 0)
+    assert refused <= 0.2 * stats["requests"], stats["by_status"]
+    record = Store(store).read_run(summary["run_id"])
+    stored = json.loads(record["rate_control"])
+    assert stored["ceiling"] == 16 and stored["rate_limited"] == refused
+    assert stored["history"]["columns"] == ["t", "limit", "in_flight", "rate_limited"]
+    assert main(["show", summary["run_id"], "--store", str(store)]) == 0
+    shown = capsys.readouterr().out
+    assert ("rate control" in shown) == (refused > 0)
+    assert main(["show", summary["run_id"], "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rate_control"]["responses"] == stats["requests"]
+
+
+def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):
+    with MockOpenAIServer() as mock:
+        mock.configure(rate_limits={"rpm": 600})
+        target = {
+            "kind": "openai",
+            "base_url": mock.base_url,
+            "model": "paced",
+            "prompt": "{question}",
+            "rate_limits": {"rpm": 540},
+        }
+        spec = openai_spec(tmp_path, mock.base_url, n=20, concurrency=8, target=target)
+        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        stats = mock.stats()
+    assert summary["items"]["completed"] == 20
+    assert stats["by_status"] == {"200": 20}, "paced under the server's limit: nothing refused"
