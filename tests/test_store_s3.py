@@ -9,6 +9,7 @@ every item and score exactly once; and the analysts' reads (Polars with `storage
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from assay.errors import InputError, RunHeldError
 from assay.store import Store
 from assay.store.lease import Lease
 from assay.testing.s3 import S3Server
-from tests.conftest import openai_spec, run_assay
+from tests.conftest import REPO, openai_spec, run_assay
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +210,22 @@ def test_sigkill_between_puts_of_a_batch_then_resume_commits_every_row_once(s3, 
     assert store.part_names(run_id, "scores") == store.part_names(run_id, "items")
     everything = pl.read_parquet(f"{url}/scores/**/*.parquet", storage_options=store.location.storage_options)
     assert everything.filter(pl.col("kind") == "score").height == 200
+
+
+def test_the_analysts_s3_snippet_runs_against_the_bucket(s3, request, tmp_path, mock, capsys):
+    """docs/analysts.md's `python s3` block, with its STORE pointed at this test's prefix."""
+    url = _url(s3, request)
+    spec = openai_spec(tmp_path, mock.base_url, n=6)
+    run = cli(capsys, "run", str(spec), "--store", url)
+    text = (REPO / "docs" / "analysts.md").read_text()
+    (code,) = re.findall(r"```python s3\n(.*?)```", text, flags=re.DOTALL)
+    assert 'STORE = "s3://evals/assay"' in code
+    scope: dict = {}
+    code = code.replace('"s3://evals/assay"', repr(url))
+    exec(compile(code, "docs/analysts.md", "exec"), scope)  # noqa: S102 - the repo's own doc, on purpose
+    result = scope["result"]
+    assert result["run_id"].to_list() == [run["run_id"]] * 2
+    assert result["n"].to_list() == [6, 6]
 
 
 def test_comparison_and_carried_requests_are_written_once(s3, request):

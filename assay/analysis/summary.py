@@ -65,6 +65,7 @@ class _Summary(TypedDict):
     budget: BudgetColumns
     caller_cost_usd: float | None
     wall_ms: float | None
+    rate_control: dict[str, Any] | None
 
 
 # `total=False` for the keys only some summaries have (`NotRequired` is not seen at run time

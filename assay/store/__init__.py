@@ -49,8 +49,8 @@ between two renames of the publish step (microseconds) leaves a scores, requests
 without its items part until the run resumes. Our readers read only parts whose items part exists;
 analysts keep to finished runs or join scores to items (docs/schema.md).
 
-The file steps (staging, put-if-absent, revisions, the tests' fault injection) are in
-`assay/store/_publish.py`.
+The file steps (staging, the tests' fault injection) are in `assay/store/_publish.py`, where the
+bytes live (a folder or a bucket; put-if-absent) in `_location.py`, revisions in `_revisions.py`.
 
 On object storage (`s3://bucket/prefix`: no rename; a PUT is atomic; conditional writes exist) the
 same guarantees hold without a staging step (`assay/store/_location.py`, docs/storage.md): a batch's
@@ -76,7 +76,7 @@ import pyarrow as pa
 from assay import _schema
 from assay.errors import RunNotFoundError, StoreError
 from assay.outcomes import RowKind
-from assay.store import _publish
+from assay.store import _revisions
 from assay.store._location import LocalFolder, ObjectPrefix, open_location
 
 DEFAULT_ROOT = "assay-store"
@@ -142,13 +142,13 @@ class Store:
         def table(revision: int) -> pa.Table:
             return pa.Table.from_pylist([{**record, "revision": revision}], schema=_schema.RUNS)
 
-        return _publish.write_revision(
+        return _revisions.write_revision(
             self.location, self._partition("runs", run_id), "run", table, self._staging(run_id)
         )
 
     def read_run(self, run_id: str) -> _schema.RunRecord:
         """A run's current record; `RunNotFoundError` if the store has no such run."""
-        key = _publish.newest_revision(self.location, self._partition("runs", run_id), "run")
+        key = _revisions.newest_revision(self.location, self._partition("runs", run_id), "run")
         rows = self._read(_schema.RUNS, [key]).to_dicts() if key is not None else []
         if not rows:  # none, or deleted since the listing
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
@@ -162,7 +162,7 @@ class Store:
 
     def _current_run_files(self) -> list[str]:
         partitions = [f"runs/{name}" for name in self.location.names("runs") if name.startswith("run_id=")]
-        newest = (_publish.newest_revision(self.location, p, "run") for p in partitions)
+        newest = (_revisions.newest_revision(self.location, p, "run") for p in partitions)
         return sorted(key for key in newest if key is not None)
 
     # -- items and scores -----------------------------------------------------------------------
@@ -348,7 +348,7 @@ class Store:
             )
 
         folder = f"leaderboards/matrix_id={matrix_id}"
-        return _publish.write_revision(self.location, folder, "leaderboard", table, self._staging())
+        return _revisions.write_revision(self.location, folder, "leaderboard", table, self._staging())
 
     def write_comparison(self, comparison_id: str, table: pa.Table, document: str) -> None:
         """A comparison's rows (`comparison.parquet`) and its whole document (`comparison.json`),

@@ -32,18 +32,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assay._files import create_new, write_atomic
 from assay.errors import InputError, StoreError
+from assay.store import _publish
+from assay.store._publish import STAGED, write_parquet
 
-WRITING, STAGED = ".writing", ".staged"
 ENDPOINT_ENV = "ASSAY_S3_ENDPOINT"
-
-
-def write_parquet(table: pa.Table, path: Path | io.BytesIO) -> None:
-    """One table as one Parquet file (zstd), the store's only way to write one."""
-    pq.write_table(table, path, compression="zstd")
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -162,8 +157,6 @@ class LocalFolder:
         return str(self.path(key))
 
     def commit_batch(self, tables: Sequence[tuple[str, pa.Table]], staging: str) -> None:
-        from assay.store import _publish  # the fault injection of the tests
-
         batch = self.path(staging)
         batch.mkdir(parents=True, exist_ok=True)
         for final, table in tables:
@@ -181,8 +174,6 @@ class LocalFolder:
         return found
 
     def publish_staged(self, batch: str, finals: Sequence[tuple[str, str]]) -> None:
-        from assay.store import _publish
-
         folder = self.path(batch)
         for name, final in finals:
             staged = folder / f"{name}{STAGED}"
@@ -286,8 +277,6 @@ class ObjectPrefix:
         return f"{self.url}/{key}"
 
     def commit_batch(self, tables: Sequence[tuple[str, pa.Table]], staging: str) -> None:
-        from assay.store import _publish
-
         for final, table in tables:
             _publish.crash_point("publish", _staged_name(final))
             if not self.create(final, table, staging):

@@ -1,28 +1,31 @@
 """How a file enters the store: written whole under a staging folder, then published under its
 final name in one step, never replaced (assay/store.py draws the protocol that builds on these).
 
+    write_parquet(table, path)       a table as a Parquet file
     stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole (local folders)
-    write_revision(location, …)      a record's next revision, `<stem>-<n>.parquet`, put-if-absent
-    newest_revision(location, …)     the key of a record's highest revision
+
+Revisions of records (put-if-absent on either kind of location) are in `_revisions.py`.
 
 `ASSAY_FAULT_KILL` (tests only) SIGKILLs the process at a chosen write or publish: `fault`.
 """
 
 from __future__ import annotations
 
+import io
 import os
-import re
 import signal
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assay.store._location import STAGED, WRITING, Location, write_parquet
+WRITING, STAGED = ".writing", ".staged"
 
-__all__ = ["STAGED", "WRITING", "newest_revision", "revisions", "stage", "write_parquet", "write_revision"]
+
+def write_parquet(table: pa.Table, path: Path | io.BytesIO) -> None:
+    """One table as one Parquet file (zstd), the store's only way to write one."""
+    pq.write_table(table, path, compression="zstd")
 
 
 def stage(table: pa.Table, batch: Path, dataset: str) -> None:
@@ -32,47 +35,6 @@ def stage(table: pa.Table, batch: Path, dataset: str) -> None:
         die_midway(table, writing)
     write_parquet(table, writing)
     os.replace(writing, batch / f"{dataset}{STAGED}")
-
-
-_REVISION = re.compile(r"-(\d+)")
-
-
-def revision_of(name: str, stem: str) -> int | None:
-    """`<stem>-<n>.parquet` is revision n; `<stem>.parquet`, from before revisions, is 0."""
-    if not name.endswith(".parquet") or not name.startswith(stem):
-        return None
-    rest = name[len(stem) : -len(".parquet")]
-    if not rest:
-        return 0
-    match = _REVISION.fullmatch(rest)
-    return int(match.group(1)) if match else None
-
-
-def revisions(location: Location, folder: str, stem: str) -> dict[int, str]:
-    """The record's keys in `folder` by revision."""
-    found = {}
-    for name in location.names(folder):
-        revision = revision_of(name, stem)
-        if revision is not None:
-            found[revision] = f"{folder}/{name}"
-    return found
-
-
-def newest_revision(location: Location, folder: str, stem: str) -> str | None:
-    """The key of the record's highest revision in `folder`, or None."""
-    found = revisions(location, folder, stem)
-    return found[max(found)] if found else None
-
-
-def write_revision(
-    location: Location, folder: str, stem: str, table: Callable[[int], pa.Table], staging: str
-) -> int:
-    """Write `table(n)` as `<stem>-<n>.parquet`, n one more than the newest revision: if another
-    writer took n meanwhile (put-if-absent), the next one."""
-    while True:
-        revision = max(revisions(location, folder, stem), default=0) + 1
-        if location.create(f"{folder}/{stem}-{revision:06d}.parquet", table(revision), staging):
-            return revision
 
 
 # -- fault injection, for the tests of the commit protocol ------------------------------------------

@@ -329,7 +329,8 @@ class MockOpenAI:
             "answers": dict(self._answers),
             "echo": self._echo,
             "faults": [fault.to_dict() for fault in self._faults],
-            "rate_limits": self._limits.to_dict() if self._limits is not None else None,
+            # Only when set: a mock without limits reads as it always did.
+            **({"rate_limits": self._limits.to_dict()} if self._limits is not None else {}),
         }
 
     def stats(self) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Records that change, as revisions: `<stem>-<n>.parquet`, each created put-if-absent, so two
+writers never take one number (the second takes the next; see `assay/store/__init__.py`).
+
+    write_revision(location, …)      a record's next revision
+    newest_revision(location, …)     the key of a record's highest revision
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from assay.store._location import Location
+
+_REVISION = re.compile(r"-(\d+)")
+
+
+def revision_of(name: str, stem: str) -> int | None:
+    """`<stem>-<n>.parquet` is revision n; `<stem>.parquet`, from before revisions, is 0."""
+    if not name.endswith(".parquet") or not name.startswith(stem):
+        return None
+    rest = name[len(stem) : -len(".parquet")]
+    if not rest:
+        return 0
+    match = _REVISION.fullmatch(rest)
+    return int(match.group(1)) if match else None
+
+
+def revisions(location: Location, folder: str, stem: str) -> dict[int, str]:
+    """The record's keys in `folder` by revision."""
+    found = {}
+    for name in location.names(folder):
+        revision = revision_of(name, stem)
+        if revision is not None:
+            found[revision] = f"{folder}/{name}"
+    return found
+
+
+def newest_revision(location: Location, folder: str, stem: str) -> str | None:
+    """The key of the record's highest revision in `folder`, or None."""
+    found = revisions(location, folder, stem)
+    return found[max(found)] if found else None
+
+
+def write_revision(
+    location: Location, folder: str, stem: str, table: Callable[[int], pa.Table], staging: str
+) -> int:
+    """Write `table(n)` as `<stem>-<n>.parquet`, n one more than the newest revision: if another
+    writer took n meanwhile (put-if-absent), the next one."""
+    while True:
+        revision = max(revisions(location, folder, stem), default=0) + 1
+        if location.create(f"{folder}/{stem}-{revision:06d}.parquet", table(revision), staging):
+            return revision
