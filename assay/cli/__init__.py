@@ -258,9 +258,14 @@ def _run_flow(orchestrated: bool) -> Any:
 
 
 def _rescore_flow(orchestrated: bool) -> Any:
-    from flows.rescore import rescore_run
+    """`assay-rescore` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    if orchestrated:
+        from flows.rescore import rescore_run
 
-    return rescore_run if orchestrated else rescore_run.fn
+        return rescore_run
+    from assay.orchestrate.rescore import drive_rescore
+
+    return drive_rescore
 
 
 def _run(args: argparse.Namespace) -> int:

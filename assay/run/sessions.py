@@ -7,7 +7,7 @@ same conversation (an `openai` target sends the messages so far, an `http_agent`
 a `python` target receives `history`). Without a policy an attempt is one `start` with the item's
 prompt. Every prompt is recorded as a row of the `turns` dataset.
 
-    SessionRunner.run(item, trial)          one item x trial: up to `attempts` attempts, the best kept
+    SessionItems(item, trial)               one item x trial: up to `attempts` attempts, the best kept
     ├── _Attempt                            one attempt: its session, driven, then scored
     │   └── drive(session, policy)          the policy over the session -> the attempt's TargetResult
     └── best_attempt / attempt_passes       which attempt is kept, and when to stop early
@@ -35,37 +35,28 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger, measuring
 from assay.calls.capture import Scope
 from assay.errors import BudgetDenied, SessionError, TargetFailure
-from assay.outcomes import (
-    TOKEN_KINDS,
-    BudgetClosedBy,
-    FailureKind,
-    ItemOutcome,
-    ScorerOutcome,
-    SpendKind,
-    TurnMethod,
-    token_column,
-)
-from assay.run.execute import (
+from assay.outcomes import TOKEN_KINDS, FailureKind, ItemOutcome, ScorerOutcome, TurnMethod, token_column
+from assay.run.admit import Gate
+from assay.run.rows import (
     Finished,
-    _captured,
-    _completed_row,
-    _failed_row,
-    _json,
-    _skipped_row,
-    _stopped_row,
+    ItemRow,
+    ScoreRow,
+    TurnRow,
+    captured,
+    completed_row,
     gauge_values,
+    skipped_row,
+    to_json,
 )
+from assay.run.scoring import Scoring
 from assay.spec.dataset import Item
 from assay.targets import SessionState, SessionTarget, TargetResult
 from evaluators._imports import import_callable
-
-if TYPE_CHECKING:
-    from assay.run.execute import Executor
 
 Policy = Callable[["Session"], Awaitable[Any]]
 
@@ -344,7 +335,7 @@ def _policy_failure(message: str, kind: FailureKind) -> TargetFailure:
 # -- attempts ---------------------------------------------------------------------------------
 
 
-def attempt_passes(score_rows: list[dict[str, Any]]) -> bool:
+def attempt_passes(score_rows: list[ScoreRow]) -> bool:
     """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
     not skip the item scored 1 (a failed scorer is not a pass)."""
     judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
@@ -356,14 +347,14 @@ class _Attempt:
     """One attempt: its item row (outcome, output, failure), scores, spend and turns."""
 
     number: int
-    row: dict[str, Any]
+    row: ItemRow
     session: Session | None = None
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[ScoreRow] = field(default_factory=list)
     generation: Accounting = field(default_factory=Accounting)
     judging: list[Accounting] = field(default_factory=list)
     scopes: list[Scope | None] = field(default_factory=list)
     passed: bool = False
-    queued_ms: float = 0.0
+    queued_ms: float | None = None
     result: TargetResult | None = None
 
     @property
@@ -388,22 +379,27 @@ def best_attempt(attempts: list[_Attempt]) -> _Attempt:
     return attempts[-1]
 
 
-class SessionRunner:
-    """Runs items as managed sessions for an `Executor` (a spec with a policy or attempts).
+class SessionItems:
+    """Each item as managed sessions (a spec with a policy or attempts): every attempt admitted
+    by the run's gate, its answer the policy's, scored by the run's scorers.
 
     Args:
-        executor: the executor whose plan, target, limiter and scorers it uses.
+        target: the open target.
+        gate: the run's gate.
+        scoring: the run's scorers.
     """
 
-    def __init__(self, executor: Executor) -> None:
-        self._ex = executor
-        spec = executor.plan.spec
+    def __init__(self, target: SessionTarget, gate: Gate, scoring: Scoring) -> None:
+        self._target = target
+        self._gate = gate
+        self._scoring = scoring
+        plan = gate.plan
         self._policy: Policy | None = (
-            import_callable(spec.policy, search_path=str(executor.plan.spec_dir)) if spec.policy else None
+            import_callable(plan.spec.policy, search_path=str(plan.spec_dir)) if plan.spec.policy else None
         )
-        self._attempts = spec.attempts
+        self._attempts = plan.spec.attempts
 
-    async def run(self, item: Item, trial: int) -> Finished:
+    async def __call__(self, item: Item, trial: int) -> Finished:
         """Up to `attempts` attempts of one item x trial, stopping at one that passes; returns the
         best attempt's item and score rows (spend and tokens of every attempt) and every turn."""
         attempts: list[_Attempt] = []
@@ -417,89 +413,71 @@ class SessionRunner:
                 ItemOutcome.BUDGET_INTERRUPTED,
             ):
                 break
-        return self._finished(attempts)
+        return _finished(attempts)
 
     async def _attempt(self, item: Item, trial: int, number: int) -> _Attempt | None:
-        ex, plan = self._ex, self._ex.plan
-        budget = plan.budget
-        waited = time.perf_counter()
-        async with ex.limiter:
-            started_at = datetime.now(UTC)
-            started = time.perf_counter()
-            queued_ms = (started - waited) * 1000
-            if budget.closed:
-                budget.note_closure(BudgetClosedBy.CASE)
-                if number > 1:
-                    return None
-                return _Attempt(number, _skipped_row(item, trial), queued_ms=queued_ms)
-            scope = plan.capture.scope(item.item_id, trial)
-            session = Session(ex.target, item, trial, number)  # type: ignore[arg-type]
-            deadline = asyncio.timeout(plan.spec.item_timeout)
-            attempt = _Attempt(number, {}, session, scopes=[scope], queued_ms=queued_ms)
-            with measuring(SpendKind.GENERATION, plan.prices, budget, scope, plan.response_cache) as ledger:
-                result = None
-                try:
-                    async with deadline:
-                        result = await drive(session, self._policy)
-                except BudgetDenied as denied:
-                    row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_INTERRUPTED, str(denied))
-                except TargetFailure as failure:
-                    row = _failed_row(item, trial, started_at, started, failure)
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise
-                    failure = TargetFailure(
-                        f"item timed out after {plan.spec.item_timeout:g}s (item_timeout)",
-                        kind=FailureKind.TIMEOUT,
-                        provider=plan.spec.target.kind,
-                        retryable=True,
-                    )
-                    row = _failed_row(item, trial, started_at, started, failure)
-            duration_ms = (time.perf_counter() - started) * 1000
-        attempt.generation = ledger.total() if ex.target.instrumented else Accounting.uninstrumented()
-        if result is None:
-            attempt.row = row
-            return attempt
-        attempt.row = _completed_row(item, trial, started_at, duration_ms, result)
-        attempt.result = result
-        attempt.scores, attempt.judging, judge_scopes = await ex._score(
-            item, trial, result.output, trajectory=result.trajectory
+        gate, target = self._gate, self._target
+        async with gate as opening:
+            if opening is None:
+                return None if number > 1 else _Attempt(number, skipped_row(item, trial))
+            session = Session(target, item, trial, number)
+            called = await gate.call(
+                item, trial, opening, lambda: drive(session, self._policy), instrumented=target.instrumented
+            )
+        attempt = _Attempt(
+            number,
+            {},
+            session,
+            generation=called.generation,
+            scopes=[called.scope],
+            queued_ms=opening.queued_ms,
         )
-        attempt.scopes += judge_scopes
+        result = called.result
+        if result is None:
+            attempt.row = called.stopped  # type: ignore[assignment]
+            return attempt
+        attempt.row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
+        attempt.result = result
+        scored = await self._scoring.score(item, trial, result.output, trajectory=result.trajectory)
+        attempt.scores, attempt.judging = scored.rows, scored.judging
+        attempt.scopes += scored.scopes
         attempt.passed = attempt_passes(attempt.scores)
         return attempt
 
-    def _finished(self, attempts: list[_Attempt]) -> Finished:
-        best = best_attempt(attempts)
-        row = dict(best.row)
-        turns = [t for a in attempts if a.session is not None for t in a.session.turns]
-        known = bool(turns) and all(t.tokens_known for t in turns)
-        for name in TOKEN_KINDS:
-            row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
-        spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
-        operation_ids, requests = _captured([s for a in attempts for s in a.scopes])
-        row.update(
-            spend.columns(),
-            operation_ids=operation_ids,
-            started_at=attempts[0].row["started_at"],
-            queued_ms=attempts[0].queued_ms,
-            duration_ms=sum(a.row.get("duration_ms") or 0.0 for a in attempts),
-            attempt=best.number,
-            attempts_made=len(attempts),
-        )
-        # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
-        gauges = (
-            gauge_values(row, best.result, Accounting.total([a.generation for a in attempts]))
-            if best.completed and best.result is not None
-            else []
-        )
-        turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
-        return Finished(row, best.scores, requests, turn_rows, gauges)
+
+def _finished(attempts: list[_Attempt]) -> Finished:
+    """The item's rows: the best attempt's, with every attempt's spend, tokens and turns."""
+    best = best_attempt(attempts)
+    row = dict(best.row)
+    turns = [t for a in attempts if a.session is not None for t in a.session.turns]
+    known = bool(turns) and all(t.tokens_known for t in turns)
+    for name in TOKEN_KINDS:
+        row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+    spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
+    operation_ids, requests = captured([s for a in attempts for s in a.scopes])
+    row.update(
+        spend.columns(),
+        operation_ids=operation_ids,
+        started_at=attempts[0].row["started_at"],
+        queued_ms=attempts[0].queued_ms,
+        duration_ms=sum(a.row.get("duration_ms") or 0.0 for a in attempts),
+        attempt=best.number,
+        attempts_made=len(attempts),
+    )
+    item_row: ItemRow = row  # type: ignore[assignment]
+    # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+    gauges = (
+        gauge_values(item_row, best.result, Accounting.total([a.generation for a in attempts]))
+        if best.completed and best.result is not None
+        else []
+    )
+    turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
+    return Finished(item_row, best.scores, requests, turn_rows, gauges)
 
 
-def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
+def _turn_rows(attempt: _Attempt, best: bool) -> list[TurnRow]:
     row = attempt.row
-    scores = _json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
+    scores = to_json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
     common = {
         "item_id": row["item_id"],
         "item_index": row["item_index"],
@@ -528,8 +506,8 @@ def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
             **common,
             "index": t.index,
             "method": t.method.value,
-            "prompt": _json(t.prompt),
-            "output": _json(t.output) if t.outcome is ItemOutcome.COMPLETED else None,
+            "prompt": to_json(t.prompt),
+            "output": to_json(t.output) if t.outcome is ItemOutcome.COMPLETED else None,
             "outcome": t.outcome.value,
             "error": t.error,
             "failure_kind": str(t.failure.kind) if t.failure is not None else None,
