@@ -7,8 +7,8 @@ Plain asyncio, composed of parts each written once:
     └── run_item(item, trial)          where an item's rows come from:
         ├── PlainItems                 a target call        ┐ admitted by one `Gate` (assay/run/admit.py),
         ├── SandboxedItems             a live sandbox       │ scored by one `Scoring` (assay/run/scoring.py),
-        ├── SessionItems               a managed session    │ rows built by assay/run/rows.py
-        └── RescoreItems               a stored output      ┘ (sessions.py, rescore.py)
+        ├── SessionItems               managed sessions     │ rows built by assay/run/rows.py
+        └── RescoreItems               a stored output      ┘ (attempts.py, rescore.py)
 
 One limiter (the spec's `concurrency`, in the run's `Gate`) bounds the whole run's in-flight target
 calls across every shard — shards are awaited together on one event loop — and one per item bounds
@@ -29,6 +29,7 @@ import pyarrow as pa
 from assay.calls.accounting import Accounting
 from assay.run import progress
 from assay.run.admit import Gate
+from assay.run.attempts import SessionItems
 from assay.run.plan import RunPlan, Shard
 from assay.run.rows import (
     ITEMS,
@@ -92,8 +93,6 @@ class ShardExecutor:
         if kind_of(plan.spec.target).live_attempts:
             run_item = SandboxedItems(target, gate, scoring)
         elif plan.spec.sessions:
-            from assay.run.sessions import SessionItems  # only a spec with sessions pays for them
-
             run_item = SessionItems(target, gate, scoring)
         else:
             run_item = PlainItems(target, gate, scoring)
