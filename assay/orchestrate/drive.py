@@ -110,24 +110,37 @@ async def drive(
 
     # Execute every run at once, each holding its lease; each records how it ended (completed or
     # failed its gate, cancelled, failed with its error — or nothing, when another process took it over).
-    ends = await asyncio.gather(
-        *(_hold(plan, host, started, execute) for plan in plans), return_exceptions=True
-    )
+    held: set[str] = set()
+    try:
+        ends = await asyncio.gather(
+            *(_hold(plan, host, started, execute, held) for plan in plans), return_exceptions=True
+        )
+    except BaseException as stop:
+        # Cancelled before a run's task first ran (a SIGTERM just after the runs were recorded):
+        # that coroutine never starts, so its run is recorded here rather than left `running`.
+        for plan in plans:
+            if plan.run_id not in held:
+                finish_run(plan, _ms_since(started), stop)
+        raise
     for end in ends:
         if isinstance(end, BaseException):
             raise end
     summaries = list(ends)
     for summary in summaries:
         await host.publish(summary)
-    return summaries  # type: ignore[return-value]
+    return summaries
 
 
 def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def _hold(plan: RunPlan, host: Host, started: float, execute: Execute) -> dict[str, Any]:
-    """Execute one plan while holding its lease, and record how it ended; returns its summary."""
+async def _hold(
+    plan: RunPlan, host: Host, started: float, execute: Execute, held: set[str]
+) -> dict[str, Any]:
+    """Execute one plan while holding its lease, and record how it ended; returns its summary.
+    Adds the run's id to `held` as it starts: from then on, the ending is recorded here."""
+    held.add(plan.run_id)
     try:
         async with plan.lease.holding():
             await execute(plan, host)

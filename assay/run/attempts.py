@@ -140,7 +140,7 @@ class SessionItems:
         )
         result = called.result
         if result is None:
-            attempt.row = called.stopped  # type: ignore[assignment]
+            attempt.row = called.stopped
             return attempt
         attempt.row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
         attempt.result = result
@@ -170,7 +170,7 @@ def _finished(attempts: list[_Attempt]) -> Finished:
         attempt=best.number,
         attempts_made=len(attempts),
     )
-    item_row: ItemRow = row  # type: ignore[assignment]
+    item_row: ItemRow = row
     # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
     gauges = (
         gauge_values(item_row, best.result, Accounting.total([a.generation for a in attempts]))

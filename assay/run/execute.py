@@ -140,22 +140,17 @@ class ShardExecutor:
         return report
 
 
+@dataclass(frozen=True, slots=True)
 class PlainItems:
-    """Each item one call of the target, scored once the call's slot is free again.
+    """Each item one call of the open `target`, admitted by the run's `gate`, scored by its
+    `scoring` once the call's slot is free again."""
 
-    Args:
-        target: the open target.
-        gate: the run's gate.
-        scoring: the run's scorers.
-    """
-
-    def __init__(self, target: Target, gate: Gate, scoring: Scoring) -> None:
-        self._target = target
-        self._gate = gate
-        self._scoring = scoring
+    target: Target
+    gate: Gate
+    scoring: Scoring
 
     async def __call__(self, item: Item, trial: int) -> Finished:
-        gate, target = self._gate, self._target
+        gate, target = self.gate, self.target
         async with gate as opening:
             if opening is None:
                 return Finished(skipped_row(item, trial), [], [])
@@ -165,40 +160,35 @@ class PlainItems:
         result, generation = called.result, called.generation
         if result is None:
             operation_ids, requests = captured([called.scope])
-            row: ItemRow = {**called.stopped, **generation.columns(), "operation_ids": operation_ids}  # type: ignore[typeddict-item]
+            row: ItemRow = {**called.stopped, **generation.columns(), "operation_ids": operation_ids}
             return Finished(row, [], requests)
         row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
         row["queued_ms"] = opening.queued_ms
-        scored = await self._scoring.score(item, trial, result.output, trajectory=result.trajectory)
+        scored = await self.scoring.score(item, trial, result.output, trajectory=result.trajectory)
         operation_ids, requests = captured([called.scope, *scored.scopes])
-        row.update(Accounting.total([generation, *scored.judging]).columns(), operation_ids=operation_ids)  # type: ignore[typeddict-item]
+        row.update(Accounting.total([generation, *scored.judging]).columns(), operation_ids=operation_ids)
         return Finished(row, scored.rows, requests, (), gauge_values(row, result, generation))
 
 
+@dataclass(frozen=True, slots=True)
 class SandboxedItems:
-    """Each item one attempt in a sandbox: run, scored while it lives, torn down last. The slot is
-    held throughout, so `concurrency` bounds the sandboxes alive at once.
+    """Each item one attempt in a sandbox of the open `target` (`assay.targets.SandboxedTarget`):
+    run, scored while it lives, torn down last. The `gate`'s slot is held throughout, so
+    `concurrency` bounds the sandboxes alive at once."""
 
-    Args:
-        target: the open target (`assay.targets.SandboxedTarget`).
-        gate: the run's gate.
-        scoring: the run's scorers.
-    """
-
-    def __init__(self, target: Any, gate: Gate, scoring: Scoring) -> None:
-        self._target = target
-        self._gate = gate
-        self._scoring = scoring
+    target: Any
+    gate: Gate
+    scoring: Scoring
 
     async def __call__(self, item: Item, trial: int) -> Finished:
-        async with self._gate as opening:
+        async with self.gate as opening:
             if opening is None:  # judges' spend counts; no new sandbox once it is reached
                 return Finished(skipped_row(item, trial), [], [])
-            attempt = await self._target.begin(item, trial)
+            attempt = await self.target.begin(item, trial)
             try:
                 if attempt.failure is not None:
                     row = failed_row(item, trial, opening.started_at, opening.started, attempt.failure)
-                    row.update(Accounting.uninstrumented().columns(), queued_ms=opening.queued_ms)  # type: ignore[typeddict-item]
+                    row.update(Accounting.uninstrumented().columns(), queued_ms=opening.queued_ms)
                     finished = Finished(row, [], [])
                 else:
                     result = attempt.result
@@ -214,7 +204,7 @@ class SandboxedItems:
                     operation_ids, requests = captured(list(scored.scopes))
                     generation = Accounting.uninstrumented()
                     row.update(
-                        Accounting.total([generation, *scored.judging]).columns(),  # type: ignore[typeddict-item]
+                        Accounting.total([generation, *scored.judging]).columns(),
                         operation_ids=operation_ids,
                     )
                     finished = Finished(row, scored.rows, requests, (), gauge_values(row, result, generation))
@@ -238,10 +228,10 @@ class SandboxedItems:
                 await attempt.before_scoring()
         except Exception as exc:  # noqa: BLE001 - a scorer's failure, not the run's
             if isinstance(exc, TimeoutError):
-                return self._scoring.failed(item, trial, cut_off.why)
-            return self._scoring.failed(item, trial, f"preparing the sandbox for scoring failed: {exc}")
+                return self.scoring.failed(item, trial, cut_off.why)
+            return self.scoring.failed(item, trial, f"preparing the sandbox for scoring failed: {exc}")
         result = attempt.result
-        return await self._scoring.score(
+        return await self.scoring.score(
             item,
             trial,
             result.output,

@@ -249,7 +249,7 @@ class RescoreItems:
         self._source_gauges: dict[tuple[str, int], list[ScoreRow]] = {}
         gauges = plan.store.run_scores(plan.record["source_run_id"], kind=RowKind.GAUGE)
         for row in gauges.iter_rows(named=True):
-            self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)  # type: ignore[arg-type]
+            self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)
 
     async def __call__(self, item: Item, trial: int) -> Finished:
         async with self._gate:
@@ -259,7 +259,7 @@ class RescoreItems:
         source = self._source_rows[(item.item_id, trial)]
         # Timing is the source's; spend is this run's: no generation calls, only its own judging.
         row: ItemRow = {
-            **source,  # type: ignore[typeddict-item]
+            **source,
             "caller_cost_usd": None,
             **dict.fromkeys(TOKEN_COLUMNS, 0),
             **Accounting().columns(),
@@ -279,7 +279,7 @@ class RescoreItems:
         operation_ids = list(source["operation_ids"] or []) + [
             i for scope in scored.scopes for i in scope.operation_ids
         ]
-        row.update(Accounting.total(scored.judging).columns(), operation_ids=operation_ids or None)  # type: ignore[typeddict-item]
+        row.update(Accounting.total(scored.judging).columns(), operation_ids=operation_ids or None)
         gauges = self._source_gauges.get((item.item_id, trial), [])
         return Finished(row, [*scored.rows, *gauges], [r for scope in scored.scopes for r in scope.records])
 

@@ -1,13 +1,13 @@
 """The rows an executed item becomes, built from typed inputs, and the tables they are committed as.
 
-    Finished                 one item's rows: its item row, score rows, request records, turns, gauges
-    ├── completed_row / failed_row / stopped_row / skipped_row      the `items` row, by how it ended
-    ├── score_row / failed_scores                                   `scores` rows of kind `score`
-    └── gauge_values                                                what becomes `kind = gauge` rows
-    Dataset.table            rows as a table of their dataset's schema; a key that is no column raises
+    Finished        one item's rows: its item row, score rows, request records, turns, gauges
+    completed_row / failed_row / stopped_row / skipped_row     an `items` row, by how the item ended
+    score_row       a `scores` row of kind `score`;  gauge_values: what become `kind = gauge` rows
+    Dataset.table   rows as a table of their dataset's schema; a key that is no column raises
 
-`TurnRow`s are built where turns are, in `assay.run.sessions`. The row types are TypedDicts of `assay/_schema.py`'s columns (tests/test_rows.py keeps them in
-step): a row is a plain dict at run time — this is the hot path — and a key left out is a null.
+The row types are TypedDicts of `assay/_schema.py`'s columns (tests/test_rows.py keeps them in
+step; `TurnRow`s are built where turns are, in `assay.run.attempts`). At run time a row is a plain
+dict — this is the hot path — and a column a row leaves out is a null.
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def completed_row(
         "wire_ms": result.wire_ms,
         "retry_ms": result.retry_ms,
         "retries": result.retries,
-        **token_columns(result.usage),  # type: ignore[typeddict-item]
+        **token_columns(result.usage),
         "caller_cost_usd": result.caller_cost,
         "caller_metadata": to_json(result.caller_metadata),
         "caller_reserved": to_json(result.caller_reserved),
@@ -307,7 +307,7 @@ def stopped_row(item: Item, trial: int, started_at: datetime, outcome: ItemOutco
         **_item_columns(item, trial, started_at),
         "outcome": outcome.value,
         "error": why,
-        **Accounting().columns(),  # type: ignore[typeddict-item]
+        **Accounting().columns(),
     }
 
 
@@ -320,7 +320,7 @@ def skipped_row(item: Item, trial: int) -> ItemRow:
         **_item_columns(item, trial, None),
         "outcome": ItemOutcome.BUDGET_SKIPPED.value,
         "error": BUDGET_REACHED,
-        **Accounting().columns(),  # type: ignore[typeddict-item]
+        **Accounting().columns(),
     }
 
 
@@ -357,7 +357,7 @@ def score_row(
     return {
         "operation_ids": scope.operation_ids if scope is not None else None,
         "model": record.metadata.get("model") if record.metadata else None,
-        **(_NO_SPEND_COLUMNS if spend is NO_SPEND else _spend_columns(spend)),  # type: ignore[typeddict-item]
+        **(_NO_SPEND_COLUMNS if spend is NO_SPEND else _spend_columns(spend)),
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,

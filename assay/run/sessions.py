@@ -1,14 +1,15 @@
 """Managed sessions: a policy driving a target through `start` / `resume`.
 
 A run with a `policy` (`module:function`) or `attempts` > 1 runs each item x trial as one or more
-*attempts* (`assay.run.attempts`). Each attempt is a fresh `Session` with the target; the policy receives it and sends
-prompts with `await session.start(prompt)` then `await session.resume(prompt)`, each continuing the
-same conversation (an `openai` target sends the messages so far, an `http_agent` its session id,
-a `python` target receives `history`). Without a policy an attempt is one `start` with the item's
-prompt. Every prompt is recorded as a row of the `turns` dataset.
+*attempts* (`assay.run.attempts`). Each attempt is a fresh `Session` with the target; the policy
+receives it and sends prompts with `await session.start(prompt)` then
+`await session.resume(prompt)`, each continuing the same conversation (an `openai` target sends the
+messages so far, an `http_agent` its session id, a `python` target receives `history`). Without a
+policy an attempt is one `start` with the item's prompt. Every prompt is recorded as a row of the
+`turns` dataset.
 
     Session                 what a policy receives: `start`, `resume`, `history`, `cancelled`
-    ├── Turn                one prompt and what became of it (a `turns` row)
+    └── Turn                one prompt and what became of it (a `turns` row)
     drive(session, policy)  the policy over the session -> the attempt's TargetResult
 
 Rules the session enforces (docs/sessions.md):
