@@ -62,7 +62,7 @@ from typing import Any
 
 from assay._files import put_if_absent
 from assay.errors import LeaseLostError, RunHeldError, StoreError
-from assay.store import Store
+from assay.store.local import Store
 
 RENEWALS_PER_TTL = 4
 _RECORD = re.compile(r"^(\d+)\.json$")

@@ -12,7 +12,8 @@ from typing import Any
 import docker.errors
 
 from assay.calls.capture import Redactor
-from assay.sandbox._docker import (
+from assay.errors import SandboxError
+from assay.sandbox import (
     CONTROL,
     RUN_LABEL,
     WORKSPACE,
@@ -20,7 +21,6 @@ from assay.sandbox._docker import (
     ImageFacts,
     Limits,
     Sandbox,
-    SandboxError,
     folder_files,
 )
 from assay.targets.container.attempt import AttemptState, Offload
