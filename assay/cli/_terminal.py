@@ -133,6 +133,13 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
 
 
+def print_matrix_summary(summary: dict[str, Any]) -> None:
+    """A matrix run: each cell's summary, then the leaderboard."""
+    for cell in summary["cells"]:
+        print_summary(cell)
+    print_leaderboard(summary["leaderboard"])
+
+
 def print_runs(runs: pl.DataFrame) -> None:
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
@@ -299,3 +306,15 @@ def print_estimate(report: dict[str, Any]) -> None:
         console.print(
             f"[yellow]not in the price table (cost unknown):[/yellow] {', '.join(report['unpriced_models'])}"
         )
+
+
+def print_nightly(report: dict[str, Any]) -> None:
+    """The nightly benchmark: a line per spec (its comparison, or why there is none), what was pruned."""
+    for spec in report["specs"]:
+        comparison = spec.get("comparison")
+        lines = comparison["lines"] if comparison else [spec.get("note", "")]
+        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(lines))
+        if spec.get("removed"):
+            print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
+    for failure in report["failures"]:
+        print(f"gate failed: {failure}")
