@@ -13,21 +13,27 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A package's `__getattr__` and `__dir__` serving `exports` from its modules on first use.
+def lazy_exports(
+    package: str, modules: dict[str, tuple[str, ...]]
+) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's `__all__`, `__getattr__` and `__dir__`, serving its modules' names on first use.
+
+    A name must not be a module's of the package too: once that module is imported, the package's
+    attribute is the module, and `__getattr__` is never asked.
 
     Args:
         package: the package's `__name__`.
-        exports: public name -> the module of the package that defines it (e.g. `"summary"`).
+        modules: a module of the package (e.g. `"summary"`) -> the public names it defines.
     """
+    where = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
+        module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     def __dir__() -> list[str]:
-        return sorted(exports)
+        return sorted(where)
 
-    return __getattr__, __dir__
+    return sorted(where), __getattr__, __dir__

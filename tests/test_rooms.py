@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 import types
@@ -59,3 +60,25 @@ def test_lazy_rooms_load_nothing_until_a_name_is_used() -> None:
     before, after = json.loads(done.stdout)
     assert before == {room: [] for room in LAZY}
     assert after == LAZY
+
+
+# -- docs/architecture.md, kept true --------------------------------------------------------------
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+def test_the_architecture_page_names_every_room_and_only_files_that_exist() -> None:
+    rooms = sorted(p.parent.name for p in (REPO / "assay").glob("*/__init__.py"))
+    tree = ARCHITECTURE.split("## The rooms", 1)[1].split("##", 1)[0]
+    assert [room for room in rooms if f"  {room}/" not in tree] == []
+    named = set(re.findall(r"(?:assay|evaluators|flows|tasks|tests)/[\w/]+\.py", ARCHITECTURE))
+    assert named and sorted(path for path in named if not (REPO / path).exists()) == []
+
+
+def test_the_architecture_page_draws_the_layers_the_test_enforces() -> None:
+    from tests.test_architecture import LAYERS, _room
+
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", ARCHITECTURE, re.MULTILINE)
+    drawn = {name: int(layer) for layer, rooms in rows for name in re.findall(r"`([\w.]+)`", rooms)}
+    assert {name: _room(name)[1] for name in drawn} == drawn
+    assert sorted(room for rooms in LAYERS for room in rooms if room != "assay" and room not in drawn) == []

@@ -16,34 +16,33 @@ and `estimate.estimate` share their module's name, so they are reached through t
 
 from assay._lazy import lazy_exports
 
-_EXPORTS = {
-    "CostSummary": "summary",
-    "RunSummary": "summary",
-    "close_run": "summary",
-    "item_error_rate": "summary",
-    "mark_unavailable": "summary",
-    "matrix_summary": "summary",
-    "pass_at_k": "summary",
-    "run_accounting": "summary",
-    "summarise": "summary",
-    "CompareOptions": "compare",
-    "Comparison": "compare",
-    "GateResult": "compare",
-    "ScorerComparison": "compare",
-    "Side": "compare",
-    "load_sides": "compare",
-    "power_report": "compare",
-    "write_comparison": "compare",
-    "PairedEstimate": "stats",
-    "mean_interval": "stats",
-    "paired_estimates": "stats",
-    "verdict": "stats",
-    "build_leaderboard": "leaderboard",
-    "count_tokens": "estimate",
-    "NIGHTLY_TAG": "nightly",
-    "last_successful_nightly": "nightly",
-    "mark_passed": "nightly",
-    "prune_nightly": "nightly",
-}
-__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - served by __getattr__: no literal to keep in step
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "summary": (
+            "CostSummary",
+            "RunSummary",
+            "close_run",
+            "item_error_rate",
+            "mark_unavailable",
+            "matrix_summary",
+            "pass_at_k",
+            "run_accounting",
+            "summarise",
+        ),
+        "compare": (
+            "CompareOptions",
+            "Comparison",
+            "GateResult",
+            "ScorerComparison",
+            "Side",
+            "load_sides",
+            "power_report",
+            "write_comparison",
+        ),
+        "stats": ("PairedEstimate", "mean_interval", "paired_estimates", "verdict"),
+        "leaderboard": ("build_leaderboard",),
+        "estimate": ("count_tokens",),
+        "nightly": ("NIGHTLY_TAG", "last_successful_nightly", "mark_passed", "prune_nightly"),
+    },
+)

@@ -16,28 +16,23 @@ The names below are re-exported lazily (assay/_lazy.py): a run without container
 
 from assay._lazy import lazy_exports
 
-_EXPORTS = {
-    "CONTROL": "_docker",
-    "RUN_LABEL": "_docker",
-    "WORKSPACE": "_docker",
-    "ExecResult": "_docker",
-    "ImageFacts": "_docker",
-    "Limits": "_docker",
-    "Sandbox": "_docker",
-    "client": "_docker",
-    "folder_files": "_docker",
-    "inspect_image": "_docker",
-    "Egress": "egress",
-    "allowlist_problems": "egress",
-    "parse_denials": "egress",
-    "sanitize_host": "egress",
-    "start_egress": "egress",
-    "FreshSandbox": "fresh",
-    "fresh_sandbox": "fresh",
-    "Cleaned": "hygiene",
-    "clean": "hygiene",
-    "clean_after": "hygiene",
-    "leftovers": "hygiene",
-}
-__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - served by __getattr__: no literal to keep in step
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "_docker": (
+            "CONTROL",
+            "RUN_LABEL",
+            "WORKSPACE",
+            "ExecResult",
+            "ImageFacts",
+            "Limits",
+            "Sandbox",
+            "client",
+            "folder_files",
+            "inspect_image",
+        ),
+        "egress": ("Egress", "allowlist_problems", "parse_denials", "sanitize_host", "start_egress"),
+        "fresh": ("FreshSandbox", "fresh_sandbox"),
+        "hygiene": ("Cleaned", "clean", "clean_after", "leftovers"),
+    },
+)

@@ -1,10 +1,10 @@
 """Testing: the servers the tests and benchmarks start, each real HTTP on 127.0.0.1.
 
-    mock_openai   `MockOpenAIServer`: an OpenAI-compatible chat server with latency, answers and
-                  a fault queue (statuses, Retry-After, slow and broken replies);
-                  `python -m assay.testing.mock_openai` serves it from its own process
-    harness       `HarnessServer`: a reference harness of the `http_agent` protocol
-    _background   what they share: an aiohttp app served from a background thread and loop
+mock_openai   `MockOpenAIServer`: an OpenAI-compatible chat server with latency, answers and
+              a fault queue (statuses, Retry-After, slow and broken replies);
+              `python -m assay.testing.mock_openai` serves it from its own process
+harness       `HarnessServer`: a reference harness of the `http_agent` protocol
+_background   what they share: an aiohttp app served from a background thread and loop
 """
 
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer, ReferenceHarness

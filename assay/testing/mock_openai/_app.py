@@ -232,5 +232,3 @@ class MockOpenAI(ServedApp):
     async def _http_reset(self, request: web.Request) -> web.Response:
         self.reset()
         return json_response(self.stats())
-
-

@@ -142,5 +142,3 @@ def error_response(
         headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
     error = {"message": message, "type": kind or default_kind, "code": code or default_code}
     return json_response({"error": error}, status, headers)
-
-

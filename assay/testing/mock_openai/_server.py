@@ -15,23 +15,13 @@ class MockOpenAIServer(BackgroundServer[MockOpenAI]):
     """`MockOpenAI` run in a background thread with its own event loop; a context manager.
 
     Args:
-        latency_ms: Delay added to every chat reply.
-        answers: Last user message -> reply content; `"*"` is the default answer.
-        faults: The initial fault queue (dicts as described in `assay.testing.mock_openai`).
-        echo: Echo the last user message when no answer matches; otherwise answer "".
         port: The port to bind on 127.0.0.1; 0 picks a free one.
+        **settings: The mock's initial settings, `MockOpenAI`'s keyword arguments (`latency_ms`,
+            `answers`, `faults`, `echo`).
     """
 
-    def __init__(
-        self,
-        latency_ms: float = 0,
-        answers: dict[str, str] | None = None,
-        faults: list[dict[str, Any]] | None = None,
-        echo: bool = True,
-        port: int = 0,
-    ) -> None:
-        mock = MockOpenAI(latency_ms=latency_ms, answers=answers, faults=faults, echo=echo)
-        super().__init__(mock, port=port, name="mock-openai")
+    def __init__(self, *, port: int = 0, **settings: Any) -> None:
+        super().__init__(MockOpenAI(**settings), port=port, name="mock-openai")
 
     @property
     def base_url(self) -> str:
@@ -81,4 +71,3 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every chat reply")
     args = parser.parse_args(argv)
     asyncio.run(_serve(args.port, args.latency_ms))
-
