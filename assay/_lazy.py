@@ -9,6 +9,7 @@ does not pay for the others (~150 ms and ~400 ms here).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,6 @@ def lazy_exports(
         return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     def __dir__() -> list[str]:
-        return sorted(where)
+        return sorted({*vars(sys.modules[package]), *where})
 
     return sorted(where), __getattr__, __dir__
