@@ -13,16 +13,7 @@ import docker.errors
 
 from assay.calls.capture import Redactor
 from assay.errors import SandboxError
-from assay.sandbox import (
-    CONTROL,
-    RUN_LABEL,
-    WORKSPACE,
-    ExecResult,
-    ImageFacts,
-    Limits,
-    Sandbox,
-    folder_files,
-)
+from assay.sandbox import CONTROL, RUN_LABEL, WORKSPACE, ExecResult, ImageFacts, Limits, Sandbox, folder_files
 from assay.targets.container.attempt import AttemptState, Offload
 from assay.targets.container.workspace import redacted_bytes
 
