@@ -14,24 +14,14 @@ import pytest
 
 from tests.conftest import REPO
 
-ROOMS = [
-    "assay.analysis",
-    "assay.calls",
-    "assay.cli",
-    "assay.orchestrate",
-    "assay.report",
-    "assay.run",
-    "assay.sandbox",
-    "assay.spec",
-    "assay.store",
-    "assay.targets",
-    "assay.testing",
-]
+ROOMS = sorted(f"assay.{p.parent.name}" for p in (REPO / "assay").glob("*/__init__.py"))
+# Written by the run-composition change (issue 12, point 2), which is not merged yet.
+PENDING = {"assay.run", "assay.orchestrate"}
 # Rooms whose own modules are not imported with their `__init__` (assay/_lazy.py says why).
 LAZY = {"assay.analysis": ["assay.analysis.compare", "assay.analysis.stats"], "assay.sandbox": ["docker"]}
 
 
-@pytest.mark.parametrize("room", [room for room in ROOMS if room not in ("assay.run", "assay.orchestrate")])
+@pytest.mark.parametrize("room", [room for room in ROOMS if room not in PENDING])
 def test_each_room_says_what_it_does_and_exports_real_names(room: str) -> None:
     package = importlib.import_module(room)
     doc = package.__doc__ or ""
