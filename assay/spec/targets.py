@@ -7,11 +7,11 @@ the validated settings, so the spec can be loaded and checked without importing 
 from __future__ import annotations
 
 import re
-import string
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from assay._templates import template_problem
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
@@ -60,23 +60,8 @@ class OpenAITarget(StrictModel):
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-            except ValueError as exc:
-                raise ValueError(f"bad template {value!r}: {exc}") from None
-            for name in fields:
-                head = re.split(r"[.\[]", name, maxsplit=1)[0]
-                if head == "" or head.isdigit():
-                    raise ValueError(
-                        f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
-                        "name a dataset field, e.g. {question}"
-                    )
-                if "." in name.split("[", 1)[0]:
-                    raise ValueError(
-                        f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
-                        "use {field[key]} for nested values"
-                    )
+        if value is not None and (problem := template_problem(value, example="dataset field, e.g. {question}")):
+            raise ValueError(f"bad template {value!r}: {problem}")
         return value
 
 

@@ -8,10 +8,13 @@ sessions — and `open_target(spec, ...)` builds it. Every target is an async ca
 
     openai            OpenAIKind, OpenAIChatTarget: a chat-completions endpoint
     python            PythonKind, PythonFunctionTarget: a user's function
-    http_agent/       HttpAgent: an agent behind an HTTP harness (its kind: _http_agent_kind)
+    http_agent/       HttpAgentKind, HttpAgent: an agent behind an HTTP harness
     container/        ContainerKind, and ContainerAgent with its agent adapters (Docker)
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
     _base             TargetResult, the Target protocols, render
+
+A new kind: its spec model in `assay/spec/targets.py` (and in `TargetSpec`), a module or package
+here with its `TargetKind` subclass and its target, and one entry in `_registry.KINDS`.
 """
 
 from __future__ import annotations

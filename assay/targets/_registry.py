@@ -7,9 +7,9 @@ from typing import Any
 
 from assay.spec import EvalSpec, TargetSpec
 from assay.targets._base import Target
-from assay.targets._http_agent_kind import HttpAgentKind
 from assay.targets._kind import TargetContext, TargetKind
 from assay.targets.container import ContainerKind
+from assay.targets.http_agent import HttpAgentKind
 from assay.targets.openai import OpenAIKind
 from assay.targets.python import PythonKind
 
