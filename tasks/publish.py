@@ -12,6 +12,7 @@ from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 
 from assay.analysis.compare import gauge_line
+from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
 
 
@@ -70,6 +71,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         description=(
             f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
             f"item error rate {summary['item_error_rate']}"
+            + (f". {why}" if (why := compare_line(summary)) else "")
         ),
     )
 

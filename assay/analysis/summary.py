@@ -101,10 +101,13 @@ class RunSummary(_Summary, total=False):
         caller_cost_usd: the cost the target's own code reported, summed; None if none did.
         wall_ms: the last execution's wall time.
         capture: the request sidecar's manifest, once `close_run` has recorded it.
+        compare_to: a sequential compare's settings and result (the run's `compare_*` columns),
+            once `close_run` has recorded them.
     """
 
     accounting: dict[str, Any]
     capture: CaptureManifest
+    compare_to: dict[str, Any]
 
 
 def item_error_rate(counts: dict[str, int]) -> float | None:
@@ -332,6 +335,8 @@ def close_run(
     capture: Recorder | None = None,
     stopped: RunStatus | None = None,
     error: str | None = None,
+    compared: dict[str, Any] | None = None,
+    stopped_early: bool = False,
 ) -> RunSummary:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -344,16 +349,22 @@ def close_run(
         stopped: `cancelled` or `failed` when the execution stopped before the end: that is the
             run's status, and the planned items without a row are counted as `cancelled`.
         error: why it failed (status `failed`).
+        compared: a sequential compare's result columns (`compare_*`), recorded on the run.
+        stopped_early: its verdict stopped the run: `stopped_early` unless the gate failed, and
+            the items it did not run are counted as `cancelled`.
     """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
     counts = summary["items"]
-    if stopped is not None:
+    if stopped is not None or stopped_early:
         counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
+    if stopped is not None:
         status = stopped
+    elif not summary["gate_passed"]:
+        status = RunStatus.FAILED_GATE
     else:
-        status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
+        status = RunStatus.STOPPED_EARLY if stopped_early else RunStatus.COMPLETED
     record.update(
         status=status.value,
         error=error,
@@ -364,12 +375,18 @@ def close_run(
         **summary.pop("accounting"),
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
+        **(compared or {}),
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())
     if capture is not None:
         summary["capture"] = capture.manifest()
+    if compared is not None:
+        summary["compare_to"] = {**compared, **{k: record[k] for k in _COMPARE_SETTINGS}}
     return summary
+
+
+_COMPARE_SETTINGS = ("compare_baseline", "compare_scorer", "compare_threshold", "compare_alpha", "compare_stop")
 
 
 def matrix_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:

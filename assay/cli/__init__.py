@@ -20,7 +20,9 @@ from typing import Any
 
 from assay.errors import InputError, LeaseLostError
 from assay.orchestrate import prefect_env as _prefect_env
-from assay.outcomes import RunStatus, Verdict
+from assay.outcomes import Adjustment, RunStatus, Verdict
+
+_ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
 
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -42,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", parents=[common], help="run an eval spec")
     run.add_argument("spec", help="the eval spec (YAML)")
+    run.add_argument("--compare-to", metavar="RUN_ID", help="compare with this baseline run as items finish; stop at the verdict")
     run.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -88,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
     compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     compare.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -108,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
+    leaderboard.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     requests = commands.add_parser("requests", help="the captured model calls (the request sidecar)")
     requests_commands = requests.add_subparsers(
         dest="requests_command", required=True, parser_class=_ArgumentParser
@@ -266,7 +271,8 @@ def _rescore_flow(orchestrated: bool) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from assay.run.plan import validate
 
-    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec)
+    compare = {"compare_to": args.compare_to} if args.compare_to else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare)
 
 
 def _rescore(args: argparse.Namespace) -> int:
@@ -341,6 +347,7 @@ def _compare(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             resamples=args.resamples,
             seed=args.seed,
+            adjust=args.adjust,
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None
@@ -419,11 +426,13 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
+    from assay.analysis.compare import CompareOptions
     from assay.analysis.leaderboard import build_leaderboard
     from assay.cli import _terminal
     from assay.store import Store
 
-    board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline)
+    options = CompareOptions(adjust=args.adjust)
+    board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline, options=options)
     if args.json:
         print(json.dumps(board, default=str, indent=2))
     elif not args.quiet:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from assay.analysis.monitor import monitor_for
 from assay.analysis.summary import mark_unavailable, matrix_summary
 from assay.orchestrate.finish import finish_run
 from assay.run import progress
@@ -71,6 +72,7 @@ async def drive_run(
     resume: bool = False,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    compare_to: str | None = None,
     *,
     host: Host = Host(),
 ) -> dict[str, Any]:
@@ -84,6 +86,8 @@ async def drive_run(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        compare_to: a baseline run to compare with as items finish, stopping at the verdict
+            (`--compare-to`; the spec's `compare_to` says how).
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -97,8 +101,11 @@ async def drive_run(
         flow_run_id=host.flow_run_id,
         cell=cell,
         extra_tags=extra_tags,
+        compare_to=compare_to,
     )
     try:
+        for plan in plans:
+            plan.monitor = monitor_for(plan)
         host.name(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
         progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
         # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.

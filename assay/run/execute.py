@@ -93,6 +93,8 @@ class ShardExecutor:
             for item, trial in pending:
                 if plan.lease.lost is not None:  # another process drives the run now: start nothing
                     raise plan.lease.lost
+                if plan.monitor is not None and plan.monitor.stop:  # its compare is decided: admit no more
+                    return
                 finished = await self._run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
@@ -425,6 +427,8 @@ class _Batch:
         plan.capture.committed(sum(r["bytes"] for r in rows.requests))
         # A retried shard (Prefect retries a failed task) must not run these again.
         plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
+        if plan.monitor is not None:
+            plan.monitor.committed(rows.items, rows.scores)
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
