@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.analysis.monitor import sequence_of
+from assay.analysis.monitor import compare_line, sequence_of
+from assay.analysis.summary import summarise
 from assay.cli import main
 from assay.report import build_report
 from assay.run.compare_to import seeded_key
@@ -102,6 +103,13 @@ def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, bas
     )
     (row,) = adjusted["scorers"]
     assert row["adjustment"] == "holm" and row["p_adjusted"] == row["p_value"]  # a family of one
+
+    # `assay show` (like the run's own summary and its Prefect artifact) says why it stopped.
+    assert main(["show", run_id, "--store", str(store_path)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    done = len(executed)
+    assert f"stopped early after {done} of {N_ITEMS} items: exact regressed vs run {base_id}" in shown
+    assert compare_line(summary) == compare_line(summarise(store, run_id))
 
     # The report draws the sequence narrowing to the stop.
     page = build_report(store, run_id)

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from assay.analysis.sequential import ConfidenceSequence, SequenceState
-from assay.outcomes import RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import ItemOutcome, RunStatus, ScorerOutcome, Verdict
 from assay.run.compare_to import seeded_key
 from assay.run.plan import RunPlan
 from assay.store import Store
@@ -200,6 +200,6 @@ def compare_line(summary: dict[str, Any]) -> str | None:
         f"({interval}, threshold {compare['compare_threshold'] * 100:g} pts, over {compare['compare_items']} pairs)"
     )
     if summary["status"] == RunStatus.STOPPED_EARLY:
-        done = summary["planned"] - summary["items"].get("cancelled", 0)
+        done = sum(n for outcome, n in summary["items"].items() if outcome != ItemOutcome.CANCELLED)
         return f"stopped early after {done} of {summary['planned']} items: {verdict}"
     return f"sequential compare: {verdict}"

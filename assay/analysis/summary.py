@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 
 import polars as pl
 
+from assay import _schema
 from assay.calls.accounting import Budget, BudgetColumns
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
@@ -223,7 +224,16 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         },
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
+        **compared_columns(record),
     }
+
+
+def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's sequential compare as its summary's `compare_to` (its record's `compare_*`
+    columns); nothing for a run without one."""
+    if not record.get("compare_baseline"):
+        return {}
+    return {"compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}}
 
 
 _SUMMED = (
@@ -381,12 +391,8 @@ def close_run(
     summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())
     if capture is not None:
         summary["capture"] = capture.manifest()
-    if compared is not None:
-        summary["compare_to"] = {**compared, **{k: record[k] for k in _COMPARE_SETTINGS}}
+    summary.update(compared_columns(record))
     return summary
-
-
-_COMPARE_SETTINGS = ("compare_baseline", "compare_scorer", "compare_threshold", "compare_alpha", "compare_stop")
 
 
 def matrix_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
