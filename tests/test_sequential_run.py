@@ -4,6 +4,7 @@ a candidate run that stops admitting items once its confidence sequence decides 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from assay.cli import main
 from assay.report import build_report
 from assay.run.compare_to import seeded_key
 from assay.store import Store
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import run_assay, start_run, wait_for, write_jsonl, write_spec
 
 N_ITEMS = 2000
 
@@ -27,6 +28,16 @@ def _u(x):
 
 def baseline(x):
     return "yes" if _u(x) < 0.7 else "no"
+
+def _v(x):
+    return int(hashlib.sha256(x.encode()).hexdigest()[8:16], 16) / 2**32
+
+def differs(x):  # disagrees with the baseline on ~8 % of items, as often each way; 5 ms an item
+    import time
+    time.sleep(0.005)
+    passed = _u(x) < 0.7
+    flip = _v(x) < (0.06 if passed else 0.14)
+    return "yes" if passed != flip else "no"
 
 def worse(x):  # passes a subset of the baseline's items: 20 points lower
     with LOG.open("a") as log:
@@ -148,3 +159,30 @@ def test_a_bad_baseline_is_refused_before_anything_is_written(tmp_path, capsys, 
     assert "compare_to" in capsys.readouterr().err
     assert [p.name for p in (store_path / "runs").iterdir()] == [f"run_id={base_id}"]
     assert not (spec.parent / "calls.log").exists()
+
+
+def test_an_interrupted_run_resumes_its_sequence_from_the_committed_rows(tmp_path, capsys, baseline) -> None:
+    """SIGKILL mid-run, then `assay resume`: the sequence is rebuilt from what was committed and
+    carried on over every pair, as if the run had never stopped."""
+    store_path, base_id = baseline
+    spec = _spec(tmp_path, "differs", compare_to={"baseline": base_id, "stop": "never"})
+    process = start_run(spec, store_path)
+    wait_for(  # a part of the new run (the baseline's are there already)
+        lambda: len({p.parent for p in (store_path / "items").glob("run_id=*/part-*.parquet")}) == 2,
+        "the candidate committed a part",
+        process,
+    )
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    store = Store(store_path)
+    run_id = next(r for r in store.runs().collect()["run_id"] if r != base_id)
+    assert 0 < len(store.done_keys(run_id)) < N_ITEMS
+    result = run_assay("resume", run_id, "--store", str(store_path), "--json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    record = store.read_run(run_id)
+    assert record["status"] == "completed" and record["n_completed"] == N_ITEMS
+    sequence = sequence_of(store, run_id)
+    assert sequence is not None and record["compare_items"] == sequence["items"] == N_ITEMS
+    assert (record["compare_low"], record["compare_high"]) == pytest.approx(
+        (sequence["low"], sequence["high"])
+    )
