@@ -12,7 +12,8 @@ Methods (details, defaults and figures in `docs/statistics.md`):
   ``(1-c)/2`` and ``(1+c)/2`` quantiles (``np.quantile``, linear interpolation) of the resampled
   mean differences. Resampling *pairs* keeps the per-item correlation between the two runs, which is
   what makes a paired comparison tighter than two independent error bars. This is the interval
-  `verdict` reads.
+  `verdict` reads — except for a pass/fail scorer under `SMALL_SAMPLE_PAIRS` pairs, where it is
+  Newcombe's paired score interval and the p-value the exact McNemar test (`intervals.py`).
 * **Analytic paired SE, t-interval and t-test.** ``se = sd(d, ddof=1) / sqrt(n)``;
   ``delta +- t_{n-1, (1+c)/2} * se``; two-sided p-value ``2 * (1 - F_{t, n-1}(|delta| / se))``
   (Student's paired t-test). With ``sd == 0`` the p-value is 1.0 when ``delta == 0`` and 0.0
