@@ -18,11 +18,13 @@ from typing import TypedDict
 import pyarrow as pa
 
 from assay.outcomes import (
+    Adjustment,
     BudgetClosedBy,
     BudgetStatus,
     CaptureStatus,
     Completeness,
     FailureKind,
+    IntervalMethod,
     ItemOutcome,
     RequestOutcome,
     RequestPhase,
@@ -285,8 +287,9 @@ RUNS = _schema(
         "n_cancelled",
         pa.int64(),
         (
-            "items x trials planned that have no row: the run was cancelled or failed before them "
-            "(`assay resume` runs them); completed + failed + cancelled + budget_* = planned"
+            "items x trials planned that have no row: the run was cancelled, failed or stopped early "
+            "before them (`assay resume` runs those of a cancelled or failed run); "
+            "completed + failed + cancelled + budget_* = planned"
         ),
     ),
     ("n_budget_skipped", pa.int64(), "item outcomes: budget_skipped"),
@@ -312,6 +315,16 @@ RUNS = _schema(
     ("wall_ms", pa.float64(), "wall time of the last execution of the run"),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
+    ("compare_baseline", pa.string(), "the run a sequential compare (`compare_to`) compared with; null without one"),
+    ("compare_scorer", pa.string(), "the scorer it compared"),
+    ("compare_threshold", pa.float64(), "its threshold (score units)"),
+    ("compare_alpha", pa.float64(), "its alpha: the chance of a wrong verdict, whenever the run stopped"),
+    ("compare_stop", pa.string(), "decided (stop at the verdict) or never (monitor only)"),
+    ("compare_verdict", pa.string(), f"{_words(Verdict)}: the confidence sequence's verdict"),
+    ("compare_items", pa.int64(), "paired items the verdict used (in the run's seeded order)"),
+    ("compare_delta", pa.float64(), "their mean paired difference, candidate - baseline"),
+    ("compare_low", pa.float64(), "the confidence sequence's interval on the difference, low end"),
+    ("compare_high", pa.float64(), "the confidence sequence's interval, high end"),
 )
 
 
@@ -387,6 +400,16 @@ class RunRecord(TypedDict, total=False):
     wall_ms: float | None
     assay_version: str
     prefect_flow_run_id: str | None
+    compare_baseline: str | None
+    compare_scorer: str | None
+    compare_threshold: float | None
+    compare_alpha: float | None
+    compare_stop: str | None
+    compare_verdict: str | None
+    compare_items: int | None
+    compare_delta: float | None
+    compare_low: float | None
+    compare_high: float | None
 
 
 TURNS = _schema(
@@ -448,12 +471,12 @@ COMPARISONS = _schema(
     ("baseline_mean", pa.float64(), "baseline mean over the pairs"),
     ("candidate_mean", pa.float64(), "candidate mean over the pairs"),
     ("delta", pa.float64(), "candidate_mean - baseline_mean"),
-    ("ci_low", pa.float64(), "paired bootstrap percentile CI, low end"),
-    ("ci_high", pa.float64(), "paired bootstrap percentile CI, high end"),
+    ("ci_low", pa.float64(), "the CI the verdict read, low end (ci_method says which)"),
+    ("ci_high", pa.float64(), "the CI the verdict read, high end"),
     ("se", pa.float64(), "analytic paired standard error of the delta"),
     ("se_ci_low", pa.float64(), "delta - t * se"),
     ("se_ci_high", pa.float64(), "delta + t * se"),
-    ("p_value", pa.float64(), "two-sided paired t-test p-value"),
+    ("p_value", pa.float64(), "two-sided p-value: paired t-test, or exact McNemar where ci_method is newcombe"),
     ("clustered_se", pa.float64(), "cluster-robust SE when items carry a cluster annotation, else null"),
     ("clustered_ci_low", pa.float64(), "delta - z * clustered_se"),
     ("clustered_ci_high", pa.float64(), "delta + z * clustered_se"),
@@ -467,6 +490,15 @@ COMPARISONS = _schema(
     ("confidence", pa.float64(), "the CIs' confidence level"),
     ("resamples", pa.int64(), "bootstrap resamples"),
     ("seed", pa.int64(), "bootstrap seed"),
+    ("ci_method", pa.string(), f"{_words(IntervalMethod)}: the method of ci_low / ci_high"),
+    ("adjustment", pa.string(), f"{_words(Adjustment)}: how the verdict was adjusted for the scorers compared at once"),
+    ("p_adjusted", pa.float64(), "p_value adjusted for the family (Holm or Benjamini-Hochberg); null with none"),
+    (
+        "sequential_pairs",
+        pa.int64(),
+        ("a candidate run's sequential compare against this baseline: the pairs its confidence "
+        "sequence used (ci_method betting_cs); null otherwise"),
+    ),
 )
 
 LEADERBOARDS = _schema(
@@ -485,8 +517,9 @@ LEADERBOARDS = _schema(
     ("rank", pa.int32(), "the cell's rank on this scorer by mean, 1 = best (ties share a rank)"),
     ("n_scored", pa.int64(), "scored item x trials"),
     ("mean", pa.float64(), "mean score"),
-    ("ci_low", pa.float64(), "Student-t CI of the mean, low end"),
-    ("ci_high", pa.float64(), "Student-t CI of the mean, high end"),
+    ("ci_low", pa.float64(), "CI of the mean, low end (ci_method says which)"),
+    ("ci_high", pa.float64(), "CI of the mean, high end"),
+    ("ci_method", pa.string(), "wilson (binary scorer, under 300 scores) or t"),
     ("item_error_rate", pa.float64(), "the cell's failed / attempted"),
     (
         "cost_per_item_usd",
@@ -497,13 +530,16 @@ LEADERBOARDS = _schema(
     ("latency_p95_ms", pa.float64(), "95th percentile duration of completed items"),
     ("baseline_cell", pa.string(), "the cell the paired comparison is against"),
     ("delta_vs_baseline", pa.float64(), "paired delta against the baseline cell (null for the baseline)"),
-    ("delta_ci_low", pa.float64(), "paired bootstrap CI of that delta, low end"),
-    ("delta_ci_high", pa.float64(), "paired bootstrap CI of that delta, high end"),
+    ("delta_ci_low", pa.float64(), "paired CI of that delta, low end (delta_ci_method says which)"),
+    ("delta_ci_high", pa.float64(), "paired CI of that delta, high end"),
+    ("delta_ci_method", pa.string(), "bootstrap, or newcombe for a binary scorer under 300 pairs"),
     (
         "verdict_vs_baseline",
         pa.string(),
         f"{_words(Verdict)} against the baseline",
     ),
+    ("adjustment", pa.string(), f"{_words(Adjustment)}: how verdicts were adjusted for the cells compared at once"),
+    ("p_adjusted", pa.float64(), "the delta's p-value adjusted over the scorer's cells; null with none"),
 )
 
 REQUESTS = _schema(

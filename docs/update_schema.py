@@ -51,6 +51,8 @@ ENUMS: list[tuple[type[StrEnum], str]] = [
         "trajectory status (`trajectory_status` in an http_agent's `items.caller_metadata`)",
     ),
     (outcomes.Gate, "gate (`gate` in `comparison.json`)"),
+    (outcomes.IntervalMethod, "interval method (`comparisons.ci_method`, `leaderboards.ci_method`)"),
+    (outcomes.Adjustment, "multiplicity adjustment (`comparisons.adjustment`, `leaderboards.adjustment`)"),
 ]
 
 

@@ -23,6 +23,7 @@ async def run_eval(
     resume: bool = False,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    compare_to: str | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -34,5 +35,6 @@ async def run_eval(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        compare_to: a baseline run to compare with sequentially (`--compare-to`).
     """
-    return await drive_run(spec, store, run_id, resume, cell, extra_tags, host=prefect_host())
+    return await drive_run(spec, store, run_id, resume, cell, extra_tags, compare_to, host=prefect_host())

@@ -11,6 +11,7 @@ from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
 
 from assay.analysis.compare import gauge_line
+from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
 from tasks import current_flow_run
 
@@ -65,6 +66,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         description=(
             f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
             f"item error rate {summary['item_error_rate']}"
+            + (f". {why}" if (why := compare_line(summary)) else "")
         ),
     )
 

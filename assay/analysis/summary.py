@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 
 import polars as pl
 
+from assay import _schema
 from assay.calls.accounting import Budget, BudgetColumns
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
@@ -101,10 +102,13 @@ class RunSummary(_Summary, total=False):
         caller_cost_usd: the cost the target's own code reported, summed; None if none did.
         wall_ms: the last execution's wall time.
         capture: the request sidecar's manifest, once `close_run` has recorded it.
+        compare_to: a sequential compare's settings and result (the run's `compare_*` columns),
+            once `close_run` has recorded them.
     """
 
     accounting: dict[str, Any]
     capture: CaptureManifest
+    compare_to: dict[str, Any]
 
 
 def item_error_rate(counts: dict[str, int]) -> float | None:
@@ -220,7 +224,16 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         },
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
+        **compared_columns(record),
     }
+
+
+def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's sequential compare as its summary's `compare_to` (its record's `compare_*`
+    columns); nothing for a run without one."""
+    if not record.get("compare_baseline"):
+        return {}
+    return {"compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}}
 
 
 _SUMMED = (
@@ -332,6 +345,8 @@ def close_run(
     capture: Recorder | None = None,
     stopped: RunStatus | None = None,
     error: str | None = None,
+    compared: dict[str, Any] | None = None,
+    stopped_early: bool = False,
 ) -> RunSummary:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -344,16 +359,22 @@ def close_run(
         stopped: `cancelled` or `failed` when the execution stopped before the end: that is the
             run's status, and the planned items without a row are counted as `cancelled`.
         error: why it failed (status `failed`).
+        compared: a sequential compare's result columns (`compare_*`), recorded on the run.
+        stopped_early: its verdict stopped the run: `stopped_early` unless the gate failed, and
+            the items it did not run are counted as `cancelled`.
     """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
     counts = summary["items"]
-    if stopped is not None:
+    if stopped is not None or stopped_early:
         counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
+    if stopped is not None:
         status = stopped
+    elif not summary["gate_passed"]:
+        status = RunStatus.FAILED_GATE
     else:
-        status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
+        status = RunStatus.STOPPED_EARLY if stopped_early else RunStatus.COMPLETED
     record.update(
         status=status.value,
         error=error,
@@ -364,11 +385,13 @@ def close_run(
         **summary.pop("accounting"),
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
+        **(compared or {}),
     )
     store.write_run(run_id, record)
     summary.update(status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns())
     if capture is not None:
         summary["capture"] = capture.manifest()
+    summary.update(compared_columns(record))
     return summary
 
 

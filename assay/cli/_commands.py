@@ -72,10 +72,12 @@ def power(args: argparse.Namespace) -> int:
 
 def leaderboard(args: argparse.Namespace) -> int:
     """`assay leaderboard MATRIX_ID`: a matrix run's cells ranked per scorer."""
+    from assay.analysis.compare import CompareOptions
     from assay.analysis.leaderboard import build_leaderboard
     from assay.store import Store
 
-    board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline)
+    options = CompareOptions(adjust=args.adjust)
+    board = build_leaderboard(Store(args.store), args.matrix_id, baseline_cell=args.baseline, options=options)
     emit(args, board, "print_leaderboard")
     return EXIT_OK
 

@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     """`assay run SPEC`."""
     from assay.run.plan import validate
 
-    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec)
+    compare = {"compare_to": args.compare_to} if args.compare_to else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare)
 
 
 def rescore(args: argparse.Namespace) -> int:
@@ -201,6 +202,7 @@ def compare(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             resamples=args.resamples,
             seed=args.seed,
+            adjust=args.adjust,
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from assay.outcomes import Verdict
+from assay.outcomes import Adjustment, Verdict
 
 DESCRIPTION = "The `assay` command: run, resume, show and list evals from a terminal."
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", parents=[common], help="run an eval spec")
     run.add_argument("spec", help="the eval spec (YAML)")
+    run.add_argument(
+        "--compare-to", metavar="RUN_ID", help="compare with this baseline run as items finish; stop at the verdict"
+    )
     run.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -75,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
     compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     compare.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -95,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
     leaderboard.add_argument("matrix_id")
     leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
+    leaderboard.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     requests = commands.add_parser("requests", help="the captured model calls (the request sidecar)")
     requests_commands = requests.add_subparsers(
         dest="requests_command", required=True, parser_class=_ArgumentParser

@@ -114,6 +114,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
         f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
     )
+    if summary.get("compare_to"):
+        from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
+
+        console.print(escape(compare_line(summary) or ""))
     table = _table(
         ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"), left=("scorer",)
     )
@@ -183,9 +187,9 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             _fmt(row["baseline_mean"]),
             _fmt(row["candidate_mean"]),
             f"{row['delta']:+.3f}",
-            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
+            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}",
             _fmt(row["p_value"]),
-            row["verdict"],
+            row["verdict"] + (f" ({row['adjustment']})" if row.get("p_adjusted") is not None else ""),
         )
     console.print(table)
     for line in comparison["lines"]:
@@ -245,7 +249,8 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             if row["cell"] == row["baseline_cell"]
             else (
                 f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
-                f"{row['verdict_vs_baseline']}"
+                f"({row.get('delta_ci_method')}) {row['verdict_vs_baseline']}"
+                + (f" ({row['adjustment']}-adjusted)" if row.get("p_adjusted") is not None else "")
                 if row["delta_vs_baseline"] is not None
                 else str(row["verdict_vs_baseline"] or "–")
             )
@@ -255,7 +260,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             str(row["rank"]),
             row["cell"],
             _fmt(row["mean"]),
-            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}] {row.get('ci_method') or ''}",
             _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
             if row["item_error_rate"] is not None
             else "–",

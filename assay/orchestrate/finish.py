@@ -62,6 +62,8 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
                 capture=plan.capture,
                 stopped=status,
                 error=error,
+                compared=plan.monitor.columns() if plan.monitor is not None else None,
+                stopped_early=plan.monitor is not None and plan.monitor.stop,
             )
         except Exception as exc:
             # Even summarising failed (the store itself, most likely): say so, if that can be written.

@@ -14,6 +14,7 @@ import json
 import time
 from typing import Any
 
+from assay.analysis.monitor import monitor_for
 from assay.analysis.summary import matrix_summary
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.outcomes import RunStatus
@@ -32,6 +33,7 @@ async def drive_run(
     resume: bool = False,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    compare_to: str | None = None,
     *,
     host: Host = EMBEDDED,
 ) -> dict[str, Any]:
@@ -45,6 +47,8 @@ async def drive_run(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        compare_to: a baseline run to compare with as items finish, stopping at the verdict
+            (`--compare-to`; the spec's `compare_to` says how).
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -58,7 +62,10 @@ async def drive_run(
         flow_run_id=host.flow_run_id,
         cell=cell,
         extra_tags=extra_tags,
+        compare_to=compare_to,
     )
+    for plan in plans:
+        plan.monitor = monitor_for(plan)
 
     async def gold_check() -> list[str]:
         # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.

@@ -115,6 +115,8 @@ class ShardExecutor:
 
         async def drain() -> None:
             for item, trial in pending:
+                if plan.monitor is not None and plan.monitor.stop:  # its compare is decided: admit no more
+                    return
                 finished = await run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
@@ -297,3 +299,5 @@ class _Batch:
         plan.capture.committed(sum(r["bytes"] for r in rows.requests))
         # A retried shard (Prefect retries a failed task) must not run these again.
         plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
+        if plan.monitor is not None:
+            plan.monitor.committed(rows.items, rows.scores)
