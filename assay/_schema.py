@@ -47,11 +47,11 @@ def _words(enum: type[StrEnum], *leave_out: StrEnum) -> str:
 
 # What each token kind counts; a kind added to `TokenKind` without a meaning here fails at import.
 _TOKEN_MEANINGS = {
-    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them",
+    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them: all input, cache reads and writes included",
     TokenKind.OUTPUT: "output (completion) tokens",
     TokenKind.REASONING: "reasoning tokens, where the provider reports them",
-    TokenKind.CACHED: "cached input tokens, where the provider reports them",
-    TokenKind.CACHE_WRITE: "tokens written to the provider's prompt cache, where reported",
+    TokenKind.CACHED: "input tokens read from the provider's prompt cache (part of input), where reported",
+    TokenKind.CACHE_WRITE: "input tokens written to the provider's prompt cache (part of input), where reported",
 }
 _TOKENS = tuple((token_column(kind), pa.int64(), _TOKEN_MEANINGS[kind]) for kind in TokenKind)
 
@@ -113,6 +113,11 @@ ITEMS = _schema(
     ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed model calls: from sending the attempt that succeeded to its first answer token; null otherwise",
+    ),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
     ("retries", pa.int32(), "how many attempts failed before the last"),
     *_TOKENS,
@@ -254,7 +259,7 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | python | http_agent | container: the spec's `target.kind`"),
+    ("target_kind", pa.string(), "openai | anthropic | python | http_agent | container: the spec's `target.kind`"),
     (
         "target_snapshot",
         pa.string(),
@@ -523,6 +528,11 @@ REQUESTS = _schema(
     ("wire_ms", pa.float64(), "the attempt's time on the wire"),
     ("retry_ms", pa.float64(), "time in failed attempts and backoff (end records)"),
     ("total_ms", pa.float64(), "the call's whole time, retries included (end records)"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed calls: from sending the attempt that succeeded to its first answer token (end records)",
+    ),
     ("tokens_input", pa.int64(), "input tokens (end records)"),
     ("tokens_output", pa.int64(), "output tokens (end records)"),
     ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),

@@ -269,10 +269,13 @@ def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
 
 
 def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per generation model: calls, wire / queued / retry ms, and rate-limit retries (429s seen in
-    captured requests; null when the run captured none). First-token time needs streaming, which
-    the openai target does not use: null."""
+    """Per generation model: calls, wire / queued / retry ms, rate-limit retries (429s seen in
+    captured requests; null when the run captured none), and the p50 / p95 of each call's total
+    time (`duration_ms`) and, for streamed calls, of its time to the first token (null when no
+    call streamed)."""
     done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
+    if "first_token_ms" not in done.columns:  # parts written before streaming existed
+        done = done.with_columns(pl.lit(None, pl.Float64).alias("first_token_ms"))
     rows = (
         done.group_by("model")
         .agg(
@@ -280,6 +283,10 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             pl.col("wire_ms").mean().alias("wire_ms_mean"),
             pl.col("wire_ms").quantile(0.5, "linear").alias("wire_ms_p50"),
             pl.col("wire_ms").quantile(0.95, "linear").alias("wire_ms_p95"),
+            pl.col("duration_ms").quantile(0.5, "linear").alias("total_ms_p50"),
+            pl.col("duration_ms").quantile(0.95, "linear").alias("total_ms_p95"),
+            pl.col("first_token_ms").quantile(0.5, "linear").alias("first_token_ms_p50"),
+            pl.col("first_token_ms").quantile(0.95, "linear").alias("first_token_ms_p95"),
             pl.col("queued_ms").mean().alias("queued_ms_mean"),
             pl.col("retry_ms").sum().alias("retry_ms_total"),
             pl.col("retries").sum().alias("retries"),
@@ -292,7 +299,6 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
         row["rate_limit_retries"] = (
             throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
         )
-        row["first_token_ms"] = None
     return rows
 
 

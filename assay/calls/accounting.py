@@ -78,7 +78,9 @@ class Price(BaseModel):
     Args:
         input: uncached input tokens.
         output: output tokens (reasoning tokens are counted among them, as providers bill them).
-        cached_input: cached input tokens; default the input price.
+        cached_input: input tokens read from the provider's prompt cache; default the input price.
+        cache_write: input tokens written to the provider's prompt cache (Anthropic bills them
+            above the input price); default the input price.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -86,6 +88,7 @@ class Price(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class PriceTable:
@@ -106,15 +109,21 @@ class PriceTable:
         return cls({**table, **(overrides or {})})
 
     def cost(self, model: str | None, usage: Usage | None) -> float | None:
-        """The call's cost in USD, or None when the model has no price or usage is unknown."""
+        """The call's cost in USD, or None when the model has no price or usage is unknown.
+
+        `usage.input_tokens` counts all input; cache reads (`cached_tokens`) and cache writes
+        (`cache_write_tokens`) are parts of it, each billed at its own price."""
         price = self.prices.get(model or "")
         if price is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
             return None
         cached = min(usage.cached_tokens or 0, usage.input_tokens)
+        written = min(usage.cache_write_tokens or 0, usage.input_tokens - cached)
         cached_price = price.input if price.cached_input is None else price.cached_input
+        write_price = price.input if price.cache_write is None else price.cache_write
         return (
-            (usage.input_tokens - cached) * price.input
+            (usage.input_tokens - cached - written) * price.input
             + cached * cached_price
+            + written * write_price
             + usage.output_tokens * price.output
         ) / _MILLION
 

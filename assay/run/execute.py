@@ -481,6 +481,7 @@ def _completed_row(
         "model": result.model,
         "duration_ms": duration_ms,
         "wire_ms": result.wire_ms,
+        "first_token_ms": result.first_token_ms,
         "retry_ms": result.retry_ms,
         "retries": result.retries,
         **token_columns(usage),

@@ -23,6 +23,28 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ENV_UNWRITABLE = ("\n", "\r", "\x00")
 
 
+def _template(value: str | None) -> str | None:
+    """A prompt template must fill from named dataset fields: `{question}`, `{field[key]}`."""
+    if value is not None:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"bad template {value!r}: {exc}") from None
+        for name in fields:
+            head = re.split(r"[.\[]", name, maxsplit=1)[0]
+            if head == "" or head.isdigit():
+                raise ValueError(
+                    f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
+                    "name a dataset field, e.g. {question}"
+                )
+            if "." in name.split("[", 1)[0]:
+                raise ValueError(
+                    f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
+                    "use {field[key]} for nested values"
+                )
+    return value
+
+
 class OpenAITarget(StrictModel):
     """Any OpenAI-compatible chat-completions endpoint.
 
@@ -38,6 +60,8 @@ class OpenAITarget(StrictModel):
             `assay.calls.http`), a timeout or a connection error.
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
+        stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
+            time to its first token is measured (`items.first_token_ms`).
     """
 
     kind: Literal["openai"]
@@ -51,6 +75,7 @@ class OpenAITarget(StrictModel):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
+    stream: bool = False
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
@@ -60,24 +85,61 @@ class OpenAITarget(StrictModel):
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-            except ValueError as exc:
-                raise ValueError(f"bad template {value!r}: {exc}") from None
-            for name in fields:
-                head = re.split(r"[.\[]", name, maxsplit=1)[0]
-                if head == "" or head.isdigit():
-                    raise ValueError(
-                        f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
-                        "name a dataset field, e.g. {question}"
-                    )
-                if "." in name.split("[", 1)[0]:
-                    raise ValueError(
-                        f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
-                        "use {field[key]} for nested values"
-                    )
-        return value
+        return _template(value)
+
+
+class AnthropicTarget(StrictModel):
+    """Anthropic's Messages API, natively (`POST {base_url}/messages`).
+
+    Args:
+        base_url: default `https://api.anthropic.com/v1`; `/messages` is appended.
+        model: the exact, dated model version (`claude-sonnet-4-5-20250929`); a moving alias
+            (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
+        api_key_env: the environment variable holding the API key, sent as `x-api-key`; the key
+            itself is never stored.
+        anthropic_version: the `anthropic-version` header.
+        prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        system: an optional system prompt (also a template).
+        max_tokens: the reply's limit (the Messages API requires one).
+        temperature: sampling temperature, 0 to 1.
+        stop_sequences: texts that end the reply.
+        cache_system: mark the system prompt for Anthropic's prompt cache (`cache_control`):
+            later calls read it at the cache price (`tokens_cached`), the first writes it
+            (`tokens_cache_write`).
+        stream: ask for the reply as a stream, so the time to its first token is measured.
+        timeout: seconds for one HTTP attempt.
+        max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
+            5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
+        cache: as for `openai`: answer repeated requests from the store's response cache.
+    """
+
+    kind: Literal["anthropic"]
+    base_url: HttpURL = "https://api.anthropic.com/v1"
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    anthropic_version: str = Field(default="2023-06-01", min_length=1)
+    prompt: str = "{input}"
+    system: str | None = None
+    max_tokens: int = Field(ge=1, strict=True)
+    temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
+    stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
+    cache_system: bool = False
+    stream: bool = False
+    timeout: float = Field(default=60.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    cache: bool | Literal["always"] = False
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
+        check_cache(self.cache, self.temperature)
+        if self.cache_system and self.system is None:
+            raise ValueError("cache_system needs a `system` prompt to cache")
+        return self
+
+    @field_validator("prompt", "system")
+    @classmethod
+    def _template_parses(cls, value: str | None) -> str | None:
+        return _template(value)
 
 
 class PythonTarget(StrictModel):
@@ -261,9 +323,9 @@ class ContainerTarget(StrictModel):
 
 
 TargetSpec = Annotated[
-    OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
+    OpenAITarget | AnthropicTarget | PythonTarget | HttpAgentTarget | ContainerTarget,
+    Field(discriminator="kind"),
 ]
-
 
 
 TARGET_KINDS = sorted(

@@ -39,6 +39,12 @@ Endpoints
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 
+    - `token_delay_ms` (number, default 0): between the words of a streamed reply.
+
+    `"stream": true` answers with Server-Sent Events (`chat.completion.chunk`s, one per word,
+    the usage last when `stream_options.include_usage`, then `[DONE]`; `assay.testing._sse`);
+    a `drop` fault then cuts the stream after its first word.
+
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},
     {"status": 500}, {"delay_ms": 5000}]}`
@@ -87,10 +93,11 @@ from typing import Any
 from aiohttp import web
 
 from assay.testing._background import BackgroundServer, listen
+from assay.testing._sse import chat_completion_stream
 
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
-_CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults"})
+_CONFIG_KEYS = frozenset({"latency_ms", "token_delay_ms", "answers", "echo", "faults"})
 _FAULT_KEYS = frozenset(
     {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code"}
 )
@@ -263,11 +270,13 @@ class MockOpenAI:
     ) -> None:
         self._initial: dict[str, Any] = {
             "latency_ms": latency_ms,
+            "token_delay_ms": 0,
             "answers": dict(answers or {}),
             "faults": list(faults or []),
             "echo": echo,
         }
         self._latency_ms: float = 0.0
+        self._token_delay_ms: float = 0.0
         self._answers: dict[str, str] = {}
         self._echo = True
         self._faults: list[Fault] = []
@@ -298,6 +307,9 @@ class MockOpenAI:
         latency_ms = settings.get("latency_ms", self._latency_ms)
         if not _is_number(latency_ms) or latency_ms < 0:
             raise ValueError(f"latency_ms must be a number >= 0, got {latency_ms!r}")
+        token_delay_ms = settings.get("token_delay_ms", self._token_delay_ms)
+        if not _is_number(token_delay_ms) or token_delay_ms < 0:
+            raise ValueError(f"token_delay_ms must be a number >= 0, got {token_delay_ms!r}")
         answers = settings.get("answers", self._answers)
         if not isinstance(answers, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in answers.items()
@@ -311,6 +323,7 @@ class MockOpenAI:
                 raise TypeError(f"faults must be a list, got {settings['faults']!r}")
             self._faults = [Fault.from_dict(raw) for raw in settings["faults"]]
         self._latency_ms = latency_ms
+        self._token_delay_ms = token_delay_ms
         self._answers = dict(answers)
         self._echo = echo
         return self.settings()
@@ -319,6 +332,7 @@ class MockOpenAI:
         """The settings in force, in the form `configure` accepts."""
         return {
             "latency_ms": self._latency_ms,
+            "token_delay_ms": self._token_delay_ms,
             "answers": dict(self._answers),
             "echo": self._echo,
             "faults": [fault.to_dict() for fault in self._faults],
@@ -403,7 +417,8 @@ class MockOpenAI:
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
 
-        if fault is not None and fault.drop:
+        streamed = body.get("stream") is True
+        if fault is not None and fault.drop and not streamed:
             broken = web.StreamResponse(
                 status=200, headers={"content-type": "application/json", "content-length": "4096"}
             )
@@ -446,6 +461,16 @@ class MockOpenAI:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if streamed:
+            options = body.get("stream_options")
+            return await chat_completion_stream(
+                request,
+                payload,
+                headers={"x-request-id": request_id},
+                token_delay_ms=self._token_delay_ms,
+                include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+                dropped=fault is not None and fault.drop,
+            )
         return _json_response(payload, headers={"x-request-id": request_id})
 
     async def _http_configure(self, request: web.Request) -> web.Response:
