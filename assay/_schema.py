@@ -13,6 +13,7 @@ from typing import TypedDict
 import pyarrow as pa
 
 from assay.outcomes import (
+    BatchState,
     BudgetClosedBy,
     BudgetStatus,
     CaptureStatus,
@@ -70,6 +71,7 @@ _ACCOUNTING = (
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
     ("operations_cached", pa.int64(), "calls answered by the response cache (free)"),
+    ("operations_batched", pa.int64(), "calls made through a provider's batch API (batch prices)"),
     (
         "operations_by_kind",
         pa.string(),
@@ -259,7 +261,11 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | anthropic | python | http_agent | container: the spec's `target.kind`"),
+    (
+        "target_kind",
+        pa.string(),
+        "openai | anthropic | python | http_agent | container: the spec's `target.kind`",
+    ),
     (
         "target_snapshot",
         pa.string(),
@@ -374,6 +380,7 @@ class RunRecord(TypedDict, total=False):
     operations_unknown: int | None
     operations_denied: int | None
     operations_cached: int | None
+    operations_batched: int | None
     operations_by_kind: str | None
     budget_limit_usd: float | None
     budget_spent_usd: float | None
@@ -542,4 +549,19 @@ REQUESTS = _schema(
     ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),
     ("truncated", pa.bool_(), "bodies were cut to fit max_record_bytes"),
     ("bytes", pa.int64(), "the record's size as JSON, counted against the limits"),
+)
+
+BATCHES = _schema(
+    ("batch_id", pa.string(), "the provider's id of a batch (batch mode)"),
+    ("provider", pa.string(), "who holds it: `anthropic:<host>`"),
+    ("custom_ids", pa.list_(pa.string()), "its requests' custom ids (a hash of item id and trial)"),
+    ("requests", pa.int64(), "how many requests it holds"),
+    ("state", pa.string(), f"{_words(BatchState)}: one row when the provider accepted it, one when it ended"),
+    ("submitted_at", _TS, "when the provider accepted it (UTC)"),
+    ("ended_at", _TS, "when it was seen to have ended (UTC); null while in progress"),
+    (
+        "request_counts",
+        pa.string(),
+        "the provider's counts once ended (JSON text: succeeded, errored, expired, …)",
+    ),
 )

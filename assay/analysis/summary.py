@@ -231,6 +231,7 @@ _SUMMED = (
     "operations_unknown",
     "operations_denied",
     "operations_cached",
+    "operations_batched",
 )
 
 

@@ -81,6 +81,8 @@ class Price(BaseModel):
         cached_input: input tokens read from the provider's prompt cache; default the input price.
         cache_write: input tokens written to the provider's prompt cache (Anthropic bills them
             above the input price); default the input price.
+        batch: the prices of the same calls made through the provider's batch API (half, at
+            OpenAI and Anthropic); a model without them is unpriced in batch mode.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -89,6 +91,7 @@ class Price(BaseModel):
     output: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
     cache_write: float | None = Field(default=None, ge=0)
+    batch: Price | None = None
 
 
 class PriceTable:
@@ -108,12 +111,15 @@ class PriceTable:
         table = {name: Price.model_validate(value) for name, value in raw.items() if not name.startswith("_")}
         return cls({**table, **(overrides or {})})
 
-    def cost(self, model: str | None, usage: Usage | None) -> float | None:
-        """The call's cost in USD, or None when the model has no price or usage is unknown.
+    def cost(self, model: str | None, usage: Usage | None, *, batch: bool = False) -> float | None:
+        """The call's cost in USD, or None when the model has no price (no batch price, for a
+        batched call) or usage is unknown.
 
         `usage.input_tokens` counts all input; cache reads (`cached_tokens`) and cache writes
         (`cache_write_tokens`) are parts of it, each billed at its own price."""
         price = self.prices.get(model or "")
+        if batch and price is not None:
+            price = price.batch
         if price is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
             return None
         cached = min(usage.cached_tokens or 0, usage.input_tokens)
@@ -141,17 +147,25 @@ class Accounting:
     unknown: int = 0
     denied: int = 0
     cached: int = 0
+    batched: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
     # Plain-string keys: iterating the enum class on every record is measurably slow on the hot path.
     breakdown: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SPEND_KINDS, 0.0))
 
     @classmethod
     def of_call(
-        cls, kind: SpendKind, model: str | None, usage: Usage | None, prices: PriceTable
+        cls,
+        kind: SpendKind,
+        model: str | None,
+        usage: Usage | None,
+        prices: PriceTable,
+        *,
+        batch: bool = False,
     ) -> Accounting:
-        """A settled model call: priced when the table knows the model, else incomplete."""
-        cost = prices.cost(model, usage)
-        record = cls(operations=1, settled=1, by_kind={kind.value: 1})
+        """A settled model call: priced when the table knows the model (at its batch price, for
+        a call made through a batch API), else incomplete."""
+        cost = prices.cost(model, usage, batch=batch)
+        record = cls(operations=1, settled=1, batched=int(batch), by_kind={kind.value: 1})
         if usage is not None:
             for name, n in usage.by_kind().items():
                 record.tokens[name] = n or 0
@@ -208,6 +222,7 @@ class Accounting:
             out.unknown += record.unknown
             out.denied += record.denied
             out.cached += record.cached
+            out.batched += record.batched
             for name, n in record.by_kind.items():
                 out.by_kind[name] = out.by_kind.get(name, 0) + n
             for name, usd in record.breakdown.items():
@@ -231,6 +246,7 @@ class Accounting:
             "operations_unknown": self.unknown,
             "operations_denied": self.denied,
             "operations_cached": self.cached,
+            "operations_batched": self.batched,
             "operations_by_kind": _counts_json(tuple(self.by_kind.items())) if self.by_kind else None,
         }
 

@@ -65,6 +65,7 @@ class ShardExecutor:
 
     def __init__(self, plan: RunPlan) -> None:
         self.plan = plan
+        self.width = plan.spec.concurrency  # items in flight at once
         self._search_path = str(plan.spec_dir)
         self._sync_scorers: list[Scorer] = []
         self._async_scorers: list[Scorer] = []
@@ -101,7 +102,7 @@ class ShardExecutor:
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in `_run_item` still bounds the target calls in flight.
-        workers = [asyncio.ensure_future(drain()) for _ in range(min(plan.spec.concurrency, len(todo)))]
+        workers = [asyncio.ensure_future(drain()) for _ in range(min(self.width, len(todo)))]
         try:
             await asyncio.gather(*workers)
         finally:
@@ -233,7 +234,9 @@ class Executor(ShardExecutor):
     def __init__(self, plan: RunPlan, target: Target) -> None:
         super().__init__(plan)
         self.target = target
-        self.limiter = asyncio.Semaphore(plan.spec.concurrency)
+        # A batching target holds a batch's worth of items at once (`TargetKind.in_flight`).
+        self.width = kind_of(plan.spec.target).in_flight(plan.spec.target, plan.spec.concurrency)
+        self.limiter = asyncio.Semaphore(self.width)
         # A sandboxed target's attempt stays alive while it is scored (scorers may exec in it).
         self._sandboxed = kind_of(plan.spec.target).live_attempts
         # Only a spec with a policy or attempts pays for sessions; a plain item takes the path below.

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from assay.calls.batch import BatchSettings
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
@@ -107,6 +108,10 @@ class AnthropicTarget(StrictModel):
             later calls read it at the cache price (`tokens_cached`), the first writes it
             (`tokens_cache_write`).
         stream: ask for the reply as a stream, so the time to its first token is measured.
+        batch: `true` or `{max_requests, max_wait_s, poll_s}`: send the items' requests through
+            the Message Batches API, at batch prices; each batch is recorded in the store's
+            `batches/` the moment it is accepted, so `assay resume` re-attaches to it and never
+            submits a request twice. (A session's turns are sent online.)
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
             5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
@@ -125,13 +130,23 @@ class AnthropicTarget(StrictModel):
     stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
     cache_system: bool = False
     stream: bool = False
+    batch: BatchSettings | None = None
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
 
+    @field_validator("batch", mode="before")
+    @classmethod
+    def _batch_flag(cls, value: object) -> object:
+        if value is True:
+            return BatchSettings()
+        return None if value is False else value
+
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
         check_cache(self.cache, self.temperature)
+        if self.batch is not None and (self.stream or self.cache):
+            raise ValueError("batch cannot be combined with stream or cache")
         if self.cache_system and self.system is None:
             raise ValueError("cache_system needs a `system` prompt to cache")
         return self

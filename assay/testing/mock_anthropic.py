@@ -22,6 +22,16 @@ Endpoints
     `message_delta` (stop reason, cumulative `output_tokens`), `message_stop`. The first delta
     comes after `latency_ms`, each further one after `token_delay_ms`.
 
+`POST /v1/messages/batches`, `GET /v1/messages/batches/{id}`, `GET …/{id}/results`
+    The Message Batches API: `{"requests": [{"custom_id", "params"}]}` is accepted at once as a
+    `message_batch` (`msgbatch_<n>`, `processing_status: in_progress`, `request_counts`,
+    `results_url`); it ends `batch_delay_ms` after it was created, when each request is answered
+    as `/v1/messages` would (a fault with a `status` makes it `errored`), except those whose last
+    user message holds the `expire` text (`expired`). Results are JSONL, one
+    `{"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"} |
+    {"type": "expired"}}` per request. Stats count `batch_submissions` and, per custom id, how
+    often it was submitted (`batch_requests`): a request submitted twice shows 2.
+
 `POST /_mock/config`, `GET /_mock/stats`, `POST /_mock/reset`
     As the OpenAI mock's (`assay.testing.mock_openai`), with `token_delay_ms` among the settings.
     A fault's `status` answers in Anthropic's error shape (529 is `overloaded_error`), with
@@ -37,6 +47,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -47,7 +60,9 @@ from assay.testing.mock_openai import Fault
 
 HOST = "127.0.0.1"
 BODIES_KEPT = 50
-_CONFIG_KEYS = frozenset({"latency_ms", "token_delay_ms", "answers", "echo", "faults"})
+_CONFIG_KEYS = frozenset(
+    {"latency_ms", "token_delay_ms", "answers", "echo", "faults", "batch_delay_ms", "expire"}
+)
 _ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -140,8 +155,13 @@ class MockAnthropic:
             "answers": dict(answers or {}),
             "faults": list(faults or []),
             "echo": echo,
+            "batch_delay_ms": 0,
+            "expire": None,
         }
         self._settings: dict[str, Any] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._batch_requests: collections.Counter[str] = collections.Counter()
+        self._batch_submissions = 0
         self._faults: list[Fault] = []
         self._cached: set[str] = set()
         self._next_id = 0
@@ -159,7 +179,9 @@ class MockAnthropic:
         unknown = set(settings) - _CONFIG_KEYS
         if unknown:
             raise ValueError(f"unknown config keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}")
-        for key in ("latency_ms", "token_delay_ms"):
+        if settings.get("expire") is not None and not isinstance(settings["expire"], str):
+            raise TypeError(f"expire must be a text or null, got {settings['expire']!r}")
+        for key in ("latency_ms", "token_delay_ms", "batch_delay_ms"):
             value = settings.get(key, 0)
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{key} must be a number >= 0, got {value!r}")
@@ -186,6 +208,8 @@ class MockAnthropic:
             "bodies": list(self._bodies),
             "last_api_key": self._last_headers.get("x-api-key"),
             "last_version": self._last_headers.get("anthropic-version"),
+            "batch_submissions": self._batch_submissions,
+            "batch_requests": dict(self._batch_requests),
         }
 
     def reset(self) -> None:
@@ -194,6 +218,9 @@ class MockAnthropic:
         self._by_status.clear()
         self._bodies.clear()
         self._cached.clear()
+        self._batches.clear()
+        self._batch_requests.clear()
+        self._batch_submissions = 0
         self._last_headers = {}
         self._settings = {}
         self.configure(**self._initial)
@@ -201,6 +228,9 @@ class MockAnthropic:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/batches", self._create_batch)
+        app.router.add_get("/v1/messages/batches/{batch_id}", self._get_batch)
+        app.router.add_get("/v1/messages/batches/{batch_id}/results", self._batch_results)
         app.router.add_post("/_mock/config", self._http_configure)
         app.router.add_get("/_mock/stats", self._http_stats)
         app.router.add_post("/_mock/reset", self._http_reset)
@@ -293,6 +323,16 @@ class MockAnthropic:
             return _error(
                 status, fault.message or f"mock fault: HTTP {status}", request_id, fault.retry_after
             )
+        message, words = self._message(body, last_user)
+        dropped = fault is not None and fault.drop
+        if streamed:
+            return await self._stream(request, message, words, request_id, delay_ms, dropped=dropped)
+        if dropped:
+            return await _broken(request, b'{"id": "msg_broken", "type": "message", "content": [{"ty')
+        return _json(message, headers={"request-id": request_id})
+
+    def _message(self, body: dict[str, Any], last_user: str) -> tuple[dict[str, Any], list[str]]:
+        """The reply `message` to a valid request, and its words."""
         words, stop_reason, stop_sequence = self._answer(body, last_user)
         usage = {**self._usage(body), "output_tokens": len(words)}
         message = {
@@ -305,12 +345,79 @@ class MockAnthropic:
             "stop_sequence": stop_sequence,
             "usage": usage,
         }
-        dropped = fault is not None and fault.drop
-        if streamed:
-            return await self._stream(request, message, words, request_id, delay_ms, dropped=dropped)
-        if dropped:
-            return await _broken(request, b'{"id": "msg_broken", "type": "message", "content": [{"ty')
-        return _json(message, headers={"request-id": request_id})
+        return message, words
+
+    # -- the Message Batches API ---------------------------------------------------------------
+
+    async def _create_batch(self, request: web.Request) -> web.Response:
+        self._next_id += 1
+        try:
+            body = json.loads(await request.read())
+            requests = body["requests"]
+            if not isinstance(requests, list) or not requests:
+                raise TypeError("requests must be a non-empty list")
+            custom_ids = [r["custom_id"] for r in requests]
+            if any(not isinstance(c, str) or not c for c in custom_ids) or len(set(custom_ids)) != len(
+                custom_ids
+            ):
+                raise ValueError("custom_id must be a unique, non-empty string")
+            for r in requests:
+                if (problem := _problem(r["params"])) is not None:
+                    raise ValueError(f"requests.{r['custom_id']}.params.{problem}")
+        except (ValueError, TypeError, KeyError) as exc:
+            self._by_status[400] += 1
+            return _error(400, f"bad batch: {exc}", f"req_{self._next_id}")
+        self._batch_submissions += 1
+        self._batch_requests.update(custom_ids)
+        batch = _Batch(
+            id=f"msgbatch_{self._next_id}",
+            requests=requests,
+            created=time.time(),
+            ends=time.monotonic() + self._settings["batch_delay_ms"] / 1000,
+            results_url=str(request.url.with_path(f"/v1/messages/batches/msgbatch_{self._next_id}/results")),
+        )
+        self._batches[batch.id] = batch
+        self._by_status[200] += 1
+        return _json(batch.view(), headers={"request-id": f"req_{self._next_id}"})
+
+    def _ended(self, batch: _Batch) -> bool:
+        """Whether the batch has ended, its results computed the first time it is seen so."""
+        if batch.results is None and time.monotonic() >= batch.ends:
+            batch.results = [self._batch_result(r) for r in batch.requests]
+            batch.ended = time.time()
+        return batch.results is not None
+
+    def _batch_result(self, entry: dict[str, Any]) -> dict[str, Any]:
+        params = entry["params"]
+        last_user = next(
+            (_text(m.get("content")) for m in reversed(params["messages"]) if m.get("role") == "user"), ""
+        )
+        expire = self._settings.get("expire")
+        if expire and expire in last_user:
+            return {"custom_id": entry["custom_id"], "result": {"type": "expired"}}
+        fault = self._take_fault(last_user) if self._faults else None
+        if fault is not None and fault.status is not None:
+            kind = _ERROR_TYPES.get(fault.status, "api_error")
+            error = {"type": "error", "error": {"type": kind, "message": fault.message or "mock fault"}}
+            return {"custom_id": entry["custom_id"], "result": {"type": "errored", "error": error}}
+        self._next_id += 1
+        message, _ = self._message(params, last_user)
+        return {"custom_id": entry["custom_id"], "result": {"type": "succeeded", "message": message}}
+
+    async def _get_batch(self, request: web.Request) -> web.Response:
+        batch = self._batches.get(request.match_info["batch_id"])
+        if batch is None:
+            return _error(404, "batch not found")
+        self._ended(batch)
+        return _json(batch.view())
+
+    async def _batch_results(self, request: web.Request) -> web.Response:
+        batch = self._batches.get(request.match_info["batch_id"])
+        if batch is None or not self._ended(batch):
+            return _error(404 if batch is None else 400, "batch not found or not ended")
+        assert batch.results is not None
+        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch.results)
+        return web.Response(body=lines.encode(), content_type="application/binary")
 
     async def _stream(
         self,
@@ -381,6 +488,45 @@ async def _broken(request: web.Request, part: bytes) -> web.StreamResponse:
     await broken.write(part)
     cut(request)
     return broken
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A message batch the mock accepted."""
+
+    id: str
+    requests: list[dict[str, Any]]
+    created: float
+    ends: float
+    results_url: str
+    results: list[dict[str, Any]] | None = None
+    ended: float | None = None
+
+    def view(self) -> dict[str, Any]:
+        """The batch as the API shows it."""
+        kinds = collections.Counter(r["result"]["type"] for r in self.results or [])
+        return {
+            "id": self.id,
+            "type": "message_batch",
+            "processing_status": "in_progress" if self.results is None else "ended",
+            "request_counts": {
+                "processing": len(self.requests) if self.results is None else 0,
+                "succeeded": kinds["succeeded"],
+                "errored": kinds["errored"],
+                "canceled": kinds["canceled"],
+                "expired": kinds["expired"],
+            },
+            "created_at": _iso(self.created),
+            "ended_at": None if self.ended is None else _iso(self.ended),
+            "expires_at": _iso(self.created + 86400),
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": None if self.results is None else self.results_url,
+        }
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 class MockAnthropicServer(BackgroundServer[MockAnthropic]):
