@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import polars as pl
 import pytest
 
 from assay.calls.accounting import PriceTable
+from assay.calls.batch import custom_id
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import (
@@ -72,7 +74,10 @@ def test_items_go_through_batches_at_batch_prices(tmp_path, claude, capsys):
     batches = store.run_batches(summary["run_id"])
     assert batches.height == 3 and batches["state"].to_list() == ["ended"] * 3
     assert sorted(batches["requests"].to_list()) == [2, 5, 5]
-    assert all(json.loads(c)["succeeded"] == n for c, n in zip(batches["request_counts"], batches["requests"]))
+    assert all(
+        json.loads(c)["succeeded"] == n for c, n in zip(batches["request_counts"], batches["requests"])
+    )
+    assert summary["batches"]["ended"] == 3 and summary["batches"]["request_counts"]["succeeded"] == 12
 
 
 def _usage(row: dict[str, Any]) -> Any:
@@ -88,7 +93,9 @@ def test_a_model_without_a_batch_price_is_unpriced_in_batch_mode(tmp_path, claud
     summary, store = run(spec, tmp_path / "s", capsys)
     items = store.run_items(summary["run_id"])
     assert items["cost_completeness"].to_list() == ["incomplete"] * 2
-    assert [json.loads(r) for r in items["cost_reasons"]] == [{"unpriced": 1}] * 2, "never full price silently"
+    assert [json.loads(r) for r in items["cost_reasons"]] == [{"unpriced": 1}] * 2, (
+        "never full price silently"
+    )
 
 
 def test_errored_and_expired_requests_fail_their_items(tmp_path, claude, capsys):
@@ -119,6 +126,8 @@ def test_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_pa
     run_id = only_run_id(store)
     assert claude.stats()["batch_submissions"] == 3
     assert Store(store).run_items(run_id).height == 0, "killed before any batch ended"
+    shown = run_assay("show", run_id, "--store", str(store))
+    assert "batches: 3 (3 in progress, 0 ended) holding 15 requests" in shown.stdout, shown.stdout
 
     resumed = run_assay("resume", run_id, "--store", str(store), "--json")
     assert resumed.returncode == 0, resumed.stderr
@@ -129,3 +138,38 @@ def test_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_pa
     assert items.height == n and items["outcome"].to_list() == ["completed"] * n
     batches = Store(store).run_batches(run_id)
     assert batches["state"].to_list() == ["ended"] * 3 and batches.filter(pl.col("requests") > 0).height == 3
+    shown = run_assay("show", run_id, "--store", str(store))
+    assert "batches: 3 (0 in progress, 3 ended) holding 15 requests: 15 succeeded" in shown.stdout, (
+        shown.stdout
+    )
+
+
+def test_a_request_that_expired_while_the_run_was_down_is_submitted_again_once(tmp_path, claude):
+    claude.configure(batch_delay_ms=1500, answers=answers(6), expire="3 + 3")
+    store = tmp_path / "s"
+    process = start_run(spec_of(tmp_path, claude.base_url, 6, batch=BATCH), store)
+    wait_for(
+        lambda: len(list((store / "batches").glob("run_id=*/*-in_progress.parquet"))) == 2,
+        "2 batches were recorded in flight",
+        process,
+    )
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    run_id = only_run_id(store)
+    # While the run is down its batches end, q3's request expired; then the provider recovers.
+    for batch_id in Store(store).run_batches(run_id)["batch_id"]:
+        wait_for(lambda b=batch_id: _ended(claude.base_url, b), f"batch {batch_id} ended")
+    claude.configure(expire=None)
+
+    resumed = run_assay("resume", run_id, "--store", str(store), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "ended without an answer to request" in resumed.stderr and "(expired)" in resumed.stderr
+    submitted = claude.stats()["batch_requests"]
+    assert submitted.pop(custom_id("q3", 0)) == 2, "the expired request, submitted once more"
+    assert sorted(submitted.values()) == [1] * 5, "every other request exactly once"
+    assert Store(store).run_items(run_id)["outcome"].to_list() == ["completed"] * 6
+
+
+def _ended(base_url: str, batch_id: str) -> bool:
+    with urllib.request.urlopen(f"{base_url}/messages/batches/{batch_id}") as reply:
+        return json.load(reply)["processing_status"] == "ended"

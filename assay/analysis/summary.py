@@ -18,6 +18,7 @@ from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
     TOKEN_KINDS,
+    BatchState,
     Completeness,
     ItemOutcome,
     RequestPhase,
@@ -60,6 +61,7 @@ class _Summary(TypedDict):
     n_teardown_errors: int
     duration_ms: dict[str, float | None]
     timing_by_model: list[dict[str, Any]]
+    batches: dict[str, Any] | None
     tokens: dict[str, int]
     cost: CostSummary
     budget: BudgetColumns
@@ -93,6 +95,7 @@ class RunSummary(_Summary, total=False):
         n_teardown_errors: how many there were.
         duration_ms: mean, min, p50, p95 and max of the items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
+        batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
         cost: its measured cost.
         accounting: the run's accounting columns (`run_accounting`); `close_run` moves them into
@@ -177,6 +180,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
     ).item()
     accounting = run_accounting(items, scores)
     timing = model_timing(items, store.run_requests(run_id))
+    batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])
         for row in scorer_stats:
@@ -202,6 +206,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
         "duration_ms": duration,
         "timing_by_model": timing,
+        "batches": batches,
         "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
         "cost": {
             "usd": accounting["cost_usd"],
@@ -301,6 +306,26 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
         )
     return rows
+
+
+def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
+    """Batch mode's provider batches (`batches/`, each in its latest state): how many are in
+    progress and ended, the requests they hold and the provider's counts once ended; None when
+    the run made none."""
+    if batches.is_empty():
+        return None
+    counts: dict[str, int] = {}
+    for text in batches["request_counts"].drop_nulls():
+        for name, n in json.loads(text).items():
+            counts[name] = counts.get(name, 0) + n
+    return {
+        "batches": batches.height,
+        "in_progress": int((batches["state"] == BatchState.IN_PROGRESS).sum()),
+        "ended": int((batches["state"] == BatchState.ENDED).sum()),
+        "requests": int(batches["requests"].sum()),
+        "request_counts": counts,
+        "ids": batches["batch_id"].to_list(),
+    }
 
 
 def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:

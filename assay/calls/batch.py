@@ -24,6 +24,7 @@ import asyncio
 import collections
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -35,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind
+
+_log = logging.getLogger(__name__)
 
 
 class BatchSettings(BaseModel):
@@ -156,8 +159,15 @@ class Batcher:
             result = results.get(custom_id) or {"type": "missing"}
             if result.get("type") == "succeeded":
                 return result
-            # Ended without an answer: this request goes into a new batch, counted.
-            self.resubmitted[str(result.get("type"))] += 1
+            # Ended without an answer: this request goes into a new batch, counted and said.
+            reason = str(result.get("type"))
+            self.resubmitted[reason] += 1
+            _log.warning(
+                "batch %s ended without an answer to request %s (%s): submitting it again",
+                entry.batch_id,
+                custom_id,
+                reason,
+            )
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Waiting(custom_id, body, future))
         if len(self._waiting) >= self._settings.max_requests:
