@@ -173,3 +173,31 @@ def test_a_request_that_expired_while_the_run_was_down_is_submitted_again_once(t
 def _ended(base_url: str, batch_id: str) -> bool:
     with urllib.request.urlopen(f"{base_url}/messages/batches/{batch_id}") as reply:
         return json.load(reply)["processing_status"] == "ended"
+
+
+def test_budget_counts_a_submitted_request_at_its_maximum_cost_until_its_result(tmp_path, claude, capsys):
+    # Each request's maximum at Sonnet 4.5's batch prices: ~150 bytes in at $1.50/M and 64
+    # tokens out at $7.50/M, ~$0.0007; its real cost is ~$0.00005. A $0.002 budget admits
+    # requests while their maxima fit; counted at their real cost it would admit all 8.
+    claude.configure(batch_delay_ms=300)
+    spec = spec_of(tmp_path, claude.base_url, 8, batch=BATCH)
+    spec.write_text(spec.read_text() + "budget: '$0.002'\n")
+    summary, store = run(spec, tmp_path / "s", capsys)
+    submitted = sum(claude.stats()["batch_requests"].values())
+    held, admitted = 0.0, 0
+    for i in range(8):  # items start in order; each is admitted while what is held fits
+        if held >= 0.002:
+            break
+        body = {
+            "model": MODEL,
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": f"What is {i} + {i}?"}],
+        }
+        held += (len(json.dumps(body).encode()) * 1.5 + 64 * 7.5) / 1e6
+        admitted += 1
+    assert submitted == admitted < 8, (submitted, admitted)
+    outcomes = store.run_items(summary["run_id"])["outcome"].value_counts().sort("outcome").rows()
+    assert dict(outcomes)["completed"] == submitted
+    assert set(dict(outcomes)) <= {"completed", "budget_skipped", "budget_interrupted"}
+    record = store.read_run(summary["run_id"])
+    assert record["budget_spent_usd"] < 0.002 and record["budget_status"] == "open"

@@ -353,14 +353,23 @@ class Budget:
     def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
         self.limit_usd = limit_usd
         self.spent_usd = spent_usd
+        # Held for calls sent whose cost is not known yet (a batch's requests, at their maximum).
+        self.reserved_usd = 0.0
         self.closed_by: BudgetClosedBy | None = None
 
     @property
     def closed(self) -> bool:
-        return self.limit_usd is not None and self.spent_usd >= self.limit_usd
+        return self.limit_usd is not None and self.spent_usd + self.reserved_usd >= self.limit_usd
 
     def spend(self, usd: float) -> None:
         self.spent_usd += usd
+
+    def reserve(self, usd: float) -> None:
+        """Count `usd` against the limit until `release`d: a call sent whose cost arrives later."""
+        self.reserved_usd += usd
+
+    def release(self, usd: float) -> None:
+        self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def admit(self) -> None:
         """Called before a model call is sent: raises `BudgetDenied` once the budget is closed."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from assay.calls.accounting import Accounting, current_ledger
+from assay.calls.accounting import Accounting, Usage, current_ledger
 from assay.calls.batch import BatchEntry, Batcher, custom_id
 from assay.calls.chat import ChatClient
 from assay.calls.pinning import model_pin_problem
@@ -165,7 +165,19 @@ class AnthropicMessagesTarget(ChatTarget):
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
         started = time.perf_counter()
-        result = await self._batcher.ask(custom_id(item.item_id, trial), self.request_body(item))
+        body = self.request_body(item)
+        # Until its result arrives the request counts against the budget at its maximum cost:
+        # every byte a token (a bound no tokenizer can exceed), `max_tokens` out, batch prices.
+        held = 0.0
+        if ledger is not None:
+            bound = Usage(input_tokens=len(json.dumps(body).encode()), output_tokens=self._spec.max_tokens)
+            held = ledger.prices.cost(self._spec.model, bound, batch=True) or 0.0
+            ledger.budget.reserve(held)
+        try:
+            result = await self._batcher.ask(custom_id(item.item_id, trial), body)
+        finally:
+            if ledger is not None:
+                ledger.budget.release(held)
         if result.get("type") != "succeeded":
             raise _failure(result, self._batcher)
         message = result["message"]

@@ -139,6 +139,8 @@ class MockAnthropic:
         answers: last user message -> reply; `"*"` is the default.
         faults: the initial fault queue (as `assay.testing.mock_openai.Fault`).
         echo: echo the last user message when no answer matches; otherwise answer "".
+        batch_delay_ms: a message batch ends this long after it was created.
+        expire: a batch's requests whose last user message holds this text expire.
     """
 
     def __init__(
@@ -148,6 +150,8 @@ class MockAnthropic:
         answers: dict[str, str] | None = None,
         faults: list[dict[str, Any]] | None = None,
         echo: bool = True,
+        batch_delay_ms: float = 0,
+        expire: str | None = None,
     ) -> None:
         self._initial: dict[str, Any] = {
             "latency_ms": latency_ms,
@@ -155,8 +159,8 @@ class MockAnthropic:
             "answers": dict(answers or {}),
             "faults": list(faults or []),
             "echo": echo,
-            "batch_delay_ms": 0,
-            "expire": None,
+            "batch_delay_ms": batch_delay_ms,
+            "expire": expire,
         }
         self._settings: dict[str, Any] = {}
         self._batches: dict[str, _Batch] = {}
