@@ -201,3 +201,12 @@ def test_budget_counts_a_submitted_request_at_its_maximum_cost_until_its_result(
     assert set(dict(outcomes)) <= {"completed", "budget_skipped", "budget_interrupted"}
     record = store.read_run(summary["run_id"])
     assert record["budget_spent_usd"] < 0.002 and record["budget_status"] == "open"
+
+
+def test_the_estimate_shows_batch_and_online_cost(tmp_path, claude, capsys):
+    spec = spec_of(tmp_path, claude.base_url, 10, batch=BATCH)
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["lines"]
+    assert line["cost_usd_expected"] == pytest.approx(line["cost_usd_expected_online"] / 2)
+    assert "batch prices (online $" in line["note"]
+    assert claude.stats()["batch_submissions"] == 0, "estimating spends nothing"

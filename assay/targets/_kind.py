@@ -70,11 +70,13 @@ class Metered:
         model: the model called (priced for budgets and estimates).
         max_tokens: the output tokens one call may take, when bounded.
         texts: the texts one item's call sends (`assay estimate` counts their tokens).
+        batch: the calls go through the provider's batch API (priced at its batch rates).
     """
 
     model: str
     max_tokens: int | None
     texts: Callable[[Item], list[str]]
+    batch: bool = False
 
 
 class TargetKind(ABC, Generic[S]):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,7 +30,7 @@ from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.targets._base import TargetResult, render
 from assay.targets._chat import ChatKind, ChatTarget
-from assay.targets._kind import TargetContext
+from assay.targets._kind import Metered, TargetContext
 
 
 class AnthropicKind(ChatKind[AnthropicTarget]):
@@ -44,6 +45,9 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
         problem = model_pin_problem(spec.model)
         return [] if problem is None else [f"{where}.model: {problem}"]
+
+    def metered(self, spec: AnthropicTarget) -> Metered:
+        return replace(super().metered(spec), batch=spec.batch is not None)
 
     def in_flight(self, spec: AnthropicTarget, concurrency: int) -> int:
         """In batch mode `max_batches` batches' worth of items wait at once, whatever `concurrency` is."""
