@@ -11,11 +11,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from aiohttp import web
 
 from assay.calls.accounting import Usage
 from assay.cli import main
 from assay.errors import TargetFailure
 from assay.store import Store
+from assay.testing._background import BackgroundServer, listen
 from tests.conftest import arithmetic_rows, mock_target, write_jsonl, write_spec
 from tests.test_anthropic import call, target_spec
 
@@ -154,3 +156,50 @@ def test_a_stream_refused_with_a_status_is_an_http_failure(claude):
     with pytest.raises(TargetFailure) as caught:
         call(claude.base_url, stream=True)
     assert caught.value.http_status == 401 and caught.value.message == "HTTP 401: invalid x-api-key"
+
+
+class _EndsEarly:
+    """A server whose Messages stream ends cleanly (the reply's last chunk sent) before its
+    `message_stop`: nothing is wrong on the wire, only the stream is incomplete."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._runner: Any = None
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        start = {
+            "id": "m",
+            "model": "claude-x",
+            "content": [],
+            "usage": {"input_tokens": 3, "output_tokens": 1},
+        }
+        for event in (
+            {"type": "message_start", "message": start},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "half"}},
+        ):
+            await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        await response.write_eof()
+        return response
+
+    async def start(self, port: int = 0) -> int:
+        app = web.Application()
+        app.router.add_post("/v1/messages", self._messages)
+        self._runner, bound = await listen(app, "127.0.0.1", port)
+        return bound
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+
+def test_a_stream_that_ends_before_its_final_event_is_a_retryable_failure():
+    with BackgroundServer(_EndsEarly()) as server:
+        with pytest.raises(TargetFailure) as caught:
+            call(f"http://127.0.0.1:{server.port}/v1", stream=True, max_retries=1)
+        assert server.app.requests == 2, "retried once"
+    failure = caught.value
+    assert failure.kind == "connection" and failure.retryable
+    assert failure.message == "connection error: the stream ended before its final event"
