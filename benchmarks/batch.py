@@ -75,7 +75,7 @@ def _assay(*args: str) -> subprocess.Popen[str]:
 def _finish(process: subprocess.Popen[str]) -> tuple[dict[str, Any], float]:
     started = time.perf_counter()
     out, err = process.communicate(timeout=600)
-    if process.returncode not in (0, 1):
+    if process.returncode not in (0, 1) or not out.strip():
         raise RuntimeError(f"assay failed ({process.returncode}): {err[-2000:]}")
     return json.loads(out), time.perf_counter() - started
 
@@ -99,7 +99,7 @@ def _figures(store: Path, run_id: str) -> dict[str, Any]:
     }
 
 
-def _wait_for(condition: Any, what: str, timeout: float = 60) -> None:
+def _wait_for(condition: Any, what: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -128,6 +128,7 @@ def main() -> None:
             summary, wall = _timed_run(_spec(folder, mock.base_url, args.items, batch), folder / "store")
             results[name] = {**_figures(folder / "store", summary["run_id"]), "wall_s": round(wall, 2)}
             results[name]["batch_submissions"] = mock.stats()["batch_submissions"]
+            print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
 
         folder = root / "killed"
         folder.mkdir()

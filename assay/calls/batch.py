@@ -13,8 +13,12 @@ waits for that batch instead — unless that batch ended without a result for it
 `expired`, `canceled`), in which case it is submitted in a new batch, and counted
 (`Batcher.resubmitted`, by reason).
 
-Only Anthropic's Message Batches API is spoken so far (`POST {base_url}/messages/batches`,
-`GET …/{id}`, the JSONL at its `results_url`). What is retried and how failures read is
+Two batch APIs are spoken, each a `BatchAPI`: Anthropic's Message Batches (`AnthropicBatches`:
+`POST {base_url}/messages/batches`, `GET …/{id}`, the JSONL at its `results_url`) and OpenAI's
+Batch API (`OpenAIBatches`: the requests uploaded as a JSONL file to `/files`, a batch of it
+created at `/batches`, its output and error files read back). Both hand back results in one
+shape: `{"type": "succeeded", "message": <the reply>}`, or `errored` (with `error: {type,
+message}`), `expired` or `canceled`. What is retried and how failures read is
 `assay.calls.http`'s, as for every Assay client.
 """
 
@@ -25,9 +29,11 @@ import collections
 import hashlib
 import json
 import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -107,10 +113,126 @@ class _Waiting:
     future: asyncio.Future[dict[str, Any]]
 
 
+Request = Callable[..., Awaitable[Any]]
+"""`request(method, url, body=None, form=None, parse=True)`: one HTTP request with retries; its
+JSON reply (or its bytes, `parse=False`); raises `TargetFailure`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A batch as its provider sees it: whether it has ended, its request counts, and where its
+    results are (`locator`, the API's own)."""
+
+    ended: bool
+    counts: dict[str, int]
+    locator: Any = None
+
+
+class BatchAPI(ABC):
+    """One provider's batch API. `name` names the provider in failures (`<name>:<host>`)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        """Submit (custom id, request body) pairs as one batch; returns the batch's id."""
+
+    @abstractmethod
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        """Where the batch is."""
+
+    @abstractmethod
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        """An ended batch's results by custom id (see the module docstring for their shape)."""
+
+
+def _jsonl(raw: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+class AnthropicBatches(BatchAPI):
+    name = "anthropic"
+
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        body = {"requests": [{"custom_id": cid, "params": params} for cid, params in requests]}
+        return (await request("POST", f"{base}/messages/batches", body=body))["id"]
+
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        state = await request("GET", f"{base}/messages/batches/{batch_id}")
+        counts = {k: v for k, v in (state.get("request_counts") or {}).items() if k != "processing"}
+        return Status(state.get("processing_status") == "ended", counts, state.get("results_url"))
+
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        url = status.locator or f"{base}/messages/batches/{batch_id}/results"
+        rows = _jsonl(await request("GET", url, parse=False))
+        out = {}
+        for row in rows:
+            result = row["result"]
+            if result.get("type") == "errored":  # `{"type": "error", "error": {type, message}}`
+                result = {"type": "errored", "error": (result.get("error") or {}).get("error") or {}}
+            out[row["custom_id"]] = result
+        return out
+
+
+class OpenAIBatches(BatchAPI):
+    name = "openai"
+    _ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        lines = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
+            + "\n"
+            for cid, body in requests
+        )
+        uploaded = await request("POST", f"{base}/files", form={"purpose": "batch", "file": lines.encode()})
+        body = {
+            "input_file_id": uploaded["id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+        }
+        return (await request("POST", f"{base}/batches", body=body))["id"]
+
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        state = await request("GET", f"{base}/batches/{batch_id}")
+        counts = {k: v for k, v in (state.get("request_counts") or {}).items() if k != "total"}
+        files = (state.get("output_file_id"), state.get("error_file_id"))
+        return Status(state.get("status") in self._ENDED, counts, files)
+
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for file_id in status.locator or ():
+            if file_id is None:
+                continue
+            for row in _jsonl(await request("GET", f"{base}/files/{file_id}/content", parse=False)):
+                response, error = row.get("response") or {}, row.get("error") or {}
+                if error.get("code") == "batch_expired":
+                    out[row["custom_id"]] = {"type": "expired"}
+                elif error or response.get("status_code") != 200:
+                    body_error = (response.get("body") or {}).get("error") or {}
+                    kind = (
+                        error.get("code") or body_error.get("type") or f"http_{response.get('status_code')}"
+                    )
+                    message = error.get("message") or body_error.get("message") or ""
+                    out[row["custom_id"]] = {"type": "errored", "error": {"type": kind, "message": message}}
+                else:
+                    out[row["custom_id"]] = {"type": "succeeded", "message": response["body"]}
+        return out
+
+
+BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (AnthropicBatches(), OpenAIBatches())}
+
+
 class Batcher:
-    """Anthropic's Message Batches API behind one `ask` per request (see the module docstring).
+    """A provider's batch API behind one `ask` per request (see the module docstring).
 
     Args:
+        api: the provider's batch API.
         base_url: e.g. `https://api.anthropic.com/v1`.
         headers: the request headers (key and version), never recorded.
         settings: batch sizes and timing.
@@ -121,6 +243,7 @@ class Batcher:
 
     def __init__(
         self,
+        api: BatchAPI,
         base_url: str,
         *,
         headers: dict[str, str],
@@ -129,11 +252,12 @@ class Batcher:
         timeout: float,
         max_retries: int,
     ) -> None:
+        self._api = api
         self._base = base_url.rstrip("/")
-        self._headers = {"content-type": "application/json", **headers}
+        self._headers = headers
         self._settings = settings
         self._ledger = ledger
-        self._endpoint = Endpoint(f"anthropic:{urlsplit(base_url).netloc}", timeout)
+        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout)
         self._policy = RetryPolicy(max_retries)
         self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -218,10 +342,9 @@ class Batcher:
                 waiting.future.set_result(results.get(waiting.custom_id) or {"type": "missing"})
 
     async def _submit(self, batch: list[_Waiting]) -> BatchEntry:
-        requests = [{"custom_id": w.custom_id, "params": w.body} for w in batch]
-        reply = await self._request("POST", f"{self._base}/messages/batches", {"requests": requests})
+        batch_id = await self._api.submit(self._request, self._base, [(w.custom_id, w.body) for w in batch])
         entry = BatchEntry(
-            batch_id=reply["id"],
+            batch_id=batch_id,
             provider=self._endpoint.provider,
             custom_ids=[w.custom_id for w in batch],
             state=BatchState.IN_PROGRESS,
@@ -241,35 +364,44 @@ class Batcher:
 
     async def _until_ended(self, entry: BatchEntry) -> dict[str, dict[str, Any]]:
         """Poll the batch until it ends; record that; return its results by custom id."""
-        url = f"{self._base}/messages/batches/{entry.batch_id}"
-        while True:
-            state = await self._request("GET", url)
-            if state.get("processing_status") == "ended":
-                break
+        while not (status := await self._api.status(self._request, self._base, entry.batch_id)).ended:
             await asyncio.sleep(self._settings.poll_s)
-        raw = await self._request("GET", state.get("results_url") or f"{url}/results", parse=False)
-        results = {}
-        for line in raw.decode("utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                results[row["custom_id"]] = row["result"]
+        results = await self._api.results(self._request, self._base, entry.batch_id, status)
         if entry.state is not BatchState.ENDED:
             entry.state = BatchState.ENDED
             entry.ended_at = datetime.now(UTC)
-            entry.counts = {k: v for k, v in (state.get("request_counts") or {}).items() if k != "processing"}
+            entry.counts = status.counts
             await asyncio.to_thread(self._ledger.record, entry)
         return results
 
-    async def _request(self, method: str, url: str, body: Any = None, *, parse: bool = True) -> Any:
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any = None,
+        form: dict[str, str | bytes] | None = None,
+        parse: bool = True,
+    ) -> Any:
+        """One request with the retry policy (see `Request`)."""
         session = self._session
         if session is None:
             session = self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
         what = f"{method} {urlsplit(url).path}"
-        data = None if body is None else json.dumps(body).encode()
 
         async def attempt(number: int) -> Any:
+            data: Any = None
+            if form is not None:  # built per attempt: a form is consumed by sending it
+                data = aiohttp.FormData()
+                for name, value in form.items():
+                    if isinstance(value, bytes):
+                        data.add_field(name, value, filename="batch.jsonl", content_type="application/jsonl")
+                    else:
+                        data.add_field(name, value)
             try:
-                async with session.request(method, url, data=data, allow_redirects=False) as response:
+                async with session.request(
+                    method, url, json=body, data=data, allow_redirects=False
+                ) as response:
                     status, headers, raw = response.status, response.headers, await response.read()
             except (aiohttp.ClientError, TimeoutError) as exc:
                 # A lost submission could have been accepted: resending it could bill it twice.

@@ -115,6 +115,11 @@ class ChatClient:
         self._concurrency = concurrency
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def api(self) -> ChatAPI:
+        """The provider's chat API this client speaks."""
+        return self._api
+
     def _open(self) -> aiohttp.ClientSession:
         """The session, opened on first use: on the running loop, which a session belongs to."""
         connector = aiohttp.TCPConnector(

@@ -10,7 +10,7 @@ import re
 import string
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from assay.calls.batch import BatchSettings
 from assay.calls.http import HttpURL
@@ -46,6 +46,22 @@ def _template(value: str | None) -> str | None:
     return value
 
 
+def _batch_settings(value: object) -> object:
+    """`batch: true` is the default settings, `false` none."""
+    if value is True:
+        return BatchSettings()
+    return None if value is False else value
+
+
+# `batch: true` (the default settings), `false` (none), or the settings.
+BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
+
+
+def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
+    if spec.batch is not None and (spec.stream or spec.cache):
+        raise ValueError("batch cannot be combined with stream or cache")
+
+
 class OpenAITarget(StrictModel):
     """Any OpenAI-compatible chat-completions endpoint.
 
@@ -63,6 +79,9 @@ class OpenAITarget(StrictModel):
             `temperature: 0`); `always` caches whatever the temperature.
         stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
             time to its first token is measured (`items.first_token_ms`).
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items'
+            requests through OpenAI's Batch API, at batch prices (needs `max_tokens`, which bounds
+            what a batch may cost); see the `anthropic` target.
     """
 
     kind: Literal["openai"]
@@ -77,10 +96,16 @@ class OpenAITarget(StrictModel):
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
     stream: bool = False
+    batch: BatchOption = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
         check_cache(self.cache, self.temperature)
+        _batch_alone(self)
+        if self.batch is not None and self.max_tokens is None:
+            raise ValueError(
+                "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
+            )
         return self
 
     @field_validator("prompt", "system")
@@ -108,7 +133,7 @@ class AnthropicTarget(StrictModel):
             later calls read it at the cache price (`tokens_cached`), the first writes it
             (`tokens_cache_write`).
         stream: ask for the reply as a stream, so the time to its first token is measured.
-        batch: `true` or `{max_requests, max_wait_s, poll_s}`: send the items' requests through
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items' requests through
             the Message Batches API, at batch prices; each batch is recorded in the store's
             `batches/` the moment it is accepted, so `assay resume` re-attaches to it and never
             submits a request twice. (A session's turns are sent online.)
@@ -130,23 +155,15 @@ class AnthropicTarget(StrictModel):
     stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
     cache_system: bool = False
     stream: bool = False
-    batch: BatchSettings | None = None
+    batch: BatchOption = None
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
 
-    @field_validator("batch", mode="before")
-    @classmethod
-    def _batch_flag(cls, value: object) -> object:
-        if value is True:
-            return BatchSettings()
-        return None if value is False else value
-
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
         check_cache(self.cache, self.temperature)
-        if self.batch is not None and (self.stream or self.cache):
-            raise ValueError("batch cannot be combined with stream or cache")
+        _batch_alone(self)
         if self.cache_system and self.system is None:
             raise ValueError("cache_system needs a `system` prompt to cache")
         return self

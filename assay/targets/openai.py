@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from assay.calls.chat import ChatClient
+from assay.calls.wire import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget
+from assay.targets._chat import ChatKind, ChatTarget, open_batcher
 from assay.targets._kind import TargetContext
 
 
@@ -17,11 +18,11 @@ class OpenAIKind(ChatKind[OpenAITarget]):
 
     name = "openai"
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "cache", "stream"}
+        {"base_url", "api_key_env", "timeout", "max_retries", "cache", "stream", "batch"}
     )
 
     def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:
-        return OpenAIChatTarget(spec, concurrency=context.concurrency, seed=context.seed)
+        return OpenAIChatTarget(spec, concurrency=context.concurrency, seed=context.seed, context=context)
 
 
 class OpenAIChatTarget(ChatTarget):
@@ -31,9 +32,12 @@ class OpenAIChatTarget(ChatTarget):
         spec: the target spec.
         concurrency: the run's concurrency; the connection pool is as wide.
         seed: sent as `seed` so providers that support it sample repeatably.
+        context: the run (its store keeps batch mode's ledger).
     """
 
-    def __init__(self, spec: OpenAITarget, *, concurrency: int, seed: int) -> None:
+    def __init__(
+        self, spec: OpenAITarget, *, concurrency: int, seed: int, context: TargetContext | None = None
+    ) -> None:
         client = ChatClient(
             spec.base_url,
             api_key_env=spec.api_key_env,
@@ -43,7 +47,7 @@ class OpenAIChatTarget(ChatTarget):
             cache=bool(spec.cache),
             stream=spec.stream,
         )
-        super().__init__(spec, client)
+        super().__init__(spec, client, open_batcher(spec, OPENAI, context))
         self._seed = seed
 
     def request_body(
