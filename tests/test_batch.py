@@ -20,6 +20,7 @@ from assay.cli import main
 from assay.store import Store
 from tests.conftest import (
     arithmetic_rows,
+    mock_target,
     only_run_id,
     run_assay,
     start_run,
@@ -210,3 +211,77 @@ def test_the_estimate_shows_batch_and_online_cost(tmp_path, claude, capsys):
     assert line["cost_usd_expected"] == pytest.approx(line["cost_usd_expected_online"] / 2)
     assert "batch prices (online $" in line["note"]
     assert claude.stats()["batch_submissions"] == 0, "estimating spends nothing"
+
+
+# -- OpenAI's Batch API -------------------------------------------------------------------------
+
+GPT = "gpt-4o-mini-2024-07-18"
+
+
+def openai_spec(folder: Path, base_url: str, n: int, **target: Any) -> Path:
+    write_jsonl(folder / "data.jsonl", arithmetic_rows(n))
+    return write_spec(
+        folder,
+        name="batched-openai",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        target=mock_target(base_url, model=GPT, max_tokens=16, **target),
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+        concurrency=2,
+        fail_on_item_error_rate=1,
+    )
+
+
+def test_openai_items_go_through_the_batch_api_at_batch_prices(tmp_path, mock, capsys):
+    mock.configure(batch_delay_ms=200, answers=answers(12))
+    summary, store = run(openai_spec(tmp_path, mock.base_url, 12, batch=BATCH), tmp_path / "s", capsys)
+    stats = mock.batch_stats()
+    assert stats["batch_submissions"] == 3 and sorted(stats["batch_requests"].values()) == [1] * 12
+    items = store.run_items(summary["run_id"])
+    assert items["outcome"].to_list() == ["completed"] * 12 and items["operations_batched"].sum() == 12
+    assert (items["output_text"] == items["expected"].str.strip_chars('"')).all()
+    online = sum(PriceTable.shipped().cost(GPT, _usage(row)) for row in items.iter_rows(named=True))
+    assert items["cost_usd"].sum() == pytest.approx(online / 2)
+    batches = store.run_batches(summary["run_id"])
+    assert (
+        batches["provider"].str.starts_with("openai:").all() and batches["state"].to_list() == ["ended"] * 3
+    )
+
+
+def test_openai_errored_and_expired_requests_fail_their_items(tmp_path, mock, capsys):
+    mock.configure(expire="1 + 1", faults=[{"status": 500, "match": "2 + 2"}])
+    summary, store = run(openai_spec(tmp_path, mock.base_url, 4, batch=BATCH), tmp_path / "s", capsys)
+    items = store.run_items(summary["run_id"]).sort("item_index")
+    assert items["outcome"].to_list() == ["completed", "failed", "failed", "completed"]
+    assert items["error"][1] == "batch request expired"
+    assert items["error"][2] == "batch request errored: server_error: mock fault: HTTP 500"
+    assert json.loads(store.run_batches(summary["run_id"])["request_counts"][0]) == {
+        "completed": 2,
+        "failed": 2,
+    }
+
+
+def test_openai_batch_needs_max_tokens(tmp_path, mock):
+    spec = openai_spec(tmp_path, mock.base_url, 2, batch=True)
+    spec.write_text(spec.read_text().replace("max_tokens: 16", "max_tokens: null"))
+    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
+    assert done.returncode == 2 and "batch needs max_tokens" in done.stderr
+
+
+def test_openai_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_path, mock):
+    n = 15
+    mock.configure(batch_delay_ms=3000, answers=answers(n))
+    store = tmp_path / "s"
+    process = start_run(openai_spec(tmp_path, mock.base_url, n, batch={**BATCH, "poll_s": 0.1}), store)
+    wait_for(
+        lambda: len(list((store / "batches").glob("run_id=*/*-in_progress.parquet"))) == 3,
+        "3 batches were recorded in flight",
+        process,
+    )
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    run_id = only_run_id(store)
+    resumed = run_assay("resume", run_id, "--store", str(store), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    stats = mock.batch_stats()
+    assert stats["batch_submissions"] == 3 and sorted(stats["batch_requests"].values()) == [1] * n
+    assert Store(store).run_items(run_id)["outcome"].to_list() == ["completed"] * n

@@ -41,6 +41,9 @@ Endpoints
 
     - `token_delay_ms` (number, default 0): between the words of a streamed reply.
 
+    `batch_delay_ms` and `expire` configure the Batch API (`/v1/files`, `/v1/batches`:
+    `assay.testing._openai_batches`).
+
     `"stream": true` answers with Server-Sent Events (`chat.completion.chunk`s, one per word,
     the usage last when `stream_options.include_usage`, then `[DONE]`; `assay.testing._sse`);
     a `drop` fault then cuts the stream after its first word.
@@ -93,6 +96,7 @@ from typing import Any
 from aiohttp import web
 
 from assay.testing._background import BackgroundServer, listen
+from assay.testing._openai_batches import OpenAIBatches
 from assay.testing._sse import chat_completion_stream
 
 HOST = "127.0.0.1"
@@ -286,6 +290,7 @@ class MockOpenAI:
         self._bodies: collections.deque[Any] = collections.deque(maxlen=BODIES_KEPT)
         self._last_authorization: str | None = None
         self._runner: web.AppRunner | None = None
+        self.batches = OpenAIBatches()  # the Batch API (`assay.testing._openai_batches`)
         self.configure(**self._initial)
 
     def configure(self, **settings: Any) -> dict[str, Any]:
@@ -300,9 +305,10 @@ class MockOpenAI:
         Raises:
             TypeError, ValueError: on an unknown key or a bad value; nothing is changed then.
         """
-        unknown = set(settings) - _CONFIG_KEYS
+        unknown = set(settings) - _CONFIG_KEYS - OpenAIBatches.SETTINGS
         if unknown:
             raise ValueError(f"unknown config keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}")
+        self.batches.configure(settings)
         # Validate everything before changing anything, so a bad request leaves the mock as it was.
         latency_ms = settings.get("latency_ms", self._latency_ms)
         if not _is_number(latency_ms) or latency_ms < 0:
@@ -353,6 +359,7 @@ class MockOpenAI:
         self._by_status.clear()
         self._bodies.clear()
         self._last_authorization = None
+        self.batches.reset()
         self.configure(**self._initial)
 
     def app(self) -> web.Application:
@@ -362,6 +369,7 @@ class MockOpenAI:
         app.router.add_post("/_mock/config", self._http_configure)
         app.router.add_get("/_mock/stats", self._http_stats)
         app.router.add_post("/_mock/reset", self._http_reset)
+        self.batches.add_routes(app)
         return app
 
     async def start(self, port: int = 0) -> int:
@@ -530,6 +538,10 @@ class MockOpenAIServer(BackgroundServer[MockOpenAI]):
     def reset(self) -> None:
         """Zero the counters, clear faults, restore the initial settings; see `MockOpenAI.reset`."""
         self.call(self.app.reset)
+
+    def batch_stats(self) -> dict[str, Any]:
+        """The Batch API's counters (`assay.testing._openai_batches`)."""
+        return self.call(self.app.batches.stats)
 
 
 async def _serve(port: int, latency_ms: float) -> None:
