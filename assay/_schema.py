@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from assay.outcomes import (
     Adjustment,
+    BatchState,
     BudgetClosedBy,
     BudgetStatus,
     CaptureStatus,
@@ -54,11 +55,11 @@ def _words(enum: type[StrEnum], *leave_out: StrEnum) -> str:
 
 # What each token kind counts; a kind added to `TokenKind` without a meaning here fails at import.
 _TOKEN_MEANINGS = {
-    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them",
+    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them: all input, cache reads and writes included",
     TokenKind.OUTPUT: "output (completion) tokens",
     TokenKind.REASONING: "reasoning tokens, where the provider reports them",
-    TokenKind.CACHED: "cached input tokens, where the provider reports them",
-    TokenKind.CACHE_WRITE: "tokens written to the provider's prompt cache, where reported",
+    TokenKind.CACHED: "input tokens read from the provider's prompt cache (part of input), where reported",
+    TokenKind.CACHE_WRITE: "input tokens written to the provider's prompt cache (part of input), where reported",
 }
 _TOKENS = tuple((token_column(kind), pa.int64(), _TOKEN_MEANINGS[kind]) for kind in TokenKind)
 
@@ -77,6 +78,7 @@ _ACCOUNTING = (
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
     ("operations_cached", pa.int64(), "calls answered by the response cache (free)"),
+    ("operations_batched", pa.int64(), "calls made through a provider's batch API (batch prices)"),
     (
         "operations_by_kind",
         pa.string(),
@@ -120,6 +122,11 @@ ITEMS = _schema(
     ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed model calls: from sending the attempt that succeeded to its first answer token; null otherwise",
+    ),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
     ("retries", pa.int32(), "how many attempts failed before the last"),
     *_TOKENS,
@@ -261,7 +268,11 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | python | http_agent | container: the spec's `target.kind`"),
+    (
+        "target_kind",
+        pa.string(),
+        "openai | anthropic | python | http_agent | container: the spec's `target.kind`",
+    ),
     (
         "target_snapshot",
         pa.string(),
@@ -387,6 +398,7 @@ class RunRecord(TypedDict, total=False):
     operations_unknown: int | None
     operations_denied: int | None
     operations_cached: int | None
+    operations_batched: int | None
     operations_by_kind: str | None
     budget_limit_usd: float | None
     budget_spent_usd: float | None
@@ -564,6 +576,11 @@ REQUESTS = _schema(
     ("wire_ms", pa.float64(), "the attempt's time on the wire"),
     ("retry_ms", pa.float64(), "time in failed attempts and backoff (end records)"),
     ("total_ms", pa.float64(), "the call's whole time, retries included (end records)"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed calls: from sending the attempt that succeeded to its first answer token (end records)",
+    ),
     ("tokens_input", pa.int64(), "input tokens (end records)"),
     ("tokens_output", pa.int64(), "output tokens (end records)"),
     ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),
@@ -573,4 +590,19 @@ REQUESTS = _schema(
     ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),
     ("truncated", pa.bool_(), "bodies were cut to fit max_record_bytes"),
     ("bytes", pa.int64(), "the record's size as JSON, counted against the limits"),
+)
+
+BATCHES = _schema(
+    ("batch_id", pa.string(), "the provider's id of a batch (batch mode)"),
+    ("provider", pa.string(), "who holds it: `anthropic:<host>`"),
+    ("custom_ids", pa.list_(pa.string()), "its requests' custom ids (a hash of item id and trial)"),
+    ("requests", pa.int64(), "how many requests it holds"),
+    ("state", pa.string(), f"{_words(BatchState)}: one row when the provider accepted it, one when it ended"),
+    ("submitted_at", _TS, "when the provider accepted it (UTC)"),
+    ("ended_at", _TS, "when it was seen to have ended (UTC); null while in progress"),
+    (
+        "request_counts",
+        pa.string(),
+        "the provider's counts once ended (JSON text: succeeded, errored, expired, …)",
+    ),
 )

@@ -254,6 +254,14 @@ class RequestOutcome(StrEnum):
     BUDGET_DENIED = "budget_denied"
 
 
+class BatchState(StrEnum):
+    """`batches.state`: a provider batch (batch mode) is `in_progress` from the moment the
+    provider accepted it until it `ended` (every request answered, errored, expired or cancelled)."""
+
+    IN_PROGRESS = "in_progress"
+    ENDED = "ended"
+
+
 class TrajectoryStatus(StrEnum):
     """How an http_agent's trajectory read (`trajectory_status` in `items.caller_metadata` and in
     its `trajectory.json`): `valid`, `partial` (some steps dropped), `invalid` (none usable) or

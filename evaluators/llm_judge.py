@@ -8,6 +8,10 @@ reply is read robustly (`evaluators/_judge_reply.py`): a JSON object `{"score": 
 number. A reply with no score, or one off the scale, fails the scorer; the raw reply is kept in
 the score's metadata.
 
+The judge speaks OpenAI's chat completions (`provider: openai`, the default: any compatible
+endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at the top level,
+`max_tokens` required, a pinned model checked before the run starts).
+
 Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
 budget: a refused call raises `BudgetDenied`, which `evaluate` records as `budget_interrupted`.
@@ -28,7 +32,9 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from assay._templates import template_problem
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
+from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
+from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from evaluators._base import Sample, Score, Scorer
 from evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
@@ -119,8 +125,11 @@ class LlmJudge(Scorer):
     """A model grades the output against a rubric; its score is mapped to [0, 1].
 
     Args:
-        base_url: an OpenAI-compatible endpoint, e.g. `https://api.openai.com/v1`.
-        model: the judge's exact model version (a moving alias makes scores unrepeatable).
+        base_url: the endpoint, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
+        provider: `openai` (chat completions, any compatible endpoint) or `anthropic` (the
+            Messages API, key sent as `x-api-key`).
+        model: the judge's exact model version (a moving alias makes scores unrepeatable; with
+            `provider: anthropic` one is refused before the run starts).
         api_key_env: the environment variable holding the API key; the key is never stored.
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
             (the scale in words), the item's annotations and the dataset row's fields (those four
@@ -131,7 +140,8 @@ class LlmJudge(Scorer):
             1..N, mapped to [0, 1] by (s - 1) / (N - 1). On the 0-1 scale "7/10" and "70%" read
             as fractions; on a 1-N scale a stated denominator must be N.
         temperature: sampling temperature (default 0); null leaves it to the provider.
-        max_tokens: the judge's reply limit (default 512); null leaves it to the provider.
+        max_tokens: the judge's reply limit (default 512); null leaves it to the provider (not
+            with `provider: anthropic`, whose API requires one).
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
@@ -146,6 +156,7 @@ class LlmJudge(Scorer):
 
     kind: Literal["llm_judge"] = "llm_judge"
     base_url: HttpURL
+    provider: Literal["openai", "anthropic"] = "openai"
     model: str = Field(min_length=1)
     api_key_env: str | None = Field(default=None, min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)
@@ -163,7 +174,16 @@ class LlmJudge(Scorer):
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> LlmJudge:
         check_cache(self.cache, self.temperature)
+        if self._api.needs_max_tokens and self.max_tokens is None:
+            raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
         return self
+
+    def unresolved(self, search_path: str | None = None) -> list[str]:
+        """As every scorer's, and an Anthropic judge's model must be pinned (`model_pin_problem`)."""
+        problems = super().unresolved(search_path)
+        if self._api.pins_models and (problem := model_pin_problem(self.model)) is not None:
+            problems.append(f"model: {problem}")
+        return problems
 
     @field_validator("rubric", "system")
     @classmethod
@@ -208,17 +228,18 @@ class LlmJudge(Scorer):
         except (IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"{what} cannot be filled for this item: {type(exc).__name__} {exc}") from None
 
+    @property
+    def _api(self) -> ChatAPI:
+        return APIS[self.provider]
+
     def request_body(self, sample: Sample) -> dict[str, Any]:
-        messages = []
-        if self.system is not None:
-            messages.append({"role": "system", "content": self._render(self.system, sample, "system")})
-        messages.append({"role": "user", "content": self._render(self.rubric, sample, "rubric")})
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        return body
+        return self._api.prompt_body(
+            model=self.model,
+            prompt=self._render(self.rubric, sample, "rubric"),
+            system=None if self.system is None else self._render(self.system, sample, "system"),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
 
     # -- reading the verdict -----------------------------------------------------------------------
 
@@ -261,6 +282,7 @@ class LlmJudge(Scorer):
             max_retries=self.max_retries,
             concurrency=self.concurrency,
             cache=bool(self.cache),
+            api=self._api,
         )
         by_loop = self._clients.by_loop
         closer = _closed_with_the_loop(client, lambda: by_loop.pop(loop, None))

@@ -216,6 +216,7 @@ def test_scorer_comparison_is_a_row_of_the_comparisons_table() -> None:
 # Private control flow that never leaves its module (assay/errors.py's docstring says why).
 PRIVATE_EXCEPTIONS = {
     "assay.calls.http.AttemptFailed",
+    "assay.calls.wire.StreamFailed",
     "assay.calls.request_codec._BadFile",
     "assay.targets.http_agent._artifacts._TooLarge",
     "assay.targets.http_agent._protocol.CapabilitiesError",

@@ -19,6 +19,7 @@ from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
     TOKEN_KINDS,
+    BatchState,
     Completeness,
     ItemOutcome,
     RequestPhase,
@@ -61,6 +62,7 @@ class _Summary(TypedDict):
     n_teardown_errors: int
     duration_ms: dict[str, float | None]
     timing_by_model: list[dict[str, Any]]
+    batches: dict[str, Any] | None
     tokens: dict[str, int]
     cost: CostSummary
     budget: BudgetColumns
@@ -94,6 +96,7 @@ class RunSummary(_Summary, total=False):
         n_teardown_errors: how many there were.
         duration_ms: mean, min, p50, p95 and max of the items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
+        batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
         cost: its measured cost.
         accounting: the run's accounting columns (`run_accounting`); `close_run` moves them into
@@ -181,6 +184,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
     ).item()
     accounting = run_accounting(items, scores)
     timing = model_timing(items, store.run_requests(run_id))
+    batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])
         for row in scorer_stats:
@@ -206,6 +210,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
         "duration_ms": duration,
         "timing_by_model": timing,
+        "batches": batches,
         "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
         "cost": {
             "usd": accounting["cost_usd"],
@@ -244,6 +249,7 @@ _SUMMED = (
     "operations_unknown",
     "operations_denied",
     "operations_cached",
+    "operations_batched",
 )
 
 
@@ -282,10 +288,13 @@ def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
 
 
 def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per generation model: calls, wire / queued / retry ms, and rate-limit retries (429s seen in
-    captured requests; null when the run captured none). First-token time needs streaming, which
-    the openai target does not use: null."""
+    """Per generation model: calls, wire / queued / retry ms, rate-limit retries (429s seen in
+    captured requests; null when the run captured none), and the p50 / p95 of each call's total
+    time (`duration_ms`) and, for streamed calls, of its time to the first token (null when no
+    call streamed)."""
     done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
+    if "first_token_ms" not in done.columns:  # parts written before streaming existed
+        done = done.with_columns(pl.lit(None, pl.Float64).alias("first_token_ms"))
     rows = (
         done.group_by("model")
         .agg(
@@ -293,6 +302,10 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             pl.col("wire_ms").mean().alias("wire_ms_mean"),
             pl.col("wire_ms").quantile(0.5, "linear").alias("wire_ms_p50"),
             pl.col("wire_ms").quantile(0.95, "linear").alias("wire_ms_p95"),
+            pl.col("duration_ms").quantile(0.5, "linear").alias("total_ms_p50"),
+            pl.col("duration_ms").quantile(0.95, "linear").alias("total_ms_p95"),
+            pl.col("first_token_ms").quantile(0.5, "linear").alias("first_token_ms_p50"),
+            pl.col("first_token_ms").quantile(0.95, "linear").alias("first_token_ms_p95"),
             pl.col("queued_ms").mean().alias("queued_ms_mean"),
             pl.col("retry_ms").sum().alias("retry_ms_total"),
             pl.col("retries").sum().alias("retries"),
@@ -305,8 +318,27 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
         row["rate_limit_retries"] = (
             throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
         )
-        row["first_token_ms"] = None
     return rows
+
+
+def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
+    """Batch mode's provider batches (`batches/`, each in its latest state): how many are in
+    progress and ended, the requests they hold and the provider's counts once ended; None when
+    the run made none."""
+    if batches.is_empty():
+        return None
+    counts: dict[str, int] = {}
+    for text in batches["request_counts"].drop_nulls():
+        for name, n in json.loads(text).items():
+            counts[name] = counts.get(name, 0) + n
+    return {
+        "batches": batches.height,
+        "in_progress": int((batches["state"] == BatchState.IN_PROGRESS).sum()),
+        "ended": int((batches["state"] == BatchState.ENDED).sum()),
+        "requests": int(batches["requests"].sum()),
+        "request_counts": counts,
+        "ids": batches["batch_id"].to_list(),
+    }
 
 
 def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:

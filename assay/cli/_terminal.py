@@ -140,6 +140,12 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"[yellow]warning: {summary['n_teardown_errors']} sandbox teardowns failed "
             f"(`assay clean {summary['run_id']}` removes what is left): {summary['teardown_errors'][0]}[/yellow]"
         )
+    if batch := summary.get("batches"):
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(batch["request_counts"].items()) if n)
+        console.print(
+            f"batches: {batch['batches']} ({batch['in_progress']} in progress, {batch['ended']} ended) "
+            f"holding {batch['requests']} requests" + (f": {counts}" if counts else "")
+        )
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
     console.print(

@@ -60,13 +60,16 @@ class Gate:
 
     Args:
         plan: the run's plan.
-        target_calls: whether items call the target: they then share one limiter of the spec's
-            `concurrency` and the budget admits them (a rescore calls none).
+        target_calls: whether items call the target: they then share one limiter of `width` and
+            the budget admits them (a rescore calls none).
+        width: items in flight at once; default the spec's `concurrency` (a batching target
+            holds a batch's worth: `TargetKind.in_flight`).
     """
 
-    def __init__(self, plan: RunPlan, *, target_calls: bool = True) -> None:
+    def __init__(self, plan: RunPlan, *, target_calls: bool = True, width: int | None = None) -> None:
         self.plan = plan
-        self._limiter = asyncio.Semaphore(plan.spec.concurrency) if target_calls else None
+        self.width = width or plan.spec.concurrency
+        self._limiter = asyncio.Semaphore(self.width) if target_calls else None
         self._budget = plan.budget if target_calls else None
 
     # No state per admission, so one gate serves every concurrent item (and costs no object).

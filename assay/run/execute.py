@@ -78,17 +78,21 @@ class ShardExecutor:
     Args:
         plan: the run's plan.
         run_item: where an item's rows come from (`for_target`, or a rescore's `RescoreItems`).
+        width: items in flight at once; default the spec's `concurrency`.
     """
 
-    def __init__(self, plan: RunPlan, run_item: RunItem) -> None:
+    def __init__(self, plan: RunPlan, run_item: RunItem, width: int | None = None) -> None:
         self.plan = plan
         self._run_item = run_item
+        self.width = width or plan.spec.concurrency
 
     @classmethod
     def for_target(cls, plan: RunPlan, target: Any) -> ShardExecutor:
         """Shards against one open target: each item as a plain call, a managed session (a spec
         with a policy or attempts) or a live sandbox (a kind whose attempts stay alive)."""
-        gate, scoring = Gate(plan), Scoring(plan)
+        # A batching target holds a batch's worth of items at once (`TargetKind.in_flight`).
+        width = kind_of(plan.spec.target).in_flight(plan.spec.target, plan.spec.concurrency)
+        gate, scoring = Gate(plan, width=width), Scoring(plan)
         run_item: RunItem
         if kind_of(plan.spec.target).live_attempts:
             run_item = SandboxedItems(target, gate, scoring)
@@ -96,7 +100,7 @@ class ShardExecutor:
             run_item = SessionItems(target, gate, scoring)
         else:
             run_item = PlainItems(target, gate, scoring)
-        return cls(plan, run_item)
+        return cls(plan, run_item, width)
 
     async def run_shard(self, shard: Shard) -> ShardReport:
         """Execute the shard's items not yet committed; returns what it did."""
@@ -125,7 +129,7 @@ class ShardExecutor:
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in the gate still bounds the target calls in flight.
-        workers = [asyncio.ensure_future(drain()) for _ in range(min(plan.spec.concurrency, len(todo)))]
+        workers = [asyncio.ensure_future(drain()) for _ in range(min(self.width, len(todo)))]
         try:
             await asyncio.gather(*workers)
         finally:

@@ -54,6 +54,7 @@ class ItemRow(TypedDict, total=False):
     queued_ms: float | None
     duration_ms: float | None
     wire_ms: float | None
+    first_token_ms: float | None
     retry_ms: float | None
     retries: int | None
     tokens_input: int | None
@@ -262,6 +263,7 @@ def completed_row(
         "model": result.model,
         "duration_ms": duration_ms,
         "wire_ms": result.wire_ms,
+        "first_token_ms": result.first_token_ms,
         "retry_ms": result.retry_ms,
         "retries": result.retries,
         **token_columns(result.usage),

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from assay._templates import template_problem
+from assay.calls.batch import BatchSettings
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
@@ -21,6 +22,29 @@ ParserName = Literal["jsonl", "claude-code", "codex", "text"]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Characters docker's `--env-file` cannot carry inside a value: it reads one KEY=value per line.
 ENV_UNWRITABLE = ("\n", "\r", "\x00")
+
+
+def _template(value: str | None) -> str | None:
+    """A prompt template must fill from named dataset fields: `{question}`, `{field[key]}`."""
+    if value is not None and (problem := template_problem(value, example="dataset field, e.g. {question}")):
+        raise ValueError(f"bad template {value!r}: {problem}")
+    return value
+
+
+def _batch_settings(value: object) -> object:
+    """`batch: true` is the default settings, `false` none."""
+    if value is True:
+        return BatchSettings()
+    return None if value is False else value
+
+
+# `batch: true` (the default settings), `false` (none), or the settings.
+BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
+
+
+def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
+    if spec.batch is not None and (spec.stream or spec.cache):
+        raise ValueError("batch cannot be combined with stream or cache")
 
 
 class OpenAITarget(StrictModel):
@@ -38,6 +62,11 @@ class OpenAITarget(StrictModel):
             `assay.calls.http`), a timeout or a connection error.
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
+        stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
+            time to its first token is measured (`items.first_token_ms`).
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items'
+            requests through OpenAI's Batch API, at batch prices (needs `max_tokens`, which bounds
+            what a batch may cost); see the `anthropic` target.
     """
 
     kind: Literal["openai"]
@@ -51,18 +80,83 @@ class OpenAITarget(StrictModel):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
+    stream: bool = False
+    batch: BatchOption = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
         check_cache(self.cache, self.temperature)
+        _batch_alone(self)
+        if self.batch is not None and self.max_tokens is None:
+            raise ValueError(
+                "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
+            )
         return self
 
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
-        if value is not None and (problem := template_problem(value, example="dataset field, e.g. {question}")):
-            raise ValueError(f"bad template {value!r}: {problem}")
-        return value
+        return _template(value)
+
+
+class AnthropicTarget(StrictModel):
+    """Anthropic's Messages API, natively (`POST {base_url}/messages`).
+
+    Args:
+        base_url: default `https://api.anthropic.com/v1`; `/messages` is appended.
+        model: the exact, dated model version (`claude-sonnet-4-5-20250929`); a moving alias
+            (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
+        api_key_env: the environment variable holding the API key, sent as `x-api-key`; the key
+            itself is never stored.
+        anthropic_version: the `anthropic-version` header.
+        prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        system: an optional system prompt (also a template).
+        max_tokens: the reply's limit (the Messages API requires one).
+        temperature: sampling temperature, 0 to 1.
+        stop_sequences: texts that end the reply.
+        cache_system: mark the system prompt for Anthropic's prompt cache (`cache_control`):
+            later calls read it at the cache price (`tokens_cached`), the first writes it
+            (`tokens_cache_write`).
+        stream: ask for the reply as a stream, so the time to its first token is measured.
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items' requests through
+            the Message Batches API, at batch prices; each batch is recorded in the store's
+            `batches/` the moment it is accepted, so `assay resume` re-attaches to it and never
+            submits a request twice. (A session's turns are sent online.)
+        timeout: seconds for one HTTP attempt.
+        max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
+            5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
+        cache: as for `openai`: answer repeated requests from the store's response cache.
+    """
+
+    kind: Literal["anthropic"]
+    base_url: HttpURL = "https://api.anthropic.com/v1"
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    anthropic_version: str = Field(default="2023-06-01", min_length=1)
+    prompt: str = "{input}"
+    system: str | None = None
+    max_tokens: int = Field(ge=1, strict=True)
+    temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
+    stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
+    cache_system: bool = False
+    stream: bool = False
+    batch: BatchOption = None
+    timeout: float = Field(default=60.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    cache: bool | Literal["always"] = False
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
+        check_cache(self.cache, self.temperature)
+        _batch_alone(self)
+        if self.cache_system and self.system is None:
+            raise ValueError("cache_system needs a `system` prompt to cache")
+        return self
+
+    @field_validator("prompt", "system")
+    @classmethod
+    def _template_parses(cls, value: str | None) -> str | None:
+        return _template(value)
 
 
 class PythonTarget(StrictModel):
@@ -246,9 +340,9 @@ class ContainerTarget(StrictModel):
 
 
 TargetSpec = Annotated[
-    OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
+    OpenAITarget | AnthropicTarget | PythonTarget | HttpAgentTarget | ContainerTarget,
+    Field(discriminator="kind"),
 ]
-
 
 
 TARGET_KINDS = sorted(

@@ -74,7 +74,7 @@ import pyarrow as pa
 
 from assay import _schema
 from assay.errors import RunNotFoundError, StoreError
-from assay.outcomes import RowKind
+from assay.outcomes import BatchState, RowKind
 from assay.store import _publish
 
 DEFAULT_ROOT = "assay-store"
@@ -220,7 +220,7 @@ class Store:
         trash = self.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
         folders = {
             dataset: self._partition(dataset, run_id)
-            for dataset in ("runs", "items", "scores", "requests", "turns", "artifacts", "leases")
+            for dataset in ("runs", "items", "scores", "requests", "turns", "batches", "artifacts", "leases")
         }
         for name, folder in {**folders, "staging": self._staging(run_id)}.items():
             if folder.exists():
@@ -256,6 +256,25 @@ class Store:
         `FileExistsError` if the run has it already."""
         path = self._partition("requests", run_id) / _CARRIED
         _publish.put(path, lambda staged: _publish.write_parquet(requests, staged), self._staging(run_id))
+
+    # -- batches (batch mode's ledger) -----------------------------------------------------------
+
+    def record_batch(self, run_id: str, row: dict[str, Any]) -> None:
+        """Record a provider batch's state (a `BATCHES` row), durably, before returning: one file
+        per batch and state, `<batch_id>-<state>.parquet`, never replaced."""
+        table = pa.Table.from_pylist([row], schema=_schema.BATCHES)
+        path = self._partition("batches", run_id) / f"{row['batch_id']}-{row['state']}.parquet"
+        try:
+            _publish.put(path, lambda staged: _publish.write_parquet(table, staged), self._staging(run_id))
+        except FileExistsError:
+            pass  # the same state recorded twice (a re-attached batch seen to end again)
+
+    def run_batches(self, run_id: str) -> pl.DataFrame:
+        """A run's batches, each in its latest state (ended over in progress)."""
+        parts = [p for p in _publish.listing(self._partition("batches", run_id)) if p.suffix == ".parquet"]
+        frame = _read(_schema.BATCHES, parts)
+        ended_first = frame.sort(pl.col("state") == BatchState.ENDED, descending=True)
+        return ended_first.unique("batch_id", keep="first", maintain_order=True).sort("submitted_at")
 
     def part_names(self, run_id: str, dataset: str = "items") -> set[str]:
         """The file names of one run's parts of `dataset` (temporary files excluded); an items

@@ -39,6 +39,15 @@ Endpoints
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 
+    - `token_delay_ms` (number, default 0): between the words of a streamed reply.
+
+    `batch_delay_ms` and `expire` configure the Batch API (`/v1/files`, `/v1/batches`:
+    `assay.testing._openai_batches`).
+
+    `"stream": true` answers with Server-Sent Events (`chat.completion.chunk`s, one per word,
+    the usage last when `stream_options.include_usage`, then `[DONE]`; `assay.testing._sse`);
+    a `drop` fault then cuts the stream after its first word.
+
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},
     {"status": 500}, {"delay_ms": 5000}]}`

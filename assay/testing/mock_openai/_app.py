@@ -12,10 +12,12 @@ from typing import Any
 from aiohttp import web
 
 from assay.testing._background import ServedApp, json_response
+from assay.testing._openai_batches import OpenAIBatches
+from assay.testing._sse import chat_completion_stream
 from assay.testing.mock_openai._faults import Fault, error_response, is_number
 
 BODIES_KEPT = 50
-_CONFIG_KEYS = frozenset({"latency_ms", "answers", "echo", "faults"})
+_CONFIG_KEYS = frozenset({"latency_ms", "token_delay_ms", "answers", "echo", "faults"})
 
 
 def _text(content: Any) -> str:
@@ -51,11 +53,13 @@ class MockOpenAI(ServedApp):
     ) -> None:
         self._initial: dict[str, Any] = {
             "latency_ms": latency_ms,
+            "token_delay_ms": 0,
             "answers": dict(answers or {}),
             "faults": list(faults or []),
             "echo": echo,
         }
         self._latency_ms: float = 0.0
+        self._token_delay_ms: float = 0.0
         self._answers: dict[str, str] = {}
         self._echo = True
         self._faults: list[Fault] = []
@@ -64,6 +68,7 @@ class MockOpenAI(ServedApp):
         self._by_status: collections.Counter[int] = collections.Counter()
         self._bodies: collections.deque[Any] = collections.deque(maxlen=BODIES_KEPT)
         self._last_authorization: str | None = None
+        self.batches = OpenAIBatches()  # the Batch API (`assay.testing._openai_batches`)
         self.configure(**self._initial)
 
     def configure(self, **settings: Any) -> dict[str, Any]:
@@ -78,11 +83,15 @@ class MockOpenAI(ServedApp):
         Raises:
             TypeError, ValueError: on an unknown key or a bad value; nothing is changed then.
         """
-        unknown = set(settings) - _CONFIG_KEYS
+        unknown = set(settings) - _CONFIG_KEYS - OpenAIBatches.SETTINGS
         if unknown:
             raise ValueError(f"unknown config keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}")
+        self.batches.configure(settings)
         # Validate everything before changing anything, so a bad request leaves the mock as it was.
         latency_ms = settings.get("latency_ms", self._latency_ms)
+        token_delay_ms = settings.get("token_delay_ms", self._token_delay_ms)
+        if not is_number(token_delay_ms) or token_delay_ms < 0:
+            raise ValueError(f"token_delay_ms must be a number >= 0, got {token_delay_ms!r}")
         if not is_number(latency_ms) or latency_ms < 0:
             raise ValueError(f"latency_ms must be a number >= 0, got {latency_ms!r}")
         answers = settings.get("answers", self._answers)
@@ -98,6 +107,7 @@ class MockOpenAI(ServedApp):
                 raise TypeError(f"faults must be a list, got {settings['faults']!r}")
             self._faults = [Fault.from_dict(raw) for raw in settings["faults"]]
         self._latency_ms = latency_ms
+        self._token_delay_ms = token_delay_ms
         self._answers = dict(answers)
         self._echo = echo
         return self.settings()
@@ -106,6 +116,7 @@ class MockOpenAI(ServedApp):
         """The settings in force, in the form `configure` accepts."""
         return {
             "latency_ms": self._latency_ms,
+            "token_delay_ms": self._token_delay_ms,
             "answers": dict(self._answers),
             "echo": self._echo,
             "faults": [fault.to_dict() for fault in self._faults],
@@ -126,6 +137,7 @@ class MockOpenAI(ServedApp):
         self._by_status.clear()
         self._bodies.clear()
         self._last_authorization = None
+        self.batches.reset()
         self.configure(**self._initial)
 
     def app(self) -> web.Application:
@@ -135,6 +147,7 @@ class MockOpenAI(ServedApp):
         app.router.add_post("/_mock/config", self._http_configure)
         app.router.add_get("/_mock/stats", self._http_stats)
         app.router.add_post("/_mock/reset", self._http_reset)
+        self.batches.add_routes(app)
         return app
 
     def _take_fault(self, last_user: str) -> Fault | None:
@@ -172,7 +185,8 @@ class MockOpenAI(ServedApp):
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
 
-        if fault is not None and fault.drop:
+        streamed = body.get("stream") is True
+        if fault is not None and fault.drop and not streamed:
             broken = web.StreamResponse(
                 status=200, headers={"content-type": "application/json", "content-length": "4096"}
             )
@@ -215,6 +229,16 @@ class MockOpenAI(ServedApp):
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if streamed:
+            options = body.get("stream_options")
+            return await chat_completion_stream(
+                request,
+                payload,
+                headers={"x-request-id": request_id},
+                token_delay_ms=self._token_delay_ms,
+                include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+                dropped=fault is not None and fault.drop,
+            )
         return json_response(payload, headers={"x-request-id": request_id})
 
     async def _http_configure(self, request: web.Request) -> web.Response:

@@ -42,6 +42,10 @@ class MockOpenAIServer(BackgroundServer[MockOpenAI]):
         """Zero the counters, clear faults, restore the initial settings; see `MockOpenAI.reset`."""
         self.call(self.app.reset)
 
+    def batch_stats(self) -> dict[str, Any]:
+        """The Batch API's counters (`assay.testing._openai_batches`)."""
+        return self.call(self.app.batches.stats)
+
 
 async def _serve(port: int, latency_ms: float) -> None:
     mock = MockOpenAI(latency_ms=latency_ms)
