@@ -5,6 +5,9 @@ Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern
     summary      a run's summary and its item-error-rate gate; closing a run's record
     compare      baseline vs candidate runs: paired statistics per scorer, verdicts, gates
     stats        the paired statistics themselves (bootstrap, analytic SE, power)
+    intervals    small-sample intervals (Wilson, Newcombe), exact McNemar, Holm / BH adjustment
+    sequential   the anytime-valid betting confidence sequence on a paired difference
+    monitor      a run's sequential compare against its baseline (`compare_to`), batch by batch
     leaderboard  the cells of a matrix run ranked per scorer
     estimate     the calls, tokens and cost a spec will take, before it runs
     nightly      the nightly benchmark's baseline and retention
@@ -40,7 +43,9 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "power_report",
             "write_comparison",
         ),
-        "stats": ("PairedEstimate", "mean_interval", "paired_estimates", "verdict"),
+        "stats": ("PairedEstimate", "paired_estimates", "verdict"),
+        "intervals": ("adjusted_p_values", "newcombe_paired", "score_interval"),
+        "monitor": ("monitor_for", "sequence_of"),
         "leaderboard": ("build_leaderboard",),
         "estimate": ("count_tokens",),
         "nightly": ("NIGHTLY_TAG", "last_successful_nightly", "mark_passed", "prune_nightly"),
