@@ -2,6 +2,11 @@
 
 These are the only definitions: the writer casts to them, `docs/schema.md` documents them and a
 test checks that the two agree. JSON text columns hold `json.dumps` of the value.
+
+Over 500 lines by design: the file is one list, every column of the seven datasets with its type
+and meaning and nothing else, read top to bottom like the schema page it generates. Split per
+dataset, the blocks they share (tokens, accounting) would be imported across the pieces and the
+one place to look for a column would be gone.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from typing import TypedDict
 import pyarrow as pa
 
 from assay.outcomes import (
+    Adjustment,
+    BatchState,
     BudgetClosedBy,
     BudgetStatus,
     CaptureStatus,
     Completeness,
     FailureKind,
+    IntervalMethod,
     ItemOutcome,
     RequestOutcome,
     RequestPhase,
@@ -47,11 +55,11 @@ def _words(enum: type[StrEnum], *leave_out: StrEnum) -> str:
 
 # What each token kind counts; a kind added to `TokenKind` without a meaning here fails at import.
 _TOKEN_MEANINGS = {
-    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them",
+    TokenKind.INPUT: "input (prompt) tokens, as the provider reported them: all input, cache reads and writes included",
     TokenKind.OUTPUT: "output (completion) tokens",
     TokenKind.REASONING: "reasoning tokens, where the provider reports them",
-    TokenKind.CACHED: "cached input tokens, where the provider reports them",
-    TokenKind.CACHE_WRITE: "tokens written to the provider's prompt cache, where reported",
+    TokenKind.CACHED: "input tokens read from the provider's prompt cache (part of input), where reported",
+    TokenKind.CACHE_WRITE: "input tokens written to the provider's prompt cache (part of input), where reported",
 }
 _TOKENS = tuple((token_column(kind), pa.int64(), _TOKEN_MEANINGS[kind]) for kind in TokenKind)
 
@@ -70,6 +78,7 @@ _ACCOUNTING = (
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
     ("operations_cached", pa.int64(), "calls answered by the response cache (free)"),
+    ("operations_batched", pa.int64(), "calls made through a provider's batch API (batch prices)"),
     (
         "operations_by_kind",
         pa.string(),
@@ -113,6 +122,11 @@ ITEMS = _schema(
     ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed model calls: from sending the attempt that succeeded to its first answer token; null otherwise",
+    ),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
     ("retries", pa.int32(), "how many attempts failed before the last"),
     *_TOKENS,
@@ -254,7 +268,11 @@ RUNS = _schema(
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
     ),
     ("cell", pa.string(), "for a cell of a matrix spec: the cell's name"),
-    ("target_kind", pa.string(), "openai | python | http_agent | container: the spec's `target.kind`"),
+    (
+        "target_kind",
+        pa.string(),
+        "openai | anthropic | python | http_agent | container: the spec's `target.kind`",
+    ),
     (
         "target_snapshot",
         pa.string(),
@@ -280,8 +298,9 @@ RUNS = _schema(
         "n_cancelled",
         pa.int64(),
         (
-            "items x trials planned that have no row: the run was cancelled or failed before them "
-            "(`assay resume` runs them); completed + failed + cancelled + budget_* = planned"
+            "items x trials planned that have no row: the run was cancelled, failed or stopped early "
+            "before them (`assay resume` runs those of a cancelled or failed run); "
+            "completed + failed + cancelled + budget_* = planned"
         ),
     ),
     ("n_budget_skipped", pa.int64(), "item outcomes: budget_skipped"),
@@ -316,6 +335,20 @@ RUNS = _schema(
     ),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
+    (
+        "compare_baseline",
+        pa.string(),
+        "the run a sequential compare (`compare_to`) compared with; null without one",
+    ),
+    ("compare_scorer", pa.string(), "the scorer it compared"),
+    ("compare_threshold", pa.float64(), "its threshold (score units)"),
+    ("compare_alpha", pa.float64(), "its alpha: the chance of a wrong verdict, whenever the run stopped"),
+    ("compare_stop", pa.string(), "decided (stop at the verdict) or never (monitor only)"),
+    ("compare_verdict", pa.string(), f"{_words(Verdict)}: the confidence sequence's verdict"),
+    ("compare_items", pa.int64(), "paired items the verdict used (in the run's seeded order)"),
+    ("compare_delta", pa.float64(), "their mean paired difference, candidate - baseline"),
+    ("compare_low", pa.float64(), "the confidence sequence's interval on the difference, low end"),
+    ("compare_high", pa.float64(), "the confidence sequence's interval, high end"),
 )
 
 
@@ -378,6 +411,7 @@ class RunRecord(TypedDict, total=False):
     operations_unknown: int | None
     operations_denied: int | None
     operations_cached: int | None
+    operations_batched: int | None
     operations_by_kind: str | None
     budget_limit_usd: float | None
     budget_spent_usd: float | None
@@ -392,6 +426,16 @@ class RunRecord(TypedDict, total=False):
     rate_control: str | None
     assay_version: str
     prefect_flow_run_id: str | None
+    compare_baseline: str | None
+    compare_scorer: str | None
+    compare_threshold: float | None
+    compare_alpha: float | None
+    compare_stop: str | None
+    compare_verdict: str | None
+    compare_items: int | None
+    compare_delta: float | None
+    compare_low: float | None
+    compare_high: float | None
 
 
 TURNS = _schema(
@@ -453,12 +497,16 @@ COMPARISONS = _schema(
     ("baseline_mean", pa.float64(), "baseline mean over the pairs"),
     ("candidate_mean", pa.float64(), "candidate mean over the pairs"),
     ("delta", pa.float64(), "candidate_mean - baseline_mean"),
-    ("ci_low", pa.float64(), "paired bootstrap percentile CI, low end"),
-    ("ci_high", pa.float64(), "paired bootstrap percentile CI, high end"),
+    ("ci_low", pa.float64(), "the CI the verdict read, low end (ci_method says which)"),
+    ("ci_high", pa.float64(), "the CI the verdict read, high end"),
     ("se", pa.float64(), "analytic paired standard error of the delta"),
     ("se_ci_low", pa.float64(), "delta - t * se"),
     ("se_ci_high", pa.float64(), "delta + t * se"),
-    ("p_value", pa.float64(), "two-sided paired t-test p-value"),
+    (
+        "p_value",
+        pa.float64(),
+        "two-sided p-value: paired t-test, or exact McNemar where ci_method is newcombe",
+    ),
     ("clustered_se", pa.float64(), "cluster-robust SE when items carry a cluster annotation, else null"),
     ("clustered_ci_low", pa.float64(), "delta - z * clustered_se"),
     ("clustered_ci_high", pa.float64(), "delta + z * clustered_se"),
@@ -472,6 +520,25 @@ COMPARISONS = _schema(
     ("confidence", pa.float64(), "the CIs' confidence level"),
     ("resamples", pa.int64(), "bootstrap resamples"),
     ("seed", pa.int64(), "bootstrap seed"),
+    ("ci_method", pa.string(), f"{_words(IntervalMethod)}: the method of ci_low / ci_high"),
+    (
+        "adjustment",
+        pa.string(),
+        f"{_words(Adjustment)}: how the verdict was adjusted for the scorers compared at once",
+    ),
+    (
+        "p_adjusted",
+        pa.float64(),
+        "p_value adjusted for the family (Holm or Benjamini-Hochberg); null with none",
+    ),
+    (
+        "sequential_pairs",
+        pa.int64(),
+        (
+            "a candidate run's sequential compare against this baseline: the pairs its confidence "
+            "sequence used (ci_method betting_cs); null otherwise"
+        ),
+    ),
 )
 
 LEADERBOARDS = _schema(
@@ -490,8 +557,9 @@ LEADERBOARDS = _schema(
     ("rank", pa.int32(), "the cell's rank on this scorer by mean, 1 = best (ties share a rank)"),
     ("n_scored", pa.int64(), "scored item x trials"),
     ("mean", pa.float64(), "mean score"),
-    ("ci_low", pa.float64(), "Student-t CI of the mean, low end"),
-    ("ci_high", pa.float64(), "Student-t CI of the mean, high end"),
+    ("ci_low", pa.float64(), "CI of the mean, low end (ci_method says which)"),
+    ("ci_high", pa.float64(), "CI of the mean, high end"),
+    ("ci_method", pa.string(), "wilson (binary scorer, under 300 scores) or t"),
     ("item_error_rate", pa.float64(), "the cell's failed / attempted"),
     (
         "cost_per_item_usd",
@@ -502,13 +570,20 @@ LEADERBOARDS = _schema(
     ("latency_p95_ms", pa.float64(), "95th percentile duration of completed items"),
     ("baseline_cell", pa.string(), "the cell the paired comparison is against"),
     ("delta_vs_baseline", pa.float64(), "paired delta against the baseline cell (null for the baseline)"),
-    ("delta_ci_low", pa.float64(), "paired bootstrap CI of that delta, low end"),
-    ("delta_ci_high", pa.float64(), "paired bootstrap CI of that delta, high end"),
+    ("delta_ci_low", pa.float64(), "paired CI of that delta, low end (delta_ci_method says which)"),
+    ("delta_ci_high", pa.float64(), "paired CI of that delta, high end"),
+    ("delta_ci_method", pa.string(), "bootstrap, or newcombe for a binary scorer under 300 pairs"),
     (
         "verdict_vs_baseline",
         pa.string(),
         f"{_words(Verdict)} against the baseline",
     ),
+    (
+        "adjustment",
+        pa.string(),
+        f"{_words(Adjustment)}: how verdicts were adjusted for the cells compared at once",
+    ),
+    ("p_adjusted", pa.float64(), "the delta's p-value adjusted over the scorer's cells; null with none"),
 )
 
 REQUESTS = _schema(
@@ -533,6 +608,11 @@ REQUESTS = _schema(
     ("wire_ms", pa.float64(), "the attempt's time on the wire"),
     ("retry_ms", pa.float64(), "time in failed attempts and backoff (end records)"),
     ("total_ms", pa.float64(), "the call's whole time, retries included (end records)"),
+    (
+        "first_token_ms",
+        pa.float64(),
+        "streamed calls: from sending the attempt that succeeded to its first answer token (end records)",
+    ),
     ("tokens_input", pa.int64(), "input tokens (end records)"),
     ("tokens_output", pa.int64(), "output tokens (end records)"),
     ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),
@@ -542,4 +622,19 @@ REQUESTS = _schema(
     ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),
     ("truncated", pa.bool_(), "bodies were cut to fit max_record_bytes"),
     ("bytes", pa.int64(), "the record's size as JSON, counted against the limits"),
+)
+
+BATCHES = _schema(
+    ("batch_id", pa.string(), "the provider's id of a batch (batch mode)"),
+    ("provider", pa.string(), "who holds it: `anthropic:<host>`"),
+    ("custom_ids", pa.list_(pa.string()), "its requests' custom ids (a hash of item id and trial)"),
+    ("requests", pa.int64(), "how many requests it holds"),
+    ("state", pa.string(), f"{_words(BatchState)}: one row when the provider accepted it, one when it ended"),
+    ("submitted_at", _TS, "when the provider accepted it (UTC)"),
+    ("ended_at", _TS, "when it was seen to have ended (UTC); null while in progress"),
+    (
+        "request_counts",
+        pa.string(),
+        "the provider's counts once ended (JSON text: succeeded, errored, expired, …)",
+    ),
 )

@@ -83,7 +83,9 @@ class RunStatus(StrEnum):
     """`running` until the flow finishes; `failed_gate` when the item-error-rate gate trips;
     `cancelled` by Ctrl-C, SIGTERM or a Prefect cancel; `failed` when something other than a
     target's failure stopped it (the run's `error` says what); `unavailable` when a scorer's gold
-    check failed before anything ran. A cancelled or failed run continues with `assay resume`."""
+    check failed before anything ran; `stopped_early` when its sequential compare (`compare_to`)
+    reached a verdict and the run stopped admitting items (the run's `compare_*` columns say
+    which, after how many items). A cancelled or failed run continues with `assay resume`."""
 
     RUNNING = "running"
     COMPLETED = "completed"
@@ -91,6 +93,7 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     UNAVAILABLE = "unavailable"
+    STOPPED_EARLY = "stopped_early"
 
 
 class FailureKind(StrEnum):
@@ -110,6 +113,31 @@ class Verdict(StrEnum):
     IMPROVED = "improved"
     UNCHANGED = "unchanged"
     INCONCLUSIVE = "inconclusive"
+
+
+class IntervalMethod(StrEnum):
+    """Which method produced a stored confidence interval (`docs/statistics.md`).
+
+    `bootstrap`: paired bootstrap percentile. `newcombe`: Newcombe's paired score interval (binary
+    scorers, fewer than 300 pairs). `wilson`: Wilson's score interval of one binary run's mean
+    (fewer than 300 scores). `t`: Student t. `betting_cs`: the anytime-valid betting confidence
+    sequence of a sequential compare (Waudby-Smith & Ramdas 2024).
+    """
+
+    BOOTSTRAP = "bootstrap"
+    NEWCOMBE = "newcombe"
+    WILSON = "wilson"
+    T = "t"
+    BETTING_CS = "betting_cs"
+
+
+class Adjustment(StrEnum):
+    """How verdicts over several scorers or cells are adjusted for being many: `holm` controls
+    the family-wise error rate, `bh` (Benjamini–Hochberg) the false discovery rate, `none` neither."""
+
+    NONE = "none"
+    HOLM = "holm"
+    BH = "bh"
 
 
 class Completeness(StrEnum):
@@ -224,6 +252,14 @@ class RequestOutcome(StrEnum):
     CACHE_HIT = "cache_hit"
     FAILED = "failed"
     BUDGET_DENIED = "budget_denied"
+
+
+class BatchState(StrEnum):
+    """`batches.state`: a provider batch (batch mode) is `in_progress` from the moment the
+    provider accepted it until it `ended` (every request answered, errored, expired or cancelled)."""
+
+    IN_PROGRESS = "in_progress"
+    ENDED = "ended"
 
 
 class TrajectoryStatus(StrEnum):

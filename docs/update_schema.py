@@ -21,6 +21,7 @@ SECTIONS = {
     "scores": ("SCORES", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "requests": ("REQUESTS", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "turns": ("TURNS", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
+    "batches": ("BATCHES", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "comparisons": ("COMPARISONS", "comparison_id", "the comparison's id (the hive partition key)"),
     "leaderboards": ("LEADERBOARDS", "matrix_id", "the matrix's id (the hive partition key)"),
 }
@@ -46,11 +47,14 @@ ENUMS: list[tuple[type[StrEnum], str]] = [
     (outcomes.CaptureStatus, "capture status (`runs.capture_status`)"),
     (outcomes.RequestPhase, "request phase (`requests.phase`)"),
     (outcomes.RequestOutcome, "request outcome (`requests.outcome`)"),
+    (outcomes.BatchState, "batch state (`batches.state`)"),
     (
         outcomes.TrajectoryStatus,
         "trajectory status (`trajectory_status` in an http_agent's `items.caller_metadata`)",
     ),
     (outcomes.Gate, "gate (`gate` in `comparison.json`)"),
+    (outcomes.IntervalMethod, "interval method (`comparisons.ci_method`, `leaderboards.ci_method`)"),
+    (outcomes.Adjustment, "multiplicity adjustment (`comparisons.adjustment`, `leaderboards.adjustment`)"),
 ]
 
 

@@ -68,12 +68,12 @@ class CodeExec(Scorer):
             if sample.sandbox is None:
                 raise RuntimeError("where: attempt needs a `container` target (no live sandbox here)")
             return await self._run_checks(sample.sandbox)
-        from assay.sandbox.fresh import fresh_sandbox
+        from assay.sandbox import fresh_sandbox
 
         context = run_context.get()
         files: dict[str, bytes] = {}
         if self.files is not None:
-            from assay.sandbox._docker import folder_files
+            from assay.sandbox import folder_files
 
             files = folder_files((Path(context.spec_dir) / self.files).resolve())
         output = sample.output if isinstance(sample.output, str) else str(sample.output)

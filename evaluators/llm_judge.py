@@ -2,10 +2,15 @@
 
 The rubric is a template over the item (`{input}`, `{output}`, `{expected}`, the annotations'
 keys, the dataset row's fields, and `{scale}`, which describes the scale in words). The judge's
-reply is read robustly: a JSON object `{"score": ..., "explanation": ...}` first (bare, in a
-```json fence, or embedded in text), else a labelled number (`Score: 7/10`, `score = 0.8`,
-`Rating: [[4]]`), else `8 out of 10`, else a reply that is only a number. A reply with no score,
-or one off the scale, fails the scorer; the raw reply is kept in the score's metadata.
+reply is read robustly (`evaluators/_judge_reply.py`): a JSON object `{"score": ...,
+"explanation": ...}` first (bare, in a ```json fence, or embedded in text), else a labelled number
+(`Score: 7/10`, `score = 0.8`, `Rating: [[4]]`), else `8 out of 10`, else a reply that is only a
+number. A reply with no score, or one off the scale, fails the scorer; the raw reply is kept in
+the score's metadata.
+
+The judge speaks OpenAI's chat completions (`provider: openai`, the default: any compatible
+endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at the top level,
+`max_tokens` required, a pinned model checked before the run starts).
 
 Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
@@ -18,23 +23,24 @@ import asyncio
 import json
 import os
 import re
-import string
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from assay._templates import template_problem
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
+from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
+from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from evaluators._base import Sample, Score, Scorer
+from evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
 
 SCALE_UNIT = "0-1"
 _RAW_IN_ERROR = 500
-_RAW_IN_METADATA = 2000
-_MAX_PARSED = 20_000  # replies are bounded by max_tokens; this only caps pathological ones
 
 DEFAULT_RUBRIC = """\
 You are an impartial grader. Grade the answer an AI model gave to the question below.
@@ -51,24 +57,6 @@ You are an impartial grader. Grade the answer an AI model gave to the question b
 Judge the model's answer on correctness first (against the reference answer, when one is given), \
 then on completeness and clarity. Score it on {scale}.
 Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
-
-_NUM = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"
-# "/ 10", "out of 10", or "%", after the score.
-_OF = rf"(?:\s*(?:/|out\s+of)\s*({_NUM})|\s*(%))?"
-_LABEL = r"(?:(?:final|overall|total)\s+)?(?:score|rating|grade)"
-# "Score (1-10): 7", "Rating (out of 5): 4".
-_ASIDE = r"(?:\s*\([^)\n]{0,20}\))?"
-# Between the label and the number: markdown emphasis, quotes, brackets, and ":", "=", "is" or "of".
-_GAP = r"[\s*_`\"'\[(]*(?:[:=]|\bis\b|\bof\b)?[\s*_`\"'\[(]*"
-# A label at the start of a line ("**Final score:** 7") is the judge's verdict; one in the middle of
-# a sentence ("a score of 10 would need...") may be reasoning, so it ranks below.
-_LINE_LABELLED = re.compile(rf"^[\W_]*{_LABEL}\b{_ASIDE}{_GAP}({_NUM}){_OF}", re.IGNORECASE | re.MULTILINE)
-_LABELLED = re.compile(rf"\b{_LABEL}\b{_ASIDE}{_GAP}({_NUM}){_OF}", re.IGNORECASE)
-_OUT_OF = re.compile(rf"(?<![\w.])({_NUM})\s*(?:/|out\s+of)\s*({_NUM})(?![\w]|\.\d)()", re.IGNORECASE)
-_BARE = re.compile(rf"\A[\s*_`\"'\[(]*({_NUM}){_OF}[\s*_`\"'\])]*\.?\s*\Z")
-_FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.DOTALL)
-_SCORE_KEYS = ("score", "rating", "grade")
-_EXPLANATION_KEYS = ("explanation", "reasoning", "reason", "rationale", "justification")
 
 
 class _Clients:
@@ -107,21 +95,6 @@ async def _closed_with_the_loop(client: ChatClient, forget: Callable[[], object]
         await client.aclose()
 
 
-def _template_problem(template: str) -> str | None:
-    """Why `template` cannot be rendered with named fields, or None when it can."""
-    try:
-        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        return str(exc)
-    for name in names:
-        head = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if head == "" or head.isdigit():
-            return f"positional field {{{name}}} cannot be filled; name a field, e.g. {{output}}"
-        if "." in name.split("[", 1)[0]:
-            return f"attribute access in {{{name}}} is not supported; use {{field[key]}} for nested values"
-    return None
-
-
 class _Value:
     """A value as a rubric shows it: text as is, None as "(none)", anything else as JSON;
     `{field[key]}` indexes into it."""
@@ -148,67 +121,15 @@ class _Value:
         return format(str(self), spec)
 
 
-def _reply_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return "" if content is None else str(content)
-
-
-def _find_json_verdict(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text` with a score key: the whole reply, a fenced block, or an
-    object embedded in prose."""
-    candidates = [text.strip(), *(m[1].strip() for m in _FENCE.finditer(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and _score_key(value) is not None:
-            return value
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and _score_key(value) is not None:
-            return value
-        start = text.find("{", start + 1)
-    return None
-
-
-def _score_key(obj: dict[str, Any]) -> str | None:
-    keys = {str(k).lower(): k for k in obj}
-    return next((keys[k] for k in _SCORE_KEYS if k in keys), None)
-
-
-def _read_text_score(text: str) -> tuple[float, float | None] | None:
-    """(number, denominator or None) read from prose, by the most telling pattern found."""
-    if match := _BARE.match(text):
-        return _with_denominator(match)
-    for pattern in (_LINE_LABELLED, _LABELLED, _OUT_OF):
-        matches = list(pattern.finditer(text))
-        if matches:
-            return _with_denominator(matches[-1])  # the last verdict: judges reason, then conclude
-    return None
-
-
-def _with_denominator(match: re.Match[str]) -> tuple[float, float | None]:
-    number, of, percent = match.group(1), match.group(2), match.group(3)
-    if percent:
-        return float(number), 100.0
-    return float(number), (float(of) if of else None)
-
-
 class LlmJudge(Scorer):
     """A model grades the output against a rubric; its score is mapped to [0, 1].
 
     Args:
-        base_url: an OpenAI-compatible endpoint, e.g. `https://api.openai.com/v1`.
-        model: the judge's exact model version (a moving alias makes scores unrepeatable).
+        base_url: the endpoint, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
+        provider: `openai` (chat completions, any compatible endpoint) or `anthropic` (the
+            Messages API, key sent as `x-api-key`).
+        model: the judge's exact model version (a moving alias makes scores unrepeatable; with
+            `provider: anthropic` one is refused before the run starts).
         api_key_env: the environment variable holding the API key; the key is never stored.
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
             (the scale in words), the item's annotations and the dataset row's fields (those four
@@ -219,7 +140,8 @@ class LlmJudge(Scorer):
             1..N, mapped to [0, 1] by (s - 1) / (N - 1). On the 0-1 scale "7/10" and "70%" read
             as fractions; on a 1-N scale a stated denominator must be N.
         temperature: sampling temperature (default 0); null leaves it to the provider.
-        max_tokens: the judge's reply limit (default 512); null leaves it to the provider.
+        max_tokens: the judge's reply limit (default 512); null leaves it to the provider (not
+            with `provider: anthropic`, whose API requires one).
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
@@ -234,6 +156,7 @@ class LlmJudge(Scorer):
 
     kind: Literal["llm_judge"] = "llm_judge"
     base_url: HttpURL
+    provider: Literal["openai", "anthropic"] = "openai"
     model: str = Field(min_length=1)
     api_key_env: str | None = Field(default=None, min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)
@@ -251,12 +174,21 @@ class LlmJudge(Scorer):
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> LlmJudge:
         check_cache(self.cache, self.temperature)
+        if self._api.needs_max_tokens and self.max_tokens is None:
+            raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
         return self
+
+    def unresolved(self, search_path: str | None = None) -> list[str]:
+        """As every scorer's, and an Anthropic judge's model must be pinned (`model_pin_problem`)."""
+        problems = super().unresolved(search_path)
+        if self._api.pins_models and (problem := model_pin_problem(self.model)) is not None:
+            problems.append(f"model: {problem}")
+        return problems
 
     @field_validator("rubric", "system")
     @classmethod
     def _template_parses(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and (problem := _template_problem(value)):
+        if value is not None and (problem := template_problem(value, example="field, e.g. {output}")):
             cut = value if len(value) <= 80 else value[:77] + "..."
             raise ValueError(f"bad {info.field_name} template {cut!r}: {problem}")
         return value
@@ -296,48 +228,25 @@ class LlmJudge(Scorer):
         except (IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"{what} cannot be filled for this item: {type(exc).__name__} {exc}") from None
 
+    @property
+    def _api(self) -> ChatAPI:
+        return APIS[self.provider]
+
     def request_body(self, sample: Sample) -> dict[str, Any]:
-        messages = []
-        if self.system is not None:
-            messages.append({"role": "system", "content": self._render(self.system, sample, "system")})
-        messages.append({"role": "user", "content": self._render(self.rubric, sample, "rubric")})
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        return body
+        return self._api.prompt_body(
+            model=self.model,
+            prompt=self._render(self.rubric, sample, "rubric"),
+            system=None if self.system is None else self._render(self.system, sample, "system"),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
 
     # -- reading the verdict -----------------------------------------------------------------------
 
     def parse(self, reply: str) -> tuple[float, str | None]:
         """The judge's reply as (score in [0, 1], explanation). Raises ValueError when it holds no
         score, or one off the scale."""
-        text = reply[:_MAX_PARSED]
-        verdict = _find_json_verdict(text)
-        if verdict is not None:
-            explanation = next(
-                (
-                    verdict[k]
-                    for k in verdict
-                    if str(k).lower() in _EXPLANATION_KEYS and isinstance(verdict[k], str)
-                ),
-                None,
-            )
-            raw_score = verdict[_score_key(verdict)]
-            if isinstance(raw_score, int | float) and not isinstance(raw_score, bool):
-                found: tuple[float, float | None] | None = (float(raw_score), None)
-            elif isinstance(raw_score, str):
-                found = _read_text_score(raw_score)
-            else:
-                found = None
-            if found is None:
-                raise ValueError(f"the judge's JSON score {raw_score!r} is not a number")
-        else:
-            explanation = reply.strip()[:_RAW_IN_METADATA] or None
-            found = _read_text_score(text)
-            if found is None:
-                raise ValueError("no score found in the judge's reply")
+        found, explanation = read_verdict(reply)
         return self._on_scale(*found), explanation
 
     def _on_scale(self, number: float, denominator: float | None) -> float:
@@ -373,6 +282,7 @@ class LlmJudge(Scorer):
             max_retries=self.max_retries,
             concurrency=self.concurrency,
             cache=bool(self.cache),
+            api=self._api,
         )
         by_loop = self._clients.by_loop
         closer = _closed_with_the_loop(client, lambda: by_loop.pop(loop, None))
@@ -403,8 +313,8 @@ class LlmJudge(Scorer):
                 },
             ) from None
         # BudgetDenied propagates: `evaluate` records it as budget_interrupted.
-        raw = _reply_text(reply.content)
-        metadata = {"model": reply.model or self.model, "raw": raw[:_RAW_IN_METADATA]}
+        raw = reply_text(reply.content)
+        metadata = {"model": reply.model or self.model, "raw": raw[:RAW_KEPT]}
         try:
             value, explanation = self.parse(raw)
         except ValueError as exc:

@@ -6,11 +6,11 @@ from typing import Any
 
 from prefect import flow
 from prefect.client.schemas.objects import State
-from prefect.context import FlowRunContext
 from prefect.states import Failed
 
 from assay.analysis.compare import CompareOptions, compare, load_sides, write_comparison
 from assay.store import Store
+from tasks import current_flow_run
 from tasks.publish import name_flow_run, publish_comparison
 
 
@@ -42,6 +42,6 @@ def compare_runs(
     publish_comparison(comparison)
 
     # Under Prefect a failed gate fails the flow run, so schedules and automations see it.
-    if not comparison["passed"] and FlowRunContext.get() is not None:
+    if not comparison["passed"] and current_flow_run() is not None:
         return Failed(message="; ".join(comparison["failed_gates"]), data=comparison)
     return comparison

@@ -7,7 +7,6 @@ from typing import Any
 
 from prefect import flow
 from prefect.client.schemas.objects import State
-from prefect.context import FlowRunContext
 from prefect.states import Failed
 
 from assay.analysis.compare import CompareOptions
@@ -16,7 +15,7 @@ from assay.outcomes import RunStatus
 from assay.store import Store
 from flows.compare import compare_runs
 from flows.run import run_eval
-from tasks import orchestrated
+from tasks import current_flow_run, orchestrated
 
 
 @flow(name="assay-nightly", log_prints=False)
@@ -64,7 +63,7 @@ async def nightly(
 
     failures = [f"{r['name']} {r['run_id']}: {message}" for r in reports for message in _failures(r)]
     document = {"passed": not failures, "failures": failures, "specs": reports}
-    if failures and FlowRunContext.get() is not None:
+    if failures and current_flow_run() is not None:
         return Failed(message="; ".join(failures), data=document)
     return document
 
@@ -73,7 +72,7 @@ async def _compare(
     baseline: str, candidate: str, store: str | None, options: CompareOptions | None
 ) -> dict[str, Any]:
     params = {"baseline": [baseline], "candidate": [candidate], "store": store, "options": options}
-    if FlowRunContext.get() is None:
+    if current_flow_run() is None:
         return compare_runs.fn(**params)
     # A failed gate fails the compare subflow; its state still carries the comparison. (In an
     # async flow Prefect hands the result back as an awaitable.)

@@ -1,23 +1,17 @@
-"""The rescore flow: new scorers over a stored run's outputs, the target never called."""
+"""The rescore flow: new scorers over a stored run's outputs, the target never called.
+
+The flow is `assay.orchestrate.rescore.drive_rescore` — the same plain code the terminal runs
+embedded, on the same skeleton as a run — hosted by a Prefect flow run (`flows/_host.py`).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.context import FlowRunContext
 
-from assay.orchestrate.finish import finish_run
-from assay.run import progress
-from assay.run.plan import new_run_id
-from assay.run.rescore import RescoreExecutor, open_rescore, parse_scorers
-from assay.sandbox.hygiene import clean_after
-from assay.store import Store
-from tasks import orchestrated, run_shard, shard_limit
-from tasks.publish import name_flow_run, publish_run_summary
+from assay.orchestrate.rescore import drive_rescore
+from flows._host import prefect_host
 
 
 @flow(name="assay-rescore", log_prints=False)
@@ -39,44 +33,4 @@ async def rescore_run(
         run_id: the rescore's id; default a new one (under Prefect: derived from the flow run).
         resume: continue `run_id` with its stored scorers.
     """
-    started = time.perf_counter()
-    flow_run = FlowRunContext.get().flow_run if FlowRunContext.get() else None
-    if run_id is None and flow_run is not None:
-        run_id = new_run_id(flow_run.created, suffix=flow_run.id.hex[:6])
-
-    # The new scorers (from the rescore's own record when resuming), then the plan over the source's items.
-    spec_path = Path(spec).resolve() if spec else None
-    new_scorers = None if resume else parse_scorers(spec_path=spec_path, inline=scorers or [])
-    plan, source_rows = open_rescore(
-        source_run_id,
-        new_scorers,
-        store=Store(store),
-        spec_dir=spec_path.parent if spec_path else Path.cwd(),
-        spec_path=spec_path,
-        run_id=run_id,
-        resume=resume,
-        flow_run_id=flow_run and str(flow_run.id),
-    )
-    try:
-        name_flow_run(f"rescore {source_run_id} · {plan.run_id}")
-        progress.current().started(plan.total, len(plan.done))
-        # Score every completed source item in shards; failed ones pass through unscored.
-        executor = RescoreExecutor(plan, source_rows)
-        async with plan.lease.holding():
-            try:
-                await asyncio.gather(
-                    *(orchestrated(run_shard)(executor, shard) for shard in plan.shards(shard_limit()))
-                )
-            finally:
-                if any(scorer.makes_containers for scorer in plan.spec.scorers):
-                    await clean_after(plan.run_id)  # a cancelled scorer's fresh sandbox
-    except BaseException as stop:
-        # Ctrl-C, SIGTERM or a Prefect cancel: what finished is kept, the rest recorded as
-        # cancelled; a crash: recorded as failed with its error; a lost lease: nothing recorded.
-        finish_run(plan, (time.perf_counter() - started) * 1000, stop)
-        raise
-
-    # Summarise, apply the item-error-rate gate (carried from the source), record the status.
-    summary = finish_run(plan, (time.perf_counter() - started) * 1000)
-    await publish_run_summary(summary)
-    return summary
+    return await drive_rescore(source_run_id, spec, scorers, store, run_id, resume, host=prefect_host())

@@ -1,8 +1,8 @@
 """The run flow: a target over a dataset, every output scored, everything stored as Parquet.
 
 The flow is `assay.orchestrate.run.drive_run` — the same plain code the terminal runs embedded —
-hosted by a Prefect flow run: the run id derives from the flow run (a retry resumes it), each
-shard is a cached, retried task, and the summary becomes an artifact.
+hosted by a Prefect flow run (`flows/_host.py`): the run id derives from the flow run (a retry
+resumes it), each shard is a cached, retried task, and the summary becomes an artifact.
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
-from prefect.context import FlowRunContext
 
-from assay.orchestrate.run import Host, drive_run
-from assay.run.plan import new_run_id
-from tasks import orchestrated, run_shard, shard_limit
-from tasks.publish import name_flow_run, publish_run_summary
+from assay.orchestrate.run import drive_run
+from flows._host import prefect_host
 
 
 @flow(name="assay-run", log_prints=False)
@@ -26,6 +23,7 @@ async def run_eval(
     resume: bool = False,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    compare_to: str | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -37,22 +35,6 @@ async def run_eval(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        compare_to: a baseline run to compare with sequentially (`--compare-to`).
     """
-    return await drive_run(spec, store, run_id, resume, cell, extra_tags, host=prefect_host())
-
-
-def prefect_host() -> Host:
-    """The current Prefect flow run as the driver's host (outside one, e.g. `run_eval.fn` called
-    directly, the embedded host: shards are plain coroutines)."""
-    context = FlowRunContext.get()
-    flow_run = context.flow_run if context is not None else None
-    if flow_run is None:
-        return Host()
-    return Host(
-        flow_run_id=str(flow_run.id),
-        default_run_id=new_run_id(flow_run.created, suffix=flow_run.id.hex[:6]),
-        shards=shard_limit(),
-        run_shard=orchestrated(run_shard),
-        name=name_flow_run,
-        publish=publish_run_summary,
-    )
+    return await drive_run(spec, store, run_id, resume, cell, extra_tags, compare_to, host=prefect_host())

@@ -9,20 +9,16 @@ from typing import Any
 
 from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
-from prefect.context import FlowRunContext
 
 from assay.analysis.compare import gauge_line
+from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
-
-
-def _flow_run() -> Any:
-    context = FlowRunContext.get()
-    return context.flow_run if context is not None else None
+from tasks import current_flow_run
 
 
 def name_flow_run(name: str) -> None:
     """Rename the current flow run, e.g. `quickstart-arithmetic · 20261129T102824-dcedf3`."""
-    flow_run = _flow_run()
+    flow_run = current_flow_run()
     if flow_run is not None:
         with get_client(sync_client=True) as client:
             client.update_flow_run(flow_run.id, name=name)
@@ -36,7 +32,7 @@ def _key(text: str) -> str:
 async def publish_run_summary(summary: dict[str, Any]) -> None:
     """The run's summary as a table artifact: one row per scorer, then one per gauge (its `scored`
     is how many items measured it), with the item outcomes."""
-    if _flow_run() is None:
+    if current_flow_run() is None:
         return
     counts = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
     rows = [
@@ -70,6 +66,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         description=(
             f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
             f"item error rate {summary['item_error_rate']}"
+            + (f". {why}" if (why := compare_line(summary)) else "")
         ),
     )
 
@@ -113,7 +110,7 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
 
 def publish_comparison(comparison: dict[str, Any]) -> None:
     """The comparison as a markdown artifact (sync: the compare flow is sync)."""
-    if _flow_run() is None:
+    if current_flow_run() is None:
         return
     create_markdown_artifact(
         comparison_markdown(comparison),

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from assay.testing.harness import HarnessServer
+from assay.testing.mock_anthropic import MockAnthropicServer
 from assay.testing.mock_openai import MockOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,6 +66,19 @@ def mock(mock_server: MockOpenAIServer) -> MockOpenAIServer:
     mock_server.reset()
     mock_server.configure(latency_ms=0, answers={}, faults=[])
     return mock_server
+
+
+@pytest.fixture(scope="session")
+def anthropic_server() -> Iterator[MockAnthropicServer]:
+    with MockAnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def claude(anthropic_server: MockAnthropicServer) -> MockAnthropicServer:
+    """The session's Anthropic Messages API mock, reset for this test."""
+    anthropic_server.reset()
+    return anthropic_server
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

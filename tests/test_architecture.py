@@ -67,9 +67,13 @@ def _room(module: str) -> tuple[str, int]:
     best = None
     for layer, rooms in enumerate(LAYERS):
         for room in rooms:
-            if (module == room or module.startswith(room + ".")) and (best is None or len(room) > len(best[0])):
+            if (module == room or module.startswith(room + ".")) and (
+                best is None or len(room) > len(best[0])
+            ):
                 best = (room, layer)
-    assert best is not None, f"{module} belongs to no room of LAYERS: add it there and to docs/architecture.md"
+    assert best is not None, (
+        f"{module} belongs to no room of LAYERS: add it there and to docs/architecture.md"
+    )
     return best
 
 

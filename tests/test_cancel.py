@@ -106,7 +106,9 @@ def test_sigterm_at_any_moment_leaves_counts_that_add_up(tmp_path, mock):
         spec = openai_spec(folder, mock.base_url, n=n, concurrency=4)
         store = folder / "store"
         process = start_run(spec, store)
-        wait_for(lambda: list((store / "runs").glob("run_id=*/run-*.parquet")), "the run was recorded", process)
+        wait_for(
+            lambda: list((store / "runs").glob("run_id=*/run-*.parquet")), "the run was recorded", process
+        )
         time.sleep(delay)  # the moment under test, not a wait for something
         process.terminate()
         _, stderr = process.communicate(timeout=120)

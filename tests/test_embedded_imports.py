@@ -52,6 +52,19 @@ def test_run_and_resume_embedded_import_no_prefect(tmp_path, mock):
     assert resumed == {"code": 0, "prefect": []}
 
 
+def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
+    # A rescore drives the same skeleton as a run (assay/orchestrate/): embedded, no Prefect either.
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    store = tmp_path / "store"
+    assert _probe("run", str(spec), "--store", str(store), "--quiet", cwd=tmp_path)["code"] == 0
+    run_id = next((store / "runs").iterdir()).name.removeprefix("run_id=")
+    rescored = _probe(
+        "rescore", run_id, "--scorer", "includes", "--store", str(store), "--quiet", cwd=tmp_path
+    )
+    assert rescored == {"code": 0, "prefect": []}
+    assert len(list((store / "runs").iterdir())) == 2
+
+
 def test_an_api_url_in_the_active_profile_still_orchestrates(tmp_path):
     # The profile points at a port nobody listens on: the CLI asks Prefect, which finds the URL,
     # and the health check refuses to run (exit 2) — proof the run would have been orchestrated.

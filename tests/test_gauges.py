@@ -92,9 +92,9 @@ def test_a_python_target_gets_a_duration_gauge_only_and_scorers_ignore_it(tmp_pa
     shown = capsys.readouterr().out
     assert "gauge.duration_ms" in shown
 
-    from assay.report import _RunData, build_report, scorer_table
+    from assay.report import RunData, build_report, scorer_table
 
-    assert [row["scorer"] for row in scorer_table(_RunData(store, summary["run_id"]))] == ["exact", "picky"]
+    assert [row["scorer"] for row in scorer_table(RunData(store, summary["run_id"]))] == ["exact", "picky"]
     page = build_report(store, summary["run_id"])
     assert "<h3>Gauges</h3>" in page and "<code>gauge.duration_ms</code>" in page
 

@@ -86,6 +86,31 @@ def test_leaderboard_command_with_another_baseline(matrix, capsys):
     stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/*.parquet")
     current = stored.filter(pl.col("revision") == pl.col("revision").max())
     assert sorted(stored["revision"].unique()) == [1, 2] and set(current["baseline_cell"]) == {"perfect"}
+    # Two cells against one baseline are a family: Holm-adjusted, said beside each verdict.
+    assert (
+        main(
+            [
+                "leaderboard",
+                matrix_id,
+                "--baseline",
+                "perfect",
+                "--adjust",
+                "holm",
+                "--store",
+                store,
+                "--json",
+            ]
+        )
+        == 0
+    )
+    adjusted = {row["cell"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    for cell in ("sloppy", "awful"):
+        row = adjusted[cell]
+        assert row["verdict_vs_baseline"] == "regressed" and row["adjustment"] == "holm"
+        assert 0 < row["p_adjusted"] <= 0.05 and row["delta_ci_method"] == "newcombe"  # 120 pass/fail pairs
+    assert adjusted["perfect"]["adjustment"] is None and adjusted["perfect"]["ci_method"] == "wilson"
+    stored = pl.read_parquet(f"{store}/leaderboards/matrix_id={matrix_id}/*.parquet")
+    assert set(stored.filter(pl.col("revision") == 3)["adjustment"].drop_nulls()) == {"holm"}
     assert main(["leaderboard", matrix_id, "--baseline", "nope", "--store", store]) == 2
     assert "sloppy, perfect, awful" in capsys.readouterr().err
     assert main(["leaderboard", "no-such-matrix", "--store", store]) == 2

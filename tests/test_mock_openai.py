@@ -179,7 +179,13 @@ def test_stats_and_reset(server: MockOpenAIServer, client: httpx.Client) -> None
     resp = chat(client, "three", headers={"Authorization": "Bearer sk-other"})
     assert resp.status_code == 200 and content(resp) == "three"
     assert server.stats()["last_authorization"] == "Bearer sk-other"
-    assert server.configure() == {"latency_ms": 0, "answers": {}, "echo": True, "faults": []}
+    assert server.configure() == {
+        "latency_ms": 0,
+        "token_delay_ms": 0,
+        "answers": {},
+        "echo": True,
+        "faults": [],
+    }
 
 
 def test_bodies_keep_the_last_50(server: MockOpenAIServer, client: httpx.Client) -> None:

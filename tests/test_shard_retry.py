@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from assay.run.execute import Executor
+from assay.run.execute import ShardExecutor
 from assay.run.plan import open_runs
 from assay.store import Store
 from assay.targets import open_target
@@ -48,7 +48,7 @@ def test_a_retried_shard_runs_only_what_the_failed_attempt_did_not_commit(tmp_pa
     async def attempt() -> None:
         target = open_target(plan.spec.target, concurrency=1, seed=0, search_path=str(tmp_path))
         try:
-            await Executor(plan, target).run_shard(shard)
+            await ShardExecutor.for_target(plan, target).run_shard(shard)
         finally:
             await target.aclose()
 

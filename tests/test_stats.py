@@ -21,7 +21,7 @@ from assay.analysis.stats import (
     sd_for_power_from_single_run,
     verdict,
 )
-from assay.outcomes import Verdict
+from assay.outcomes import IntervalMethod, Verdict
 
 # Coverage simulations: 1,000 datasets of 200 pairs. 1,000 resamples (not the default 10,000)
 # keep them to a few seconds: the Monte-Carlo error of a 2.5 % quantile from 1,000 resamples
@@ -263,6 +263,16 @@ def test_zero_variance(
     assert est.clustered_se == 0.0 and est.clustered_ci_low == est.delta
     threshold = 0.0 if expected is Verdict.UNCHANGED else 0.05
     assert verdict(est, threshold) is expected
+
+
+def test_a_small_binary_eval_gets_newcombe_and_mcnemar() -> None:
+    """Twenty pass/fail pairs, 3 won and 1 lost: Newcombe's interval and the exact McNemar p."""
+    base = np.array([0.0] * 3 + [1.0] + [1.0] * 16)
+    cand = np.array([1.0] * 3 + [0.0] + [1.0] * 16)
+    (est,) = paired_estimates(base, cand)
+    assert est.ci_method == IntervalMethod.NEWCOMBE and est.delta == pytest.approx(0.1)
+    assert est.ci_low < 0 < est.ci_high and est.p_value == pytest.approx(0.625)  # 2 * P(Bin(4, .5) <= 1)
+    assert verdict(est, 0.0) is Verdict.INCONCLUSIVE
 
 
 def _estimate(delta: float, low: float, high: float) -> PairedEstimate:

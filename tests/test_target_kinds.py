@@ -23,17 +23,24 @@ PROTOCOLS = {"Target", "SandboxedTarget", "SessionTarget"}
 
 
 def _live_target_classes() -> set[str]:
-    """Classes under assay/targets that a run calls: each says whether it is `instrumented`."""
-    found = set()
+    """Classes under assay/targets that a run calls: each says whether it is `instrumented`, or
+    inherits it from one that does."""
+    found: set[str] = set()
+    bases: dict[str, set[str]] = {}
     for path in (ROOT / "assay" / "targets").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ClassDef) and any(
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases[node.name] = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            if any(
                 isinstance(t, ast.Name) and t.id == "instrumented"
                 for stmt in node.body
                 if isinstance(stmt, ast.Assign | ast.AnnAssign)
                 for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
             ):
                 found.add(node.name)
+    while grown := {name for name, of in bases.items() if of & found} - found:
+        found |= grown
     return found
 
 
@@ -70,7 +77,13 @@ def kind_checks(source: str, classes: set[str]) -> list[tuple[int, str]]:
 
 def test_no_product_code_asks_which_kind_a_target_is() -> None:
     classes = SPEC_MODELS | PROTOCOLS | _live_target_classes()
-    assert {"OpenAIChatTarget", "PythonFunctionTarget", "HttpAgent", "ContainerAgent"} <= classes
+    assert {
+        "OpenAIChatTarget",
+        "AnthropicMessagesTarget",
+        "PythonFunctionTarget",
+        "HttpAgent",
+        "ContainerAgent",
+    } <= classes
     found = [
         f"{path.relative_to(ROOT)}:{line} {what}"
         for package in PRODUCT

@@ -1,1 +1,53 @@
-"""TODO."""
+"""Analysis: what the store's rows say — a run's summary, comparisons, the leaderboard, estimates.
+
+Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
+
+    summary      a run's summary and its item-error-rate gate; closing a run's record
+    compare      baseline vs candidate runs: paired statistics per scorer, verdicts, gates
+    stats        the paired statistics themselves (bootstrap, analytic SE, power)
+    intervals    small-sample intervals (Wilson, Newcombe), exact McNemar, Holm / BH adjustment
+    sequential   the anytime-valid betting confidence sequence on a paired difference
+    monitor      a run's sequential compare against its baseline (`compare_to`), batch by batch
+    leaderboard  the cells of a matrix run ranked per scorer
+    estimate     the calls, tokens and cost a spec will take, before it runs
+    nightly      the nightly benchmark's baseline and retention
+
+The names below are re-exported lazily (assay/_lazy.py): `assay run` needs only `summary`, and
+importing `compare` and `stats` with it would cost it ~150 ms. The functions `compare.compare`
+and `estimate.estimate` share their module's name, so they are reached through their modules.
+"""
+
+from assay._lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "summary": (
+            "CostSummary",
+            "RunSummary",
+            "close_run",
+            "item_error_rate",
+            "mark_unavailable",
+            "matrix_summary",
+            "pass_at_k",
+            "run_accounting",
+            "summarise",
+        ),
+        "compare": (
+            "CompareOptions",
+            "Comparison",
+            "GateResult",
+            "ScorerComparison",
+            "Side",
+            "load_sides",
+            "power_report",
+            "write_comparison",
+        ),
+        "stats": ("PairedEstimate", "paired_estimates", "verdict"),
+        "intervals": ("adjusted_p_values", "newcombe_paired", "score_interval"),
+        "monitor": ("monitor_for", "sequence_of"),
+        "leaderboard": ("build_leaderboard",),
+        "estimate": ("count_tokens",),
+        "nightly": ("NIGHTLY_TAG", "last_successful_nightly", "mark_passed", "prune_nightly"),
+    },
+)

@@ -20,6 +20,8 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
+from assay.analysis.intervals import adjusted_p_values
+from assay.analysis.monitor import sequence_of
 from assay.analysis.stats import (
     PairedEstimate,
     items_needed_for_sd,
@@ -29,7 +31,17 @@ from assay.analysis.stats import (
 )
 from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
-from assay.outcomes import Completeness, Gate, ItemOutcome, RowKind, RunStatus, ScorerOutcome, Verdict
+from assay.outcomes import (
+    Adjustment,
+    Completeness,
+    Gate,
+    IntervalMethod,
+    ItemOutcome,
+    RowKind,
+    RunStatus,
+    ScorerOutcome,
+    Verdict,
+)
 from assay.run.plan import new_run_id
 from assay.store import Store
 from evaluators import SCORER_CLASSES
@@ -52,6 +64,8 @@ class CompareOptions(BaseModel):
         resamples: bootstrap resamples.
         confidence: confidence level of the intervals.
         seed: bootstrap seed.
+        adjust: `holm` (family-wise error) or `bh` (false discovery rate) over the scorers compared
+            at once (over the cells, per scorer, in a leaderboard); `none` leaves verdicts alone.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -79,6 +93,10 @@ class CompareOptions(BaseModel):
     resamples: int = Field(default=10_000, ge=100, le=1_000_000, description="Bootstrap resamples.")
     confidence: float = Field(default=0.95, gt=0, lt=1, description="Confidence level of the intervals.")
     seed: int = Field(default=0, description="Bootstrap seed.")
+    adjust: Adjustment = Field(
+        default=Adjustment.NONE,
+        description="Adjust verdicts for the scorers (or cells) compared at once: holm, bh or none.",
+    )
 
 
 class ScorerComparison(TypedDict):
@@ -99,6 +117,9 @@ class ScorerComparison(TypedDict):
     unscored_candidate: int
     n_pairs: int
     verdict: str
+    adjustment: str
+    p_adjusted: float | None
+    sequential_pairs: int | None
 
 
 # Keys every gate has come first; a `total=False` subclass adds those some lack (`NotRequired`
@@ -179,6 +200,7 @@ class Side:
 
     def __init__(self, name: str, store: Store, run_ids: list[str]) -> None:
         self.name = name
+        self.store = store
         self.run_ids = run_ids
         self.records = [store.read_run(run_id) for run_id in run_ids]
         for record in self.records:
@@ -300,6 +322,7 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
             "scorer_kind": kinds[scorer],
             "threshold": threshold,
             **counts,
+            "sequential_pairs": None,
         }
         if pairs.height == 0:
             rows.append({**row, "n_pairs": 0, "verdict": Verdict.INCONCLUSIVE.value})
@@ -313,7 +336,56 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
             seed=options.seed,
         )
         rows.append({**row, **estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
+    _sequential(base, cand, rows)
+    return adjust_verdicts(rows, options.adjust, 1 - options.confidence)
+
+
+def _sequential(base: Side, cand: Side, rows: list[dict[str, Any]]) -> None:
+    """A candidate run with a sequential compare against this baseline: its scorer's row takes the
+    run's own confidence sequence — interval, verdict and threshold, over the pairs the run decided
+    on — as a fixed-n interval is not valid after a data-dependent stop (docs/statistics.md)."""
+    if len(cand.run_ids) != 1 or len(base.run_ids) != 1:
+        return
+    sequence = sequence_of(cand.store, cand.run_ids[0], base.run_ids[0])
+    if sequence is None:
+        return
+    for row in rows:
+        if row["scorer"] == sequence["scorer"] and sequence["items"]:
+            row.update(
+                ci_low=sequence["low"],
+                ci_high=sequence["high"],
+                ci_method=IntervalMethod.BETTING_CS.value,
+                threshold=sequence["threshold"],
+                verdict=sequence["verdict"],
+                sequential_pairs=sequence["items"],
+            )
+
+
+def adjust_verdicts(
+    rows: list[dict[str, Any]], method: Adjustment, alpha: float, *, key: str = "verdict"
+) -> list[dict[str, Any]]:
+    """Adjust a family of verdicts for being many: each row gets `adjustment` and `p_adjusted`,
+    and a `regressed` / `improved` whose adjusted p-value exceeds ``alpha`` becomes `inconclusive`.
+
+    Args:
+        rows: the family, each with a `p_value` (absent or NaN: no test) and a verdict under ``key``.
+        method: Holm, Benjamini-Hochberg or none.
+        alpha: the level, 1 - confidence.
+        key: the verdict's key in a row.
+    """
+    p = np.array([_finite(row.get("p_value")) for row in rows], dtype=np.float64)
+    adjusted = adjusted_p_values(p, method)
+    changes = (Verdict.REGRESSED, Verdict.IMPROVED)
+    for row, q in zip(rows, adjusted, strict=True):
+        row["adjustment"] = method.value
+        row["p_adjusted"] = None if method == Adjustment.NONE or np.isnan(q) else float(q)
+        if row["p_adjusted"] is not None and row[key] in changes and row["p_adjusted"] > alpha:
+            row[key] = Verdict.INCONCLUSIVE.value
     return rows
+
+
+def _finite(value: float | None) -> float:
+    return float(value) if value is not None and np.isfinite(value) else np.nan
 
 
 def estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
@@ -446,12 +518,17 @@ def human_line(
     row: ScorerComparison, timing: TimingDelta | None = None, cost: CostDelta | None = None
 ) -> str:
     """`accuracy −3.1 pts [−5.0, −1.2] regressed · 12% slower · 8% cheaper`."""
+    adjusted = _ADJUSTED.get(row.get("adjustment", Adjustment.NONE), "")
     if not row.get("n_pairs"):
         head = f"{row['scorer']} no pairs {row['verdict']}"
     else:
+        method = row.get("ci_method", IntervalMethod.BOOTSTRAP)
+        if row.get("sequential_pairs"):
+            method = f"{method} over the first {row['sequential_pairs']} pairs"
         head = (
             f"{row['scorer']} {_signed(row['delta'] * 100)} pts "
-            f"[{_signed(row['ci_low'] * 100)}, {_signed(row['ci_high'] * 100)}] {row['verdict']}"
+            f"[{_signed(row['ci_low'] * 100)}, {_signed(row['ci_high'] * 100)}] ({method}) "
+            f"{row['verdict']}{adjusted}"
         )
     parts = [head]
     if timing and timing["change_pct"] is not None:
@@ -462,6 +539,9 @@ def human_line(
         certified = "" if cost["certified"] else " (uncertified)"
         parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}{certified}")
     return " · ".join(parts)
+
+
+_ADJUSTED = {Adjustment.HOLM: " (Holm-adjusted)", Adjustment.BH: " (Benjamini-Hochberg-adjusted)"}
 
 
 def gauge_line(row: dict[str, Any]) -> str:

@@ -54,10 +54,22 @@ def _observed_output_tokens(store: Store, spec: EvalSpec, items: list[Item]) -> 
 
 
 def _line(
-    model: str, calls: int, input_tokens: int, output_low: float, output_high: float, prices: PriceTable
+    model: str,
+    calls: int,
+    input_tokens: int,
+    output_low: float,
+    output_high: float,
+    prices: PriceTable,
+    *,
+    batch: bool = False,
 ) -> dict:
-    expected = prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=round(output_low)))
-    upper = prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=round(output_high)))
+    """One model's calls: tokens, and the expected and the maximum cost (at batch prices for
+    calls made through a batch API, with what they would cost online beside them)."""
+    low = Usage(input_tokens=input_tokens, output_tokens=round(output_low))
+    high = Usage(input_tokens=input_tokens, output_tokens=round(output_high))
+    expected = prices.cost(model, low, batch=batch)
+    upper = prices.cost(model, high, batch=batch)
+    online = {"cost_usd_expected_online": prices.cost(model, low)} if batch else {}
     return {
         "model": model,
         "calls": calls,
@@ -66,6 +78,7 @@ def _line(
         "output_tokens_max": round(output_high),
         "cost_usd_expected": expected,
         "cost_usd_max": upper,
+        **online,
         "priced": model in prices.prices,
     }
 
@@ -114,7 +127,14 @@ def _generation(
         note = "output tokens bounded by max_tokens"
     else:
         note = "no max_tokens and no stored run: output tokens not estimated"
-    line = _line(metered.model, calls, per_item * spec.trials, expected_out, max_out, prices)
+    line = _line(
+        metered.model, calls, per_item * spec.trials, expected_out, max_out, prices, batch=metered.batch
+    )
+    if metered.batch:
+        online = line["cost_usd_expected_online"]
+        note += "; batch prices" + (
+            f" (online ${online:.4f})" if online is not None else ", none for this model"
+        )
     line.update(cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec))
     return _with_attempts(line, spec.attempts)
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import polars as pl
 
-from assay.analysis.compare import CompareOptions, Side, scorer_rows
-from assay.analysis.stats import mean_interval
+from assay.analysis.compare import CompareOptions, Side, adjust_verdicts, scorer_rows
+from assay.analysis.intervals import score_interval
 from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
-from assay.outcomes import Completeness, ItemOutcome, ScorerOutcome
+from assay.outcomes import Adjustment, Completeness, ItemOutcome, ScorerOutcome
 from assay.store import Store
 
 
@@ -33,12 +33,13 @@ def _cell_figures(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, 
     }
     per_scorer = {}
     for scorer, values in scores.group_by("scorer").agg(pl.col("score")).iter_rows():
-        low, high = mean_interval(values)
+        low, high, method = score_interval(values)
         per_scorer[scorer] = {
             "n_scored": len(values),
             "mean": sum(values) / len(values),
             "ci_low": low,
             "ci_high": high,
+            "ci_method": method.value,
         }
     return run, per_scorer
 
@@ -52,7 +53,8 @@ def build_leaderboard(
         store: the store.
         matrix_id: the matrix (its cells' runs share it).
         baseline_cell: the cell others are compared with; default the spec's first cell.
-        options: bootstrap settings and thresholds for the paired comparisons.
+        options: bootstrap settings, thresholds and the adjustment (`adjust`, over each scorer's
+            cells) of the paired comparisons.
     """
     options = options or CompareOptions()
     cells = (
@@ -71,19 +73,24 @@ def build_leaderboard(
 
     baseline = Side("baseline", store, [run_of[baseline_cell]])
     created = datetime.now(UTC)
+    # Each cell against the baseline, scorer by scorer; a scorer's cells are one family to adjust.
+    single = options.model_copy(update={"adjust": Adjustment.NONE})
+    paired: dict[str, dict[str, dict[str, Any]]] = {
+        cell: {
+            row["scorer"]: dict(row)
+            for row in scorer_rows(baseline, Side("candidate", store, [run_id]), single)
+        }
+        for cell, run_id in run_of.items()
+        if cell != baseline_cell
+    }
+    for scorer in {scorer for rows in paired.values() for scorer in rows}:
+        family = [rows[scorer] for rows in paired.values() if scorer in rows]
+        adjust_verdicts(family, options.adjust, 1 - options.confidence)
     rows = []
     for cell, run_id in run_of.items():
         run, per_scorer = _cell_figures(store, run_id)
-        paired = (
-            {}
-            if cell == baseline_cell
-            else {
-                row["scorer"]: row
-                for row in scorer_rows(baseline, Side("candidate", store, [run_id]), options)
-            }
-        )
         for scorer, figures in per_scorer.items():
-            versus = paired.get(scorer, {})
+            versus = paired.get(cell, {}).get(scorer, {})
             rows.append(
                 {
                     "created_at": created,
@@ -96,7 +103,10 @@ def build_leaderboard(
                     "delta_vs_baseline": versus.get("delta"),
                     "delta_ci_low": versus.get("ci_low"),
                     "delta_ci_high": versus.get("ci_high"),
+                    "delta_ci_method": versus.get("ci_method"),
                     "verdict_vs_baseline": versus.get("verdict"),
+                    "adjustment": versus.get("adjustment"),
+                    "p_adjusted": versus.get("p_adjusted"),
                 }
             )
     table = (

@@ -12,7 +12,8 @@ Methods (details, defaults and figures in `docs/statistics.md`):
   ``(1-c)/2`` and ``(1+c)/2`` quantiles (``np.quantile``, linear interpolation) of the resampled
   mean differences. Resampling *pairs* keeps the per-item correlation between the two runs, which is
   what makes a paired comparison tighter than two independent error bars. This is the interval
-  `verdict` reads.
+  `verdict` reads — except for a pass/fail scorer under `SMALL_SAMPLE_PAIRS` pairs, where it is
+  Newcombe's paired score interval and the p-value the exact McNemar test (`intervals.py`).
 * **Analytic paired SE, t-interval and t-test.** ``se = sd(d, ddof=1) / sqrt(n)``;
   ``delta +- t_{n-1, (1+c)/2} * se``; two-sided p-value ``2 * (1 - F_{t, n-1}(|delta| / se))``
   (Student's paired t-test). With ``sd == 0`` the p-value is 1.0 when ``delta == 0`` and 0.0
@@ -72,7 +73,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from assay.outcomes import Verdict
+from assay.analysis.intervals import SMALL_SAMPLE_PAIRS, is_binary, mcnemar_exact_p, newcombe_paired
+from assay.outcomes import IntervalMethod, Verdict
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -83,6 +85,7 @@ __all__ = [
     "paired_estimates",
     "sd_for_power_from_single_run",
     "verdict",
+    "verdict_of",
 ]
 
 DEFAULT_RESAMPLES = 10_000
@@ -123,7 +126,8 @@ class PairedEstimate:
     delta: float
     """Mean paired difference, candidate - baseline."""
     ci_low: float
-    """Paired bootstrap percentile CI, lower end; the interval `verdict` reads."""
+    """The CI `verdict` reads, lower end: paired bootstrap percentile, or Newcombe's paired score
+    interval for a binary scorer with fewer than `SMALL_SAMPLE_PAIRS` pairs (``ci_method`` says)."""
     ci_high: float
     se: float
     """Analytic paired standard error, ``sd(d, ddof=1) / sqrt(n)``."""
@@ -131,7 +135,7 @@ class PairedEstimate:
     """``delta - t_{n-1} * se``."""
     se_ci_high: float
     p_value: float
-    """Two-sided paired t-test p-value."""
+    """Two-sided p-value: paired t-test, or the exact McNemar test where ``ci_method`` is Newcombe's."""
     clustered_se: float | None
     """Miller (2024) clustered SE of the mean difference; None when no clusters were given."""
     clustered_ci_low: float | None
@@ -140,6 +144,8 @@ class PairedEstimate:
     resamples: int
     confidence: float
     seed: int
+    ci_method: str = IntervalMethod.BOOTSTRAP.value
+    """`IntervalMethod` of ``ci_low``/``ci_high``: `bootstrap` or `newcombe`."""
 
 
 def paired_estimates(
@@ -254,9 +260,23 @@ def verdict(estimate: PairedEstimate, threshold: float) -> Verdict:
     Raises:
         ValueError: if ``threshold`` is negative or not finite.
     """
+    return verdict_of(estimate.ci_low, estimate.ci_high, estimate.delta, threshold)
+
+
+def verdict_of(low: float, high: float, delta: float, threshold: float) -> Verdict:
+    """`verdict`'s rule on a bare interval and point estimate (a confidence sequence's too).
+
+    Args:
+        low: the interval's lower end.
+        high: its upper end.
+        delta: the point estimate.
+        threshold: the smallest change that matters, finite and >= 0.
+
+    Raises:
+        ValueError: if ``threshold`` is negative or not finite.
+    """
     if not math.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
-    low, high, delta = estimate.ci_low, estimate.ci_high, estimate.delta
     if math.isnan(low) or math.isnan(high) or math.isnan(delta):
         return Verdict.INCONCLUSIVE
     if high < 0 and delta < -threshold:
@@ -401,6 +421,13 @@ def _estimate(
         half = float(scipy_stats.t.ppf(upper_q, n - 1)) * se
         se_ci_low, se_ci_high = delta - half, delta + half
         p_value = float(min(1.0, 2.0 * scipy_stats.t.sf(abs(delta) / se, n - 1)))
+    ci_method = IntervalMethod.BOOTSTRAP
+    if 2 <= n < SMALL_SAMPLE_PAIRS and not constant and is_binary(base) and is_binary(cand):
+        # Below a few hundred pairs the bootstrap is too narrow for binary scores (docs/statistics.md);
+        # identical differences keep their exact [v, v] (the runs agree on every pair).
+        ci_method = IntervalMethod.NEWCOMBE
+        ci_low, ci_high = newcombe_paired(base, cand, confidence=confidence)
+        p_value = mcnemar_exact_p(base, cand)
 
     if labels is not None:
         n_clusters, clustered = _clustered(d, delta, labels, upper_q)
@@ -422,6 +449,7 @@ def _estimate(
         resamples=resamples,
         confidence=confidence,
         seed=seed,
+        ci_method=ci_method.value,
     )
 
 
@@ -593,26 +621,3 @@ def _workers(chunks: int, draws: int) -> int:
     except AttributeError:
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, chunks, 8))
-
-
-def mean_interval(
-    values: NDArray[Any] | Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
-) -> tuple[float, float]:
-    """Student-t confidence interval of a mean of scores: ``mean ± t_{n-1} * sd / sqrt(n)``, clipped
-    to [0, 1] where scores live (NaN below 2 values).
-
-    Args:
-        values: the scores; non-finite values are dropped.
-        confidence: the interval's confidence level.
-    """
-    v = np.asarray(values, dtype=np.float64).ravel()
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return (math.nan, math.nan)
-    from scipy import stats as scipy_stats
-
-    mean = float(v.mean())
-    half = (
-        float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    )
-    return (max(0.0, mean - half), min(1.0, mean + half))

@@ -13,11 +13,13 @@ from typing import Any, TypedDict
 
 import polars as pl
 
+from assay import _schema
 from assay.calls.accounting import Budget, BudgetColumns
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
     TOKEN_KINDS,
+    BatchState,
     Completeness,
     ItemOutcome,
     RequestPhase,
@@ -60,6 +62,7 @@ class _Summary(TypedDict):
     n_teardown_errors: int
     duration_ms: dict[str, float | None]
     timing_by_model: list[dict[str, Any]]
+    batches: dict[str, Any] | None
     tokens: dict[str, int]
     cost: CostSummary
     budget: BudgetColumns
@@ -94,6 +97,7 @@ class RunSummary(_Summary, total=False):
         n_teardown_errors: how many there were.
         duration_ms: mean, min, p50, p95 and max of the items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
+        batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
         cost: its measured cost.
         accounting: the run's accounting columns (`run_accounting`); `close_run` moves them into
@@ -104,10 +108,13 @@ class RunSummary(_Summary, total=False):
         capture: the request sidecar's manifest, once `close_run` has recorded it.
         rate_control: the endpoint's adaptive rate controller's state and history
             (`assay.calls.rate.RateController.summary`); None for targets without one.
+        compare_to: a sequential compare's settings and result (the run's `compare_*` columns),
+            once `close_run` has recorded them.
     """
 
     accounting: dict[str, Any]
     capture: CaptureManifest
+    compare_to: dict[str, Any]
 
 
 def item_error_rate(counts: dict[str, int]) -> float | None:
@@ -180,6 +187,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
     ).item()
     accounting = run_accounting(items, scores)
     timing = model_timing(items, store.run_requests(run_id))
+    batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])
         for row in scorer_stats:
@@ -205,6 +213,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
         "duration_ms": duration,
         "timing_by_model": timing,
+        "batches": batches,
         "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
         "cost": {
             "usd": accounting["cost_usd"],
@@ -224,6 +233,17 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
         "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
+        **compared_columns(record),
+    }
+
+
+def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's sequential compare as its summary's `compare_to` (its record's `compare_*`
+    columns); nothing for a run without one."""
+    if not record.get("compare_baseline"):
+        return {}
+    return {
+        "compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}
     }
 
 
@@ -235,6 +255,7 @@ _SUMMED = (
     "operations_unknown",
     "operations_denied",
     "operations_cached",
+    "operations_batched",
 )
 
 
@@ -273,10 +294,13 @@ def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
 
 
 def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per generation model: calls, wire / queued / retry ms, and rate-limit retries (429s seen in
-    captured requests; null when the run captured none). First-token time needs streaming, which
-    the openai target does not use: null."""
+    """Per generation model: calls, wire / queued / retry ms, rate-limit retries (429s seen in
+    captured requests; null when the run captured none), and the p50 / p95 of each call's total
+    time (`duration_ms`) and, for streamed calls, of its time to the first token (null when no
+    call streamed)."""
     done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
+    if "first_token_ms" not in done.columns:  # parts written before streaming existed
+        done = done.with_columns(pl.lit(None, pl.Float64).alias("first_token_ms"))
     rows = (
         done.group_by("model")
         .agg(
@@ -284,6 +308,10 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             pl.col("wire_ms").mean().alias("wire_ms_mean"),
             pl.col("wire_ms").quantile(0.5, "linear").alias("wire_ms_p50"),
             pl.col("wire_ms").quantile(0.95, "linear").alias("wire_ms_p95"),
+            pl.col("duration_ms").quantile(0.5, "linear").alias("total_ms_p50"),
+            pl.col("duration_ms").quantile(0.95, "linear").alias("total_ms_p95"),
+            pl.col("first_token_ms").quantile(0.5, "linear").alias("first_token_ms_p50"),
+            pl.col("first_token_ms").quantile(0.95, "linear").alias("first_token_ms_p95"),
             pl.col("queued_ms").mean().alias("queued_ms_mean"),
             pl.col("retry_ms").sum().alias("retry_ms_total"),
             pl.col("retries").sum().alias("retries"),
@@ -296,8 +324,27 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
         row["rate_limit_retries"] = (
             throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
         )
-        row["first_token_ms"] = None
     return rows
+
+
+def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
+    """Batch mode's provider batches (`batches/`, each in its latest state): how many are in
+    progress and ended, the requests they hold and the provider's counts once ended; None when
+    the run made none."""
+    if batches.is_empty():
+        return None
+    counts: dict[str, int] = {}
+    for text in batches["request_counts"].drop_nulls():
+        for name, n in json.loads(text).items():
+            counts[name] = counts.get(name, 0) + n
+    return {
+        "batches": batches.height,
+        "in_progress": int((batches["state"] == BatchState.IN_PROGRESS).sum()),
+        "ended": int((batches["state"] == BatchState.ENDED).sum()),
+        "requests": int(batches["requests"].sum()),
+        "request_counts": counts,
+        "ids": batches["batch_id"].to_list(),
+    }
 
 
 def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
@@ -337,6 +384,8 @@ def close_run(
     stopped: RunStatus | None = None,
     error: str | None = None,
     rate_control: dict[str, Any] | None = None,
+    compared: dict[str, Any] | None = None,
+    stopped_early: bool = False,
 ) -> RunSummary:
     """Summarise, apply the gate and record the run's final status; returns the summary.
 
@@ -350,16 +399,22 @@ def close_run(
             run's status, and the planned items without a row are counted as `cancelled`.
         error: why it failed (status `failed`).
         rate_control: the endpoint's rate controller's state and history (`assay.calls.rate`).
+        compared: a sequential compare's result columns (`compare_*`), recorded on the run.
+        stopped_early: its verdict stopped the run: `stopped_early` unless the gate failed, and
+            the items it did not run are counted as `cancelled`.
     """
     summary = summarise(store, run_id)
     record = store.read_run(run_id)
     del record["run_id"]
     counts = summary["items"]
-    if stopped is not None:
+    if stopped is not None or stopped_early:
         counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
+    if stopped is not None:
         status = stopped
+    elif not summary["gate_passed"]:
+        status = RunStatus.FAILED_GATE
     else:
-        status = RunStatus.COMPLETED if summary["gate_passed"] else RunStatus.FAILED_GATE
+        status = RunStatus.STOPPED_EARLY if stopped_early else RunStatus.COMPLETED
     record.update(
         status=status.value,
         error=error,
@@ -371,6 +426,7 @@ def close_run(
         **budget.columns(),
         **(capture.manifest() if capture is not None else {}),
         rate_control=json.dumps(rate_control) if rate_control is not None else None,
+        **(compared or {}),
     )
     store.write_run(run_id, record)
     summary.update(
@@ -378,6 +434,7 @@ def close_run(
     )
     if capture is not None:
         summary["capture"] = capture.manifest()
+    summary.update(compared_columns(record))
     return summary
 
 

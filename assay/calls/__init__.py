@@ -1,1 +1,90 @@
-"""TODO."""
+"""Calls: every model call Assay makes — sent, retried, measured, priced, captured, cached.
+
+One concern a module:
+
+    http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
+    chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
+    accounting      tokens and money: prices, accounting records, ledgers, the budget
+    capture         the request sidecar: each call as redacted `start / attempt / end` records
+    request_codec   those records as JSONL: `RequestRecord`, written and checked
+    response_cache  the opt-in response cache kept in the store
+"""
+
+from assay.calls.accounting import (
+    Accounting,
+    Budget,
+    BudgetColumns,
+    Ledger,
+    Price,
+    PriceTable,
+    Usage,
+    current_ledger,
+    measuring,
+    parse_budget,
+    token_columns,
+)
+from assay.calls.capture import (
+    CaptureManifest,
+    CaptureSettings,
+    Operation,
+    Recorder,
+    Redactor,
+    Scope,
+    carry_forward,
+    secrets_of,
+    stored_records,
+)
+from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.http import (
+    RETRY_STATUSES,
+    AttemptFailed,
+    Endpoint,
+    HttpURL,
+    ResponseHook,
+    RetryPolicy,
+    is_timeout,
+    request_id,
+    retry_after,
+)
+from assay.calls.request_codec import RequestRecord, read_jsonl, validate_jsonl, write_jsonl
+from assay.calls.response_cache import ResponseCache, check_cache
+
+__all__ = [
+    "RETRY_STATUSES",
+    "Accounting",
+    "AttemptFailed",
+    "Budget",
+    "BudgetColumns",
+    "CaptureManifest",
+    "CaptureSettings",
+    "ChatClient",
+    "ChatReply",
+    "Endpoint",
+    "HttpURL",
+    "Ledger",
+    "Operation",
+    "Price",
+    "PriceTable",
+    "Recorder",
+    "Redactor",
+    "RequestRecord",
+    "ResponseCache",
+    "ResponseHook",
+    "RetryPolicy",
+    "Scope",
+    "Usage",
+    "carry_forward",
+    "check_cache",
+    "current_ledger",
+    "is_timeout",
+    "measuring",
+    "parse_budget",
+    "read_jsonl",
+    "request_id",
+    "retry_after",
+    "secrets_of",
+    "stored_records",
+    "token_columns",
+    "validate_jsonl",
+    "write_jsonl",
+]

@@ -78,7 +78,11 @@ class Price(BaseModel):
     Args:
         input: uncached input tokens.
         output: output tokens (reasoning tokens are counted among them, as providers bill them).
-        cached_input: cached input tokens; default the input price.
+        cached_input: input tokens read from the provider's prompt cache; default the input price.
+        cache_write: input tokens written to the provider's prompt cache (Anthropic bills them
+            above the input price); default the input price.
+        batch: the prices of the same calls made through the provider's batch API (half, at
+            OpenAI and Anthropic); a model without them is unpriced in batch mode.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -86,6 +90,8 @@ class Price(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    batch: Price | None = None
 
 
 class PriceTable:
@@ -105,16 +111,25 @@ class PriceTable:
         table = {name: Price.model_validate(value) for name, value in raw.items() if not name.startswith("_")}
         return cls({**table, **(overrides or {})})
 
-    def cost(self, model: str | None, usage: Usage | None) -> float | None:
-        """The call's cost in USD, or None when the model has no price or usage is unknown."""
+    def cost(self, model: str | None, usage: Usage | None, *, batch: bool = False) -> float | None:
+        """The call's cost in USD, or None when the model has no price (no batch price, for a
+        batched call) or usage is unknown.
+
+        `usage.input_tokens` counts all input; cache reads (`cached_tokens`) and cache writes
+        (`cache_write_tokens`) are parts of it, each billed at its own price."""
         price = self.prices.get(model or "")
+        if batch and price is not None:
+            price = price.batch
         if price is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
             return None
         cached = min(usage.cached_tokens or 0, usage.input_tokens)
+        written = min(usage.cache_write_tokens or 0, usage.input_tokens - cached)
         cached_price = price.input if price.cached_input is None else price.cached_input
+        write_price = price.input if price.cache_write is None else price.cache_write
         return (
-            (usage.input_tokens - cached) * price.input
+            (usage.input_tokens - cached - written) * price.input
             + cached * cached_price
+            + written * write_price
             + usage.output_tokens * price.output
         ) / _MILLION
 
@@ -132,17 +147,25 @@ class Accounting:
     unknown: int = 0
     denied: int = 0
     cached: int = 0
+    batched: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
     # Plain-string keys: iterating the enum class on every record is measurably slow on the hot path.
     breakdown: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SPEND_KINDS, 0.0))
 
     @classmethod
     def of_call(
-        cls, kind: SpendKind, model: str | None, usage: Usage | None, prices: PriceTable
+        cls,
+        kind: SpendKind,
+        model: str | None,
+        usage: Usage | None,
+        prices: PriceTable,
+        *,
+        batch: bool = False,
     ) -> Accounting:
-        """A settled model call: priced when the table knows the model, else incomplete."""
-        cost = prices.cost(model, usage)
-        record = cls(operations=1, settled=1, by_kind={kind.value: 1})
+        """A settled model call: priced when the table knows the model (at its batch price, for
+        a call made through a batch API), else incomplete."""
+        cost = prices.cost(model, usage, batch=batch)
+        record = cls(operations=1, settled=1, batched=int(batch), by_kind={kind.value: 1})
         if usage is not None:
             for name, n in usage.by_kind().items():
                 record.tokens[name] = n or 0
@@ -199,6 +222,7 @@ class Accounting:
             out.unknown += record.unknown
             out.denied += record.denied
             out.cached += record.cached
+            out.batched += record.batched
             for name, n in record.by_kind.items():
                 out.by_kind[name] = out.by_kind.get(name, 0) + n
             for name, usd in record.breakdown.items():
@@ -222,6 +246,7 @@ class Accounting:
             "operations_unknown": self.unknown,
             "operations_denied": self.denied,
             "operations_cached": self.cached,
+            "operations_batched": self.batched,
             "operations_by_kind": _counts_json(tuple(self.by_kind.items())) if self.by_kind else None,
         }
 
@@ -328,14 +353,23 @@ class Budget:
     def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
         self.limit_usd = limit_usd
         self.spent_usd = spent_usd
+        # Held for calls sent whose cost is not known yet (a batch's requests, at their maximum).
+        self.reserved_usd = 0.0
         self.closed_by: BudgetClosedBy | None = None
 
     @property
     def closed(self) -> bool:
-        return self.limit_usd is not None and self.spent_usd >= self.limit_usd
+        return self.limit_usd is not None and self.spent_usd + self.reserved_usd >= self.limit_usd
 
     def spend(self, usd: float) -> None:
         self.spent_usd += usd
+
+    def reserve(self, usd: float) -> None:
+        """Count `usd` against the limit until `release`d: a call sent whose cost arrives later."""
+        self.reserved_usd += usd
+
+    def release(self, usd: float) -> None:
+        self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def admit(self) -> None:
         """Called before a model call is sent: raises `BudgetDenied` once the budget is closed."""

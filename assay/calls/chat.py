@@ -1,4 +1,6 @@
-"""One OpenAI-compatible chat-completions client, for targets and judges alike.
+"""One chat client, for targets and judges alike: OpenAI-compatible chat completions or
+Anthropic's Messages API (`assay.calls.wire` says how each looks on the wire), answered whole or
+streamed.
 
 aiohttp directly: one `ClientSession` per client, its connection pool as wide as the run's
 concurrency, the URL, headers and timeout built once and each body sent as JSON bytes. This is the
@@ -7,6 +9,12 @@ bare aiohttp loop here (docs/performance.md); nothing of httpx is visible to a u
 client, whose API is `complete(body) -> ChatReply`. Bodies are encoded and replies parsed with
 pydantic-core's JSON (already a dependency), ~3x faster than the standard library's here. What is retried, how long to wait and how a
 failure is described are `assay.calls.http`'s (the same for every Assay client).
+
+Streaming (`stream=True`): the reply is read as Server-Sent Events and assembled into the reply
+the request would have had unstreamed; the time to the first answer token is measured
+(`ChatReply.first_token_ms`). Usage comes from the stream's final events. A stream that breaks
+off before its final event is a retryable failure whose tokens are unknown (the call may have
+been billed: `unknown_outcome`), never guessed from the text received.
 
 Every call is measured into the current `assay.calls.accounting.Ledger` — priced with its run's price
 table and admitted by its run's `Budget` before it is sent, each retry included. Outside any
@@ -32,6 +40,7 @@ from yarl import URL
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
+from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 
@@ -51,6 +60,8 @@ class ChatReply:
         retry_ms: time spent before it in failed attempts and backoff.
         retries: failed attempts before it.
         request_id: the provider's request id.
+        first_token_ms: for a streamed reply, the time from sending the attempt that succeeded
+            to its first answer token; None when not streamed (or no token came).
     """
 
     content: Any
@@ -60,13 +71,16 @@ class ChatReply:
     retry_ms: float
     retries: int
     request_id: str | None
+    first_token_ms: float | None = None
 
 
 class ChatClient:
-    """`POST {base_url}/chat/completions` with retries, measurement and admission.
+    """`POST {base_url}{api.path}` with retries, measurement and admission.
 
     Args:
         base_url: e.g. `http://127.0.0.1:8000/v1`.
+        api: the provider's chat API (default: OpenAI's chat completions).
+        stream: ask for the reply as a stream, and time its first token.
         api_key_env: the environment variable holding the API key, if any.
         timeout: seconds for one HTTP attempt (to connect, and between bytes of the reply).
         max_retries: retries after the first attempt on retryable failures.
@@ -88,19 +102,21 @@ class ChatClient:
         cache: bool = False,
         on_response: ResponseHook | None = None,
         gate: RateController | None = None,
+        api: ChatAPI = OPENAI,
+        stream: bool = False,
     ) -> None:
         self._cache = cache
         self._gate = gate
         if gate is not None and on_response is None:
             on_response = gate.observe
-        self._url = URL(base_url.rstrip("/") + "/chat/completions")
-        self._endpoint = Endpoint(f"openai:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
+        self._api = api
+        self._stream = stream
+        self._url = URL(base_url.rstrip("/") + api.path)
+        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
         self._policy = RetryPolicy(max_retries)
-        headers = {"content-type": "application/json"}
-        if api_key_env:
-            # Read here and kept only in the request headers: never in a record, a log or argv.
-            headers["authorization"] = f"Bearer {os.environ.get(api_key_env, '')}"
-        self._headers = headers
+        # The key is read here and kept only in the request headers: never in a record, a log or argv.
+        key = os.environ.get(api_key_env, "") if api_key_env else None
+        self._headers = {"content-type": "application/json", **api.headers(key)}
         # As httpx's `Timeout(t)` was: t to connect (a pooled connection included) and t between
         # reads; no limit on the whole reply, which a slow but live model may take long to send.
         self._timeout = aiohttp.ClientTimeout(
@@ -108,6 +124,11 @@ class ChatClient:
         )
         self._concurrency = concurrency
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def api(self) -> ChatAPI:
+        """The provider's chat API this client speaks."""
+        return self._api
 
     def _open(self) -> aiohttp.ClientSession:
         """The session, opened on first use: on the running loop, which a session belongs to."""
@@ -122,23 +143,27 @@ class ChatClient:
     async def complete(self, body: dict[str, Any]) -> ChatReply:
         """Send `body`; raises `TargetFailure` when it fails for good, `BudgetDenied` when refused."""
         ledger = current_ledger()
+        sent_body = self._api.streamed(body) if self._stream else body
         op = None
         if ledger is not None and ledger.capture is not None:
-            op = ledger.capture.begin(ledger.kind, body.get("model"), body)
+            op = ledger.capture.begin(ledger.kind, body.get("model"), sent_body)
         started = time.perf_counter()
         cache = ledger.cache if self._cache and ledger is not None else None
+        # Keyed on the unstreamed body: a streamed reply is stored assembled, as the same request
+        # unstreamed would have had it, so streamed and unstreamed runs share entries.
         key = cache.key(str(self._url), body) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
             ledger.add(Accounting.of_cache_hit(ledger.kind))  # type: ignore[union-attr]
             if op is not None:
                 op.end(RequestOutcome.CACHE_HIT, total_ms=(time.perf_counter() - started) * 1000)
-            return _chat_reply(hit, _usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
-        content = pydantic_core.to_json(body)
+            return self._chat_reply(hit, self._api.usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
+        content = pydantic_core.to_json(sent_body)
         wire: list[float] = [0.0]
+        first: list[float | None] = [None]
 
         async def attempt(number: int) -> dict[str, Any]:
             sent = time.perf_counter()
-            reply = await self._attempt(content, op, number)
+            reply, first[0] = await self._attempt(content, op, number)
             wire[0] = (time.perf_counter() - sent) * 1000
             return reply
 
@@ -158,7 +183,7 @@ class ChatClient:
             raise
         if cache is not None:
             cache.put(key, reply)
-        return self._reply(reply, op, started, wire_ms=wire[0], retries=retries)
+        return self._reply(reply, op, started, wire_ms=wire[0], retries=retries, first_token_ms=first[0])
 
     @staticmethod
     def _measure(make: Callable[[Ledger], Accounting]) -> Accounting | None:
@@ -170,7 +195,10 @@ class ChatClient:
         ledger.budget.spend(record.known_cost)
         return record
 
-    async def _attempt(self, content: bytes, op: Operation | None, number: int) -> dict[str, Any]:
+    async def _attempt(
+        self, content: bytes, op: Operation | None, number: int
+    ) -> tuple[dict[str, Any], float | None]:
+        """One attempt: its reply (assembled, when streamed) and its first token's time."""
         ledger = current_ledger()
         if ledger is not None:
             try:
@@ -180,18 +208,26 @@ class ChatClient:
                 raise
         session = self._session or self._open()
         gate = self._gate if self._gate is not None else contextlib.nullcontext()
-        sent = time.perf_counter()
+        first_token_ms: float | None = None
+        streamed: dict[str, Any] | None = None
         try:
             async with gate:
                 sent = time.perf_counter()
                 async with session.post(self._url, data=content, allow_redirects=False) as response:
                     status, headers, reason = response.status, response.headers, response.reason
-                    raw = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+                    if self._stream and status < 400:
+                        streamed, first_token_ms = await self._read_stream(response, sent)
+                        raw = b""
+                    else:
+                        raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError, StreamFailed) as exc:
             # The request may have reached the provider and been billed: its cost is unknown.
             self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             self._endpoint.observe(None, {})
-            failed = self._endpoint.transport_failed(exc)
+            if isinstance(exc, StreamFailed):
+                failed = AttemptFailed(self._endpoint.failure(exc.message, exc.kind, retryable=exc.retryable))
+            else:
+                failed = self._endpoint.transport_failed(exc)
             if op is not None:
                 op.attempt(
                     number,
@@ -203,30 +239,81 @@ class ChatClient:
         self._endpoint.observe(status, headers)
         if op is not None:
             op.attempt(
-                number, status=status, wire_ms=(time.perf_counter() - sent) * 1000, response=_body(raw)
+                number,
+                status=status,
+                wire_ms=(time.perf_counter() - sent) * 1000,
+                response=streamed if streamed is not None else _body(raw),
             )
         if status >= 400:
             # Providers do not bill refused requests: a settled operation that cost nothing.
             self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
             raise self._endpoint.status_failed(status, headers, raw, reason=reason)
         try:
-            reply = pydantic_core.from_json(raw)
-            reply["choices"][0]["message"]
+            reply = streamed if streamed is not None else pydantic_core.from_json(raw)
+            self._api.check(reply)
         except (ValueError, KeyError, IndexError, TypeError):
+            shown = json.dumps(streamed) if streamed is not None else raw.decode("utf-8", "replace")
             raise AttemptFailed(
                 self._endpoint.failure(
-                    f"malformed reply: {raw.decode('utf-8', 'replace')[:200]!r}",
+                    f"malformed reply: {shown[:200]!r}",
                     FailureKind.PROTOCOL,
                     http_status=status,
                     request_id=request_id(headers),
                 )
             ) from None
-        return reply
+        return reply, first_token_ms
+
+    async def _read_stream(
+        self, response: aiohttp.ClientResponse, sent: float
+    ) -> tuple[dict[str, Any], float | None]:
+        """Read a reply's Server-Sent Events into the assembled reply; returns it and the time
+        from `sent` to the first answer token. Raises `StreamFailed` when the stream ends before
+        its final event or reports an error, `aiohttp.ClientError` when the connection breaks."""
+        assembler = self._api.assembler()
+        first_token_ms: float | None = None
+        data: list[str] = []
+
+        def dispatch() -> None:
+            nonlocal first_token_ms
+            event = "\n".join(data)
+            data.clear()
+            try:
+                token = assembler.feed(event)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise StreamFailed(
+                    f"malformed stream event ({type(exc).__name__}): {event[:200]!r}", FailureKind.PROTOCOL
+                ) from None
+            if token and first_token_ms is None:
+                first_token_ms = (time.perf_counter() - sent) * 1000
+
+        try:
+            async for raw_line in response.content:
+                line = raw_line.decode("utf-8", "replace").rstrip("\r\n")
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                elif not line and data:  # a blank line ends an event
+                    dispatch()
+        except ValueError as exc:  # a line longer than aiohttp's buffer
+            raise StreamFailed(f"unreadable stream: {exc}", FailureKind.PROTOCOL) from None
+        if data:
+            dispatch()
+        if not assembler.done:
+            raise StreamFailed(
+                "connection error: the stream ended before its final event", FailureKind.CONNECTION
+            )
+        return assembler.reply(), first_token_ms
 
     def _reply(
-        self, reply: dict[str, Any], op: Operation | None, started: float, *, wire_ms: float, retries: int
+        self,
+        reply: dict[str, Any],
+        op: Operation | None,
+        started: float,
+        *,
+        wire_ms: float,
+        retries: int,
+        first_token_ms: float | None,
     ) -> ChatReply:
-        usage = _usage(reply)
+        usage = self._api.usage(reply)
         model = reply.get("model")
         spend = self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
         total_ms = (time.perf_counter() - started) * 1000
@@ -237,11 +324,35 @@ class ChatClient:
                 RequestOutcome.OK,
                 retry_ms=retry_ms,
                 total_ms=total_ms,
+                first_token_ms=first_token_ms,
                 tokens_input=usage.input_tokens,
                 tokens_output=usage.output_tokens,
                 cost_usd=spend.known_cost if spend is not None and not spend.reasons else None,
             )
-        return _chat_reply(reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries)
+        return self._chat_reply(
+            reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries, first_token_ms=first_token_ms
+        )
+
+    def _chat_reply(
+        self,
+        reply: dict[str, Any],
+        usage: Usage,
+        *,
+        wire_ms: float,
+        retry_ms: float,
+        retries: int,
+        first_token_ms: float | None = None,
+    ) -> ChatReply:
+        return ChatReply(
+            content=self._api.content(reply),
+            model=reply.get("model"),
+            usage=usage,
+            wire_ms=wire_ms,
+            retry_ms=retry_ms,
+            retries=retries,
+            request_id=reply.get("id"),
+            first_token_ms=first_token_ms,
+        )
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -256,32 +367,6 @@ def _ssl_context() -> ssl.SSLContext:
 
     return ssl.create_default_context(
         cafile=os.environ.get("SSL_CERT_FILE") or certifi.where(), capath=os.environ.get("SSL_CERT_DIR")
-    )
-
-
-def _usage(reply: dict[str, Any]) -> Usage:
-    raw = reply.get("usage") or {}
-    completion_details = raw.get("completion_tokens_details") or {}
-    prompt_details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=raw.get("prompt_tokens"),
-        output_tokens=raw.get("completion_tokens"),
-        reasoning_tokens=completion_details.get("reasoning_tokens"),
-        cached_tokens=prompt_details.get("cached_tokens"),
-    )
-
-
-def _chat_reply(
-    reply: dict[str, Any], usage: Usage, *, wire_ms: float, retry_ms: float, retries: int
-) -> ChatReply:
-    return ChatReply(
-        content=reply["choices"][0]["message"].get("content"),
-        model=reply.get("model"),
-        usage=usage,
-        wire_ms=wire_ms,
-        retry_ms=retry_ms,
-        retries=retries,
-        request_id=reply.get("id"),
     )
 
 

@@ -79,6 +79,7 @@ class RequestRecord(BaseModel):
     wire_ms: _Millis = None
     retry_ms: _Millis = None
     total_ms: _Millis = None
+    first_token_ms: _Millis = None
     tokens_input: _Count = None
     tokens_output: _Count = None
     cost_usd: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None

@@ -83,6 +83,20 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def _table(columns: tuple[str, ...], *, left: tuple[str, ...], wraps: tuple[str, ...] = ()) -> Table:
+    """A table with a bold header: text columns (`left`) left-aligned, numbers right-aligned.
+
+    Args:
+        columns: the headings, in order.
+        left: the headings of text columns.
+        wraps: the columns long text may wrap in; the others keep one line.
+    """
+    table = Table(show_header=True, header_style="bold")
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right", no_wrap=column not in wraps)
+    return table
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     console = _console()
     counts = summary["items"]
@@ -100,9 +114,13 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
         f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
     )
-    table = Table(show_header=True, header_style="bold")
-    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
-        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    if summary.get("compare_to"):
+        from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
+
+        console.print(escape(compare_line(summary) or ""))
+    table = _table(
+        ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"), left=("scorer",)
+    )
     for row in summary["scorers"]:
         table.add_row(
             row["scorer"],
@@ -111,9 +129,7 @@ def print_summary(summary: dict[str, Any]) -> None:
         )
     console.print(table)
     if summary.get("gauges"):
-        gauges = Table(show_header=True, header_style="bold")
-        for column in ("gauge", "n", "mean", "min", "p50", "p95", "max"):
-            gauges.add_column(column, justify="left" if column == "gauge" else "right", no_wrap=True)
+        gauges = _table(("gauge", "n", "mean", "min", "p50", "p95", "max"), left=("gauge",))
         for row in summary["gauges"]:
             gauges.add_row(
                 row["gauge"], str(row["n"]), *(_measure(row[k]) for k in ("mean", "min", "p50", "p95", "max"))
@@ -123,6 +139,12 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(
             f"[yellow]warning: {summary['n_teardown_errors']} sandbox teardowns failed "
             f"(`assay clean {summary['run_id']}` removes what is left): {summary['teardown_errors'][0]}[/yellow]"
+        )
+    if batch := summary.get("batches"):
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(batch["request_counts"].items()) if n)
+        console.print(
+            f"batches: {batch['batches']} ({batch['in_progress']} in progress, {batch['ended']} ended) "
+            f"holding {batch['requests']} requests" + (f": {counts}" if counts else "")
         )
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
@@ -142,6 +164,13 @@ def print_summary(summary: dict[str, Any]) -> None:
         )
 
 
+def print_matrix_summary(summary: dict[str, Any]) -> None:
+    """A matrix run: each cell's summary, then the leaderboard."""
+    for cell in summary["cells"]:
+        print_summary(cell)
+    print_leaderboard(summary["leaderboard"])
+
+
 def print_runs(runs: pl.DataFrame) -> None:
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
@@ -159,10 +188,10 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
         f"  ([cyan]{comparison['comparison_id']}[/cyan])"
     )
-    table = Table(show_header=True, header_style="bold")
-    columns = ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("scorer", "verdict") else "right", no_wrap=True)
+    table = _table(
+        ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict"),
+        left=("scorer", "verdict"),
+    )
     for row in comparison["scorers"]:
         if not row.get("n_pairs"):
             table.add_row(row["scorer"], "0", "–", "–", "–", "–", "–", row["verdict"])
@@ -173,9 +202,9 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             _fmt(row["baseline_mean"]),
             _fmt(row["candidate_mean"]),
             f"{row['delta']:+.3f}",
-            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
+            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}",
             _fmt(row["p_value"]),
-            row["verdict"],
+            row["verdict"] + (f" ({row['adjustment']})" if row.get("p_adjusted") is not None else ""),
         )
     console.print(table)
     for line in comparison["lines"]:
@@ -195,9 +224,7 @@ def print_power(report: dict[str, Any]) -> None:
         f"items needed to detect a difference of {report['mde'] * 100:g} pts with {report['power'] * 100:g}% power "
         f"(two-sided α = {report['alpha']:g}), from run {report['run_id']}:"
     )
-    table = Table(show_header=True, header_style="bold")
-    for column in ("scorer", "mean", "SD of differences", "items needed", "items in run"):
-        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    table = _table(("scorer", "mean", "SD of differences", "items needed", "items in run"), left=("scorer",))
     for row in report["scorers"]:
         table.add_row(
             row["scorer"],
@@ -218,7 +245,6 @@ def print_leaderboard(board: dict[str, Any]) -> None:
     console.print(
         f"[bold]leaderboard[/bold] matrix [cyan]{board['matrix_id']}[/cyan] (vs {board['baseline_cell']})"
     )
-    table = Table(show_header=True, header_style="bold")
     columns = (
         "scorer",
         "rank",
@@ -231,17 +257,15 @@ def print_leaderboard(board: dict[str, Any]) -> None:
         "p95 ms",
         "vs baseline",
     )
-    for column in columns:
-        table.add_column(
-            column, justify="left" if column in ("scorer", "cell", "vs baseline") else "right", no_wrap=True
-        )
+    table = _table(columns, left=("scorer", "cell", "vs baseline"))
     for row in board["rows"]:
         versus = (
             "baseline"
             if row["cell"] == row["baseline_cell"]
             else (
                 f"{row['delta_vs_baseline']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}] "
-                f"{row['verdict_vs_baseline']}"
+                f"({row.get('delta_ci_method')}) {row['verdict_vs_baseline']}"
+                + (f" ({row['adjustment']}-adjusted)" if row.get("p_adjusted") is not None else "")
                 if row["delta_vs_baseline"] is not None
                 else str(row["verdict_vs_baseline"] or "–")
             )
@@ -251,7 +275,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             str(row["rank"]),
             row["cell"],
             _fmt(row["mean"]),
-            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}] {row.get('ci_method') or ''}",
             _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
             if row["item_error_rate"] is not None
             else "–",
@@ -268,25 +292,8 @@ def print_estimate(report: dict[str, Any]) -> None:
     console.print(
         f"[bold]estimate[/bold] {report['spec']}: {report['items']} items x {report['trials']} trials"
     )
-    table = Table(show_header=True, header_style="bold")
-    for column in (
-        "cell",
-        "kind",
-        "model",
-        "calls",
-        "input tok",
-        "output tok",
-        "expected $",
-        "max $",
-        "note",
-    ):
-        table.add_column(
-            column,
-            justify="right"
-            if column in ("calls", "input tok", "output tok", "expected $", "max $")
-            else "left",
-            no_wrap=column != "note",
-        )
+    columns = ("cell", "kind", "model", "calls", "input tok", "output tok", "expected $", "max $", "note")
+    table = _table(columns, left=("cell", "kind", "model", "note"), wraps=("note",))
     for line in report["lines"]:
         table.add_row(
             line.get("cell") or "–",
@@ -308,3 +315,15 @@ def print_estimate(report: dict[str, Any]) -> None:
         console.print(
             f"[yellow]not in the price table (cost unknown):[/yellow] {', '.join(report['unpriced_models'])}"
         )
+
+
+def print_nightly(report: dict[str, Any]) -> None:
+    """The nightly benchmark: a line per spec (its comparison, or why there is none), what was pruned."""
+    for spec in report["specs"]:
+        comparison = spec.get("comparison")
+        lines = comparison["lines"] if comparison else [spec.get("note", "")]
+        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(lines))
+        if spec.get("removed"):
+            print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
+    for failure in report["failures"]:
+        print(f"gate failed: {failure}")

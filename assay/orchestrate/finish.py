@@ -63,6 +63,8 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
                 capture=plan.capture,
                 stopped=status,
                 error=error,
+                compared=plan.monitor.columns() if plan.monitor is not None else None,
+                stopped_early=plan.monitor is not None and plan.monitor.stop,
                 rate_control=rate_history(plan.spec.target),
             )
         except Exception as exc:

@@ -24,9 +24,6 @@ Plotly's figure HTML.
 from assay.report.data import RunData, browser_rows, changed_items, model_rows, scorer_table
 from assay.report.render import build_report, default_path, money, write_report
 
-# The name tests/test_gauges.py imports.
-_RunData = RunData
-
 __all__ = [
     "RunData",
     "browser_rows",

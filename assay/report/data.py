@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from assay.analysis.stats import mean_interval
+from assay.analysis.intervals import score_interval
 from assay.analysis.summary import summarise
 from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, ScorerOutcome, SpendKind
 from assay.store import Store
@@ -116,7 +116,8 @@ def scorer_outcomes(data: RunData) -> dict[str, dict[str, int]]:
 
 
 def scorer_table(data: RunData) -> list[dict[str, Any]]:
-    """Per scorer: kind, scored count, mean and 95 % CI (Student t over every scored value),
+    """Per scorer: kind, scored count, mean and 95 % CI (`score_interval`: Wilson for a binary
+    scorer below 300 scores, else Student t; ``ci_method`` says which),
     quantiles and the other outcomes' counts.
 
     Args:
@@ -126,7 +127,7 @@ def scorer_table(data: RunData) -> list[dict[str, Any]]:
     outcomes = scorer_outcomes(data)
     for scorer in data.scorers:
         values = scored_values(data, scorer).to_numpy()
-        low, high = mean_interval(values) if values.size else (math.nan, math.nan)
+        low, high, method = score_interval(values)
         rows.append(
             {
                 "scorer": scorer,
@@ -135,6 +136,7 @@ def scorer_table(data: RunData) -> list[dict[str, Any]]:
                 "mean": float(values.mean()) if values.size else None,
                 "ci_low": None if math.isnan(low) else low,
                 "ci_high": None if math.isnan(high) else high,
+                "ci_method": method.value,
                 "min": float(values.min()) if values.size else None,
                 "median": float(pl.Series(values).median()) if values.size else None,
                 "max": float(values.max()) if values.size else None,

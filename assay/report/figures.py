@@ -313,3 +313,41 @@ def forest(rows: list[dict[str, Any]]) -> str:
     figure.update_xaxes(title="Δ points", zeroline=False)
     figure.update_yaxes(autorange="reversed")
     return _html(figure, "forest", 150 + 46 * len(rows))
+
+
+def sequence(seq: dict[str, Any]) -> str:
+    """A sequential compare's confidence sequence over the pairs consumed: the band narrowing to
+    the stop, the threshold band and zero.
+
+    Args:
+        seq: `assay.analysis.monitor.sequence_of`'s result (its `path`: (pairs, low, high)).
+    """
+    import plotly.graph_objects as go
+
+    path = seq["path"]
+    step = max(1, len(path) // 1000)  # at most ~1,000 points a line
+    shown = path[::step] + ([path[-1]] if (len(path) - 1) % step else [])
+    pairs = [n for n, _, _ in shown]
+    low = [max(-100.0, lo * 100) for _, lo, _ in shown]
+    high = [min(100.0, hi * 100) for _, _, hi in shown]
+    colour = VERDICT_COLOURS.get(seq["verdict"], ACCENT)
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=pairs, y=high, mode="lines", name="upper", line={"color": colour}))
+    figure.add_trace(
+        go.Scatter(x=pairs, y=low, mode="lines", name="lower", line={"color": colour}, fill="tonexty")
+    )
+    threshold = seq["threshold"] * 100
+    for y, dash in ((threshold, "dot"), (-threshold, "dot"), (0.0, "solid")):
+        figure.add_hline(y=y, line={"color": "#52606d", "width": 1, "dash": dash})
+    figure.add_vline(x=seq["items"], line={"color": colour, "width": 1, "dash": "dash"})
+    figure.update_layout(
+        title=(
+            f"{label(seq['scorer'])}: Δ {(1 - seq['alpha']) * 100:g} % confidence sequence over the pairs "
+            f"consumed — {seq['verdict']} after {seq['items']}"
+        ),
+        showlegend=False,
+    )
+    span = max(abs(v) for v in (*low[len(low) // 10 :], *high[len(high) // 10 :], threshold * 2))
+    figure.update_yaxes(title="Δ points (candidate − baseline)", range=[-span * 1.1, span * 1.1])
+    figure.update_xaxes(title="pairs consumed (seeded order)", rangemode="tozero")
+    return _html(figure, "sequence", 340)

@@ -111,6 +111,7 @@ def build_report(
             plotlyjs=figures.plotlyjs(),
             run=sections.header(data),
             baseline=against,
+            sequential=sections.sequential(store, data),
             scores=sections.scores(data),
             outcomes=figures.outcomes(data),
             timing=sections.timing(data),

@@ -179,6 +179,22 @@ def baseline(store: Store, data: RunData, baseline_id: str) -> dict[str, Any]:
     }
 
 
+def sequential(store: Store, data: RunData) -> dict[str, Any] | None:
+    """A run's sequential compare (`compare_to`): its verdict, interval and the figure of its
+    confidence sequence over the pairs consumed; None for a run without one.
+
+    Args:
+        store: the store.
+        data: the run.
+    """
+    from assay.analysis.monitor import sequence_of
+
+    seq = sequence_of(store, data.run_id)
+    if seq is None or not seq["items"]:
+        return None
+    return {**seq, "figure": figures.sequence(seq)}
+
+
 def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
     """The item browser: its filters' choices and every row's data for the page's script.
 

@@ -33,6 +33,7 @@ STATUS_COLOURS = {
     RunStatus.COMPLETED.value: "#2e9d5b",
     RunStatus.FAILED_GATE.value: "#d64545",
     RunStatus.RUNNING.value: ACCENT,
+    RunStatus.STOPPED_EARLY.value: "#2e9d5b",
 }
 COMPLETENESS_COLOURS = {Completeness.COMPLETE.value: "#2e9d5b", Completeness.INCOMPLETE.value: "#e0a526"}
 # The heading of each token kind's column; a kind added to `TokenKind` without one fails at import.

@@ -1,1 +1,50 @@
-"""TODO."""
+"""Planning and executing a run: from a validated spec to rows committed in the store.
+
+    plan.py       the run's identity, its items x trials in shards, resume (`open_runs`, `RunPlan`)
+    execute.py    a shard's items through `run_item`, committed in batches (`ShardExecutor`);
+                  the plain and sandboxed ways an item is produced
+    admit.py      admit or stop: the run-wide limiter, the budget, the lease; the guarded target call
+    scoring.py    the run's scorers over one output: cut-offs, judging spend (`Scoring`)
+    rows.py       the typed rows an item becomes, and the tables they are committed as
+    sessions.py   managed sessions: a policy driving a target (`Session`, `drive`)
+    attempts.py   an item as attempts of sessions, the best kept (`SessionItems`)
+    rescore.py    new scorers over a stored run's outputs (`open_rescore`, `RescoreItems`)
+    identity.py   what makes two runs comparable;  gold.py  the judges' self-check
+    progress.py   where item progress goes (the terminal's bar)
+
+Closing a run (summaries, gates) is `assay.analysis`'s; driving one end to end, `assay.orchestrate`'s.
+"""
+
+from assay.run.admit import Gate, Opening
+from assay.run.attempts import SessionItems
+from assay.run.execute import ShardExecutor, ShardReport
+from assay.run.plan import RunPlan, Shard, new_run_id, open_runs, validate
+from assay.run.rescore import open_rescore, parse_scorers, rescore_executor
+from assay.run.rows import Finished, ItemRow, ScoreRow, TurnRow
+from assay.run.scoring import CutOff, Scored, Scoring
+from assay.run.sessions import Session, Turn
+
+__all__ = [
+    "CutOff",
+    "Finished",
+    "Gate",
+    "ItemRow",
+    "Opening",
+    "RunPlan",
+    "ScoreRow",
+    "Scored",
+    "Scoring",
+    "Session",
+    "SessionItems",
+    "Shard",
+    "ShardExecutor",
+    "ShardReport",
+    "Turn",
+    "TurnRow",
+    "new_run_id",
+    "open_rescore",
+    "open_runs",
+    "parse_scorers",
+    "rescore_executor",
+    "validate",
+]

@@ -25,6 +25,7 @@ from assay.calls.capture import Recorder, Redactor, secrets_of
 from assay.calls.response_cache import ResponseCache
 from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError, describe
 from assay.outcomes import RunKind, RunStatus
+from assay.run.compare_to import CommitMonitor, check_baseline, compare_columns, seeded_order, with_compare_to
 from assay.run.identity import Identity, identity_of, spec_hash
 from assay.spec import EvalSpec, load_spec
 from assay.spec.dataset import Item, canonical_json, load_items
@@ -105,6 +106,7 @@ class RunPlan:
         # A resumed run's budget counts what its earlier executions already spent.
         self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
         self.work = work if work is not None else execution_order(len(items), spec.trials, spec.seed)
+        self.monitor: CommitMonitor | None = None  # a sequential compare's (`compare_to`), set by the driver
 
     @property
     def total(self) -> int:
@@ -347,6 +349,7 @@ def open_runs(
     flow_run_id: str | None = None,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    compare_to: str | None = None,
 ) -> list[RunPlan]:
     """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
     a matrix spec (run ids `<matrix id>-<cell>`).
@@ -359,9 +362,11 @@ def open_runs(
         flow_run_id: the Prefect flow run executing this, if any.
         cell: only this cell of a matrix spec, and `run_id` is that cell's own run id (resume).
         extra_tags: tags added to the spec's on a new run (the nightly flow adds `nightly`).
+        compare_to: a baseline run to compare with sequentially (`--compare-to`), over the spec's.
     """
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
+    spec = with_compare_to(spec, compare_to, store, run_id)
     cells = spec.cells()
     if cell is not None:
         cells = [(name, cell_spec) for name, cell_spec in cells if name == cell]
@@ -384,12 +389,16 @@ def open_runs(
             for p, t in execution_order(len(items), spec.trials, spec.seed)
             if items[p].item_id not in skipped
         ]
+        if cell_spec.compare_to is not None:
+            check_baseline(cell_spec, store, identity)
+            work = seeded_order(work, items, spec.seed)
         fresh = new_record(cell_spec, spec_path, identity, len(items), len(work))
         fresh.update(
             matrix_id=matrix_id,
             cell=name,
             tags=[*spec.tags, *(extra_tags or [])],
             target_snapshot=json.dumps(snapshot) if snapshot else None,
+            **compare_columns(cell_spec),
         )
         prepared.append((cell_spec, this_id, identity, work, fresh))
 

@@ -22,9 +22,12 @@ from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
 from assay.outcomes import TOKEN_COLUMNS, CaptureStatus, ItemOutcome, RowKind, RunKind, RunStatus
-from assay.run.execute import Finished, ShardExecutor
+from assay.run.admit import Gate
+from assay.run.execute import ShardExecutor
 from assay.run.identity import Identity, scorers_digest
 from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, scorer_problems, start_or_resume
+from assay.run.rows import Finished, ItemRow, ScoreRow
+from assay.run.scoring import Scoring
 from assay.spec import EvalSpec, describe_errors
 from assay.spec.dataset import Item
 from assay.store import Store
@@ -210,28 +213,52 @@ def _carry_requests(store: Store, source_run_id: str, plan: RunPlan) -> None:
         plan.capture.status, plan.capture.reason = CaptureStatus.TRUNCATED, cut
 
 
-class RescoreExecutor(ShardExecutor):
-    """Scores the stored outputs of a source run.
+def rescore_executor(plan: RunPlan, source_rows: dict[tuple[str, int], dict[str, Any]]) -> ShardExecutor:
+    """The rescore's shards: each item's stored output scored by the new scorers.
 
     Args:
         plan: the rescore's plan.
         source_rows: the source's item rows by (item_id, trial).
     """
+    return ShardExecutor(plan, RescoreItems(plan, source_rows, Gate(plan, target_calls=False), Scoring(plan)))
 
-    def __init__(self, plan: RunPlan, source_rows: dict[tuple[str, int], dict[str, Any]]) -> None:
-        super().__init__(plan)
+
+class RescoreItems:
+    """Each item the source's: a completed one's stored output scored, a failed one passed through.
+
+    Args:
+        plan: the rescore's plan.
+        source_rows: the source's item rows by (item_id, trial).
+        gate: the rescore's gate (no target is called: it only stops a process that lost the run).
+        scoring: the new scorers.
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        source_rows: dict[tuple[str, int], dict[str, Any]],
+        gate: Gate,
+        scoring: Scoring,
+    ) -> None:
+        self._store = plan.store
         self._source_rows = source_rows
+        self._gate = gate
+        self._scoring = scoring
         # The source's gauges measured the target's work, which a rescore does not redo: they are
         # carried forward unchanged, as the items' timing is.
-        self._source_gauges: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self._source_gauges: dict[tuple[str, int], list[ScoreRow]] = {}
         gauges = plan.store.run_scores(plan.record["source_run_id"], kind=RowKind.GAUGE)
         for row in gauges.iter_rows(named=True):
             self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)
 
-    async def _run_item(self, item: Item, trial: int) -> Finished:
+    async def __call__(self, item: Item, trial: int) -> Finished:
+        async with self._gate:
+            return await self._rescored(item, trial)
+
+    async def _rescored(self, item: Item, trial: int) -> Finished:
         source = self._source_rows[(item.item_id, trial)]
         # Timing is the source's; spend is this run's: no generation calls, only its own judging.
-        row = {
+        row: ItemRow = {
             **source,
             "caller_cost_usd": None,
             **dict.fromkeys(TOKEN_COLUMNS, 0),
@@ -243,18 +270,18 @@ class RescoreExecutor(ShardExecutor):
         # File-reading scorers see the source attempt's exported workspace, if it kept one, and
         # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
         kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
-        context: dict[str, Any] = {"workspace": self.plan.store.artifacts_root / kept[0]} if kept else {}
-        trajectory = stored_trajectory(self.plan.store, source.get("artifacts"))
+        context: dict[str, Any] = {"workspace": self._store.artifacts_root / kept[0]} if kept else {}
+        trajectory = stored_trajectory(self._store, source.get("artifacts"))
         if trajectory is not None:
             context["trajectory"] = trajectory
-        score_rows, judging, scopes = await self._score(item, trial, output, **context)
+        scored = await self._scoring.score(item, trial, output, **context)
         # The source's operation ids stay as they were (its records are carried forward).
         operation_ids = list(source["operation_ids"] or []) + [
-            i for scope in scopes for i in scope.operation_ids
+            i for scope in scored.scopes for i in scope.operation_ids
         ]
-        row.update(Accounting.total(judging).columns(), operation_ids=operation_ids or None)
+        row.update(Accounting.total(scored.judging).columns(), operation_ids=operation_ids or None)
         gauges = self._source_gauges.get((item.item_id, trial), [])
-        return Finished(row, [*score_rows, *gauges], [r for scope in scopes for r in scope.records])
+        return Finished(row, [*scored.rows, *gauges], [r for scope in scored.scopes for r in scope.records])
 
 
 def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:

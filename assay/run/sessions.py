@@ -1,16 +1,16 @@
-"""Managed sessions: a policy driving a target through `start` / `resume`, and attempts.
+"""Managed sessions: a policy driving a target through `start` / `resume`.
 
 A run with a `policy` (`module:function`) or `attempts` > 1 runs each item x trial as one or more
-*attempts*. Each attempt is a fresh `Session` with the target; the policy receives it and sends
-prompts with `await session.start(prompt)` then `await session.resume(prompt)`, each continuing the
-same conversation (an `openai` target sends the messages so far, an `http_agent` its session id,
-a `python` target receives `history`). Without a policy an attempt is one `start` with the item's
-prompt. Every prompt is recorded as a row of the `turns` dataset.
+*attempts* (`assay.run.attempts`). Each attempt is a fresh `Session` with the target; the policy
+receives it and sends prompts with `await session.start(prompt)` then
+`await session.resume(prompt)`, each continuing the same conversation (an `openai` target sends the
+messages so far, an `http_agent` its session id, a `python` target receives `history`). Without a
+policy an attempt is one `start` with the item's prompt. Every prompt is recorded as a row of the
+`turns` dataset.
 
-    SessionRunner.run(item, trial)          one item x trial: up to `attempts` attempts, the best kept
-    ├── _Attempt                            one attempt: its session, driven, then scored
-    │   └── drive(session, policy)          the policy over the session -> the attempt's TargetResult
-    └── best_attempt / attempt_passes       which attempt is kept, and when to stop early
+    Session                 what a policy receives: `start`, `resume`, `history`, `cancelled`
+    └── Turn                one prompt and what became of it (a `turns` row)
+    drive(session, policy)  the policy over the session -> the attempt's TargetResult
 
 Rules the session enforces (docs/sessions.md):
 
@@ -22,9 +22,6 @@ Rules the session enforces (docs/sessions.md):
 - The attempt's output is what the policy returned; `None` means the last prompt's answer (and
   if that prompt failed, the attempt failed with its failure). A policy that sent no prompt and
   returned None fails the attempt (kind `protocol`).
-- An attempt passes when it completed, at least one scorer scored, and every scorer that did not
-  skip the item scored 1. Attempts stop at the first that passes; the best attempt is that one,
-  else the completed attempt with the highest mean score (the earliest of equals), else the last.
 """
 
 from __future__ import annotations
@@ -35,37 +32,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger, measuring
-from assay.calls.capture import Scope
 from assay.errors import BudgetDenied, SessionError, TargetFailure
-from assay.outcomes import (
-    TOKEN_KINDS,
-    BudgetClosedBy,
-    FailureKind,
-    ItemOutcome,
-    ScorerOutcome,
-    SpendKind,
-    TurnMethod,
-    token_column,
-)
-from assay.run.execute import (
-    Finished,
-    _captured,
-    _completed_row,
-    _failed_row,
-    _json,
-    _skipped_row,
-    _stopped_row,
-    gauge_values,
-)
+from assay.outcomes import TOKEN_KINDS, FailureKind, ItemOutcome, TurnMethod
 from assay.spec.dataset import Item
 from assay.targets import SessionState, SessionTarget, TargetResult
-from evaluators._imports import import_callable
-
-if TYPE_CHECKING:
-    from assay.run.execute import Executor
 
 Policy = Callable[["Session"], Awaitable[Any]]
 
@@ -339,207 +312,3 @@ def _sum_usage(turns: list[Turn]) -> Usage | None:
 
 def _policy_failure(message: str, kind: FailureKind) -> TargetFailure:
     return TargetFailure(message, kind=kind, provider="policy")
-
-
-# -- attempts ---------------------------------------------------------------------------------
-
-
-def attempt_passes(score_rows: list[dict[str, Any]]) -> bool:
-    """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
-    not skip the item scored 1 (a failed scorer is not a pass)."""
-    judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
-    return bool(judged) and all(r["outcome"] == ScorerOutcome.SCORED and r["score"] >= 1.0 for r in judged)
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """One attempt: its item row (outcome, output, failure), scores, spend and turns."""
-
-    number: int
-    row: dict[str, Any]
-    session: Session | None = None
-    scores: list[dict[str, Any]] = field(default_factory=list)
-    generation: Accounting = field(default_factory=Accounting)
-    judging: list[Accounting] = field(default_factory=list)
-    scopes: list[Scope | None] = field(default_factory=list)
-    passed: bool = False
-    queued_ms: float = 0.0
-    result: TargetResult | None = None
-
-    @property
-    def completed(self) -> bool:
-        return self.row["outcome"] == ItemOutcome.COMPLETED
-
-    @property
-    def mean(self) -> float | None:
-        scored = [r["score"] for r in self.scores if r["outcome"] == ScorerOutcome.SCORED]
-        return sum(scored) / len(scored) if scored else None
-
-
-def best_attempt(attempts: list[_Attempt]) -> _Attempt:
-    """The passing attempt, else the completed one with the highest mean score (earliest of
-    equals), else the last."""
-    for attempt in attempts:
-        if attempt.passed:
-            return attempt
-    completed = [a for a in attempts if a.completed]
-    if completed:
-        return max(completed, key=lambda a: (-1.0 if a.mean is None else a.mean, -a.number))
-    return attempts[-1]
-
-
-class SessionRunner:
-    """Runs items as managed sessions for an `Executor` (a spec with a policy or attempts).
-
-    Args:
-        executor: the executor whose plan, target, limiter and scorers it uses.
-    """
-
-    def __init__(self, executor: Executor) -> None:
-        self._ex = executor
-        spec = executor.plan.spec
-        self._policy: Policy | None = (
-            import_callable(spec.policy, search_path=str(executor.plan.spec_dir)) if spec.policy else None
-        )
-        self._attempts = spec.attempts
-
-    async def run(self, item: Item, trial: int) -> Finished:
-        """Up to `attempts` attempts of one item x trial, stopping at one that passes; returns the
-        best attempt's item and score rows (spend and tokens of every attempt) and every turn."""
-        attempts: list[_Attempt] = []
-        for number in range(1, self._attempts + 1):
-            attempt = await self._attempt(item, trial, number)
-            if attempt is None:  # the budget closed before this attempt
-                break
-            attempts.append(attempt)
-            if attempt.passed or attempt.row["outcome"] in (
-                ItemOutcome.BUDGET_SKIPPED,
-                ItemOutcome.BUDGET_INTERRUPTED,
-            ):
-                break
-        return self._finished(attempts)
-
-    async def _attempt(self, item: Item, trial: int, number: int) -> _Attempt | None:
-        ex, plan = self._ex, self._ex.plan
-        budget = plan.budget
-        waited = time.perf_counter()
-        async with ex.limiter:
-            started_at = datetime.now(UTC)
-            started = time.perf_counter()
-            queued_ms = (started - waited) * 1000
-            if budget.closed:
-                budget.note_closure(BudgetClosedBy.CASE)
-                if number > 1:
-                    return None
-                return _Attempt(number, _skipped_row(item, trial), queued_ms=queued_ms)
-            scope = plan.capture.scope(item.item_id, trial)
-            session = Session(ex.target, item, trial, number)  # type: ignore[arg-type]
-            deadline = asyncio.timeout(plan.spec.item_timeout)
-            attempt = _Attempt(number, {}, session, scopes=[scope], queued_ms=queued_ms)
-            with measuring(SpendKind.GENERATION, plan.prices, budget, scope, plan.response_cache) as ledger:
-                result = None
-                try:
-                    async with deadline:
-                        result = await drive(session, self._policy)
-                except BudgetDenied as denied:
-                    row = _stopped_row(item, trial, started_at, ItemOutcome.BUDGET_INTERRUPTED, str(denied))
-                except TargetFailure as failure:
-                    row = _failed_row(item, trial, started_at, started, failure)
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise
-                    failure = TargetFailure(
-                        f"item timed out after {plan.spec.item_timeout:g}s (item_timeout)",
-                        kind=FailureKind.TIMEOUT,
-                        provider=plan.spec.target.kind,
-                        retryable=True,
-                    )
-                    row = _failed_row(item, trial, started_at, started, failure)
-            duration_ms = (time.perf_counter() - started) * 1000
-        attempt.generation = ledger.total() if ex.target.instrumented else Accounting.uninstrumented()
-        if result is None:
-            attempt.row = row
-            return attempt
-        attempt.row = _completed_row(item, trial, started_at, duration_ms, result)
-        attempt.result = result
-        attempt.scores, attempt.judging, judge_scopes = await ex._score(
-            item, trial, result.output, trajectory=result.trajectory
-        )
-        attempt.scopes += judge_scopes
-        attempt.passed = attempt_passes(attempt.scores)
-        return attempt
-
-    def _finished(self, attempts: list[_Attempt]) -> Finished:
-        best = best_attempt(attempts)
-        row = dict(best.row)
-        turns = [t for a in attempts if a.session is not None for t in a.session.turns]
-        known = bool(turns) and all(t.tokens_known for t in turns)
-        for name in TOKEN_KINDS:
-            row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
-        spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
-        operation_ids, requests = _captured([s for a in attempts for s in a.scopes])
-        row.update(
-            spend.columns(),
-            operation_ids=operation_ids,
-            started_at=attempts[0].row["started_at"],
-            queued_ms=attempts[0].queued_ms,
-            duration_ms=sum(a.row.get("duration_ms") or 0.0 for a in attempts),
-            attempt=best.number,
-            attempts_made=len(attempts),
-        )
-        # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
-        gauges = (
-            gauge_values(row, best.result, Accounting.total([a.generation for a in attempts]))
-            if best.completed and best.result is not None
-            else []
-        )
-        turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
-        return Finished(row, best.scores, requests, turn_rows, gauges)
-
-
-def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
-    row = attempt.row
-    scores = _json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
-    common = {
-        "item_id": row["item_id"],
-        "item_index": row["item_index"],
-        "trial": row["trial"],
-        "attempt": attempt.number,
-        "session_id": attempt.session.session_id if attempt.session is not None else None,
-        "attempt_outcome": str(row["outcome"]),
-        "attempt_passed": attempt.passed,
-        "attempt_scores": scores,
-        "best": best,
-    }
-    turns = attempt.session.turns if attempt.session is not None else []
-    if not turns:  # an attempt that sent nothing is still kept
-        return [
-            {
-                **common,
-                "outcome": str(row["outcome"]),
-                "error": row.get("error"),
-                "failure_kind": row.get("failure_kind"),
-                "started_at": row["started_at"],
-                "duration_ms": row.get("duration_ms"),
-            }
-        ]
-    return [
-        {
-            **common,
-            "index": t.index,
-            "method": t.method.value,
-            "prompt": _json(t.prompt),
-            "output": _json(t.output) if t.outcome is ItemOutcome.COMPLETED else None,
-            "outcome": t.outcome.value,
-            "error": t.error,
-            "failure_kind": str(t.failure.kind) if t.failure is not None else None,
-            "model": t.result.model if t.result is not None else None,
-            **{token_column(name): n for name, n in t.tokens.items()},
-            "tokens_known": t.tokens_known,
-            "cost_usd": t.spend.known_cost,
-            "cost_completeness": t.spend.completeness.value,
-            "started_at": t.started_at,
-            "duration_ms": t.duration_ms,
-        }
-        for t in turns
-    ]

@@ -4,7 +4,8 @@
 and the bad value, as a `SpecError` (exit status 2); nothing is written before it passes.
 
     models.py    EvalSpec (the top level) and DatasetSpec
-    targets.py   one model per target kind (openai, python, http_agent, container + AgentSpec)
+    targets.py   one model per target kind (openai, anthropic, python, http_agent, container +
+                 AgentSpec)
     dataset.py   the dataset file read into `Item`s
     load.py      YAML in, `EvalSpec` out;  _errors.py: every problem in words
 """
@@ -15,6 +16,7 @@ from assay.spec.models import DatasetSpec, EvalSpec
 from assay.spec.targets import (
     TARGET_KINDS,
     AgentSpec,
+    AnthropicTarget,
     ContainerTarget,
     HttpAgentTarget,
     OpenAITarget,
@@ -27,6 +29,7 @@ from assay.spec.targets import (
 __all__ = [
     "TARGET_KINDS",
     "AgentSpec",
+    "AnthropicTarget",
     "ContainerTarget",
     "DatasetSpec",
     "EvalSpec",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -41,6 +41,24 @@ class DatasetSpec(StrictModel):
         return [value] if isinstance(value, str) else value
 
 
+class CompareTo(StrictModel):
+    """A sequential compare during the run (docs/statistics.md, "Sequential compare").
+
+    Args:
+        baseline: the run the candidate (this run) is compared with, item by item.
+        scorer: the scorer compared; default the spec's only scorer.
+        threshold: the smallest change that matters, in score units (0.02 = 2 points).
+        alpha: the chance of a wrong verdict the run accepts, whenever it stops.
+        stop: `decided` stops admitting items once the verdict is known; `never` only monitors.
+    """
+
+    baseline: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
+    scorer: str | None = None
+    threshold: float = Field(default=0.02, ge=0, le=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    stop: Literal["decided", "never"] = "decided"
+
+
 class EvalSpec(StrictModel):
     """One eval: a dataset, a target, scorers and how to run them.
 
@@ -69,6 +87,8 @@ class EvalSpec(StrictModel):
         attempts: run each item x trial up to this many times, each in a fresh session, stopping
             at the first attempt that passes; the best attempt is kept (docs/sessions.md).
         tags: free labels, stored on the run.
+        compare_to: compare with a baseline run while running, and stop when the verdict is
+            known (`CompareTo`); the items then run in a seeded random order.
     """
 
     name: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
@@ -94,6 +114,7 @@ class EvalSpec(StrictModel):
     policy: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     attempts: int = Field(default=1, ge=1, le=100, strict=True)
     tags: list[str] = Field(default_factory=list)
+    compare_to: CompareTo | None = None
 
     @field_validator("redact")
     @classmethod
@@ -152,6 +173,31 @@ class EvalSpec(StrictModel):
                 f"scorer names may not start with {GAUGE_PREFIX!r} (reserved for gauges): {'; '.join(reserved)}"
             )
         return scorers
+
+    @model_validator(mode="after")
+    def _compare_to_names_a_scorer(self) -> EvalSpec:
+        compare = self.compare_to
+        if compare is None:
+            return self
+        names = [scorer.name for scorer in self.scorers]
+        if compare.scorer is None and len(names) > 1:
+            raise ValueError(
+                f"compare_to.scorer: the spec has several scorers ({', '.join(names)}): name one"
+            )
+        if compare.scorer is not None and compare.scorer not in names:
+            raise ValueError(
+                f"compare_to.scorer: {compare.scorer!r} is not one of the spec's scorers ({', '.join(names)})"
+            )
+        if self.targets is not None:
+            raise ValueError("compare_to: not with a matrix (`targets`); compare one target's run")
+        return self
+
+    @property
+    def compared_scorer(self) -> str | None:
+        """The scorer `compare_to` compares, if any."""
+        if self.compare_to is None:
+            return None
+        return self.compare_to.scorer or self.scorers[0].name
 
     @model_validator(mode="after")
     def _one_target_or_a_matrix(self) -> EvalSpec:

@@ -7,11 +7,12 @@ the validated settings, so the spec can be loaded and checked without importing 
 from __future__ import annotations
 
 import re
-import string
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from assay._templates import template_problem
+from assay.calls.batch import BatchSettings
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
@@ -33,6 +34,29 @@ class RateLimits(StrictModel):
     rpm: float = Field(gt=0, strict=True)
 
 
+def _template(value: str | None) -> str | None:
+    """A prompt template must fill from named dataset fields: `{question}`, `{field[key]}`."""
+    if value is not None and (problem := template_problem(value, example="dataset field, e.g. {question}")):
+        raise ValueError(f"bad template {value!r}: {problem}")
+    return value
+
+
+def _batch_settings(value: object) -> object:
+    """`batch: true` is the default settings, `false` none."""
+    if value is True:
+        return BatchSettings()
+    return None if value is False else value
+
+
+# `batch: true` (the default settings), `false` (none), or the settings.
+BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
+
+
+def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
+    if spec.batch is not None and (spec.stream or spec.cache):
+        raise ValueError("batch cannot be combined with stream or cache")
+
+
 class OpenAITarget(StrictModel):
     """Any OpenAI-compatible chat-completions endpoint.
 
@@ -50,6 +74,11 @@ class OpenAITarget(StrictModel):
             `temperature: 0`); `always` caches whatever the temperature.
         rate_limits: `{rpm}`: pace calls to this endpoint and model to at most that many a minute
             (the adaptive controller handles the rest: `assay/calls/rate.py`).
+        stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
+            time to its first token is measured (`items.first_token_ms`).
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items'
+            requests through OpenAI's Batch API, at batch prices (needs `max_tokens`, which bounds
+            what a batch may cost); see the `anthropic` target.
     """
 
     kind: Literal["openai"]
@@ -64,33 +93,83 @@ class OpenAITarget(StrictModel):
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
     rate_limits: RateLimits | None = None
+    stream: bool = False
+    batch: BatchOption = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
         check_cache(self.cache, self.temperature)
+        _batch_alone(self)
+        if self.batch is not None and self.max_tokens is None:
+            raise ValueError(
+                "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
+            )
         return self
 
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-            except ValueError as exc:
-                raise ValueError(f"bad template {value!r}: {exc}") from None
-            for name in fields:
-                head = re.split(r"[.\[]", name, maxsplit=1)[0]
-                if head == "" or head.isdigit():
-                    raise ValueError(
-                        f"bad template {value!r}: positional field {{{name}}} cannot be filled; "
-                        "name a dataset field, e.g. {question}"
-                    )
-                if "." in name.split("[", 1)[0]:
-                    raise ValueError(
-                        f"bad template {value!r}: attribute access in {{{name}}} is not supported; "
-                        "use {field[key]} for nested values"
-                    )
-        return value
+        return _template(value)
+
+
+class AnthropicTarget(StrictModel):
+    """Anthropic's Messages API, natively (`POST {base_url}/messages`).
+
+    Args:
+        base_url: default `https://api.anthropic.com/v1`; `/messages` is appended.
+        model: the exact, dated model version (`claude-sonnet-4-5-20250929`); a moving alias
+            (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
+        api_key_env: the environment variable holding the API key, sent as `x-api-key`; the key
+            itself is never stored.
+        anthropic_version: the `anthropic-version` header.
+        prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        system: an optional system prompt (also a template).
+        max_tokens: the reply's limit (the Messages API requires one).
+        temperature: sampling temperature, 0 to 1.
+        stop_sequences: texts that end the reply.
+        cache_system: mark the system prompt for Anthropic's prompt cache (`cache_control`):
+            later calls read it at the cache price (`tokens_cached`), the first writes it
+            (`tokens_cache_write`).
+        stream: ask for the reply as a stream, so the time to its first token is measured.
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items' requests through
+            the Message Batches API, at batch prices; each batch is recorded in the store's
+            `batches/` the moment it is accepted, so `assay resume` re-attaches to it and never
+            submits a request twice. (A session's turns are sent online.)
+        timeout: seconds for one HTTP attempt.
+        max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
+            5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
+        cache: as for `openai`: answer repeated requests from the store's response cache.
+    """
+
+    kind: Literal["anthropic"]
+    base_url: HttpURL = "https://api.anthropic.com/v1"
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    anthropic_version: str = Field(default="2023-06-01", min_length=1)
+    prompt: str = "{input}"
+    system: str | None = None
+    max_tokens: int = Field(ge=1, strict=True)
+    temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
+    stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
+    cache_system: bool = False
+    stream: bool = False
+    batch: BatchOption = None
+    timeout: float = Field(default=60.0, gt=0, strict=True)
+    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    cache: bool | Literal["always"] = False
+
+    @model_validator(mode="after")
+    def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
+        check_cache(self.cache, self.temperature)
+        _batch_alone(self)
+        if self.cache_system and self.system is None:
+            raise ValueError("cache_system needs a `system` prompt to cache")
+        return self
+
+    @field_validator("prompt", "system")
+    @classmethod
+    def _template_parses(cls, value: str | None) -> str | None:
+        return _template(value)
 
 
 class PythonTarget(StrictModel):
@@ -274,7 +353,8 @@ class ContainerTarget(StrictModel):
 
 
 TargetSpec = Annotated[
-    OpenAITarget | PythonTarget | HttpAgentTarget | ContainerTarget, Field(discriminator="kind")
+    OpenAITarget | AnthropicTarget | PythonTarget | HttpAgentTarget | ContainerTarget,
+    Field(discriminator="kind"),
 ]
 
 

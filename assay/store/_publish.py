@@ -1,5 +1,5 @@
 """How a file enters the store: written whole under a staging folder, then published under its
-final name in one step, never replaced (assay/store.py draws the protocol that builds on these).
+final name in one step, never replaced (assay/store/local.py draws the protocol that builds on these).
 
     write_parquet(table, path)       a table as a Parquet file
     stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole (local folders)

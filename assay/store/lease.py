@@ -62,7 +62,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assay.errors import LeaseLostError, RunHeldError, StoreError
-from assay.store import Store
+from assay.store.local import Store
 
 RENEWALS_PER_TTL = 4
 _RECORD = re.compile(r"^(\d+)\.json$")
@@ -202,11 +202,7 @@ class Lease:
 
     def renew(self) -> None:
         """Extend the lease; raises `LeaseLostError` if another process holds the run now."""
-        if self.lost is not None:
-            raise self.lost
-        newest = self._newest()
-        if newest is None or not self._ours(newest[1]):
-            raise self._lose(newest)
+        newest = self._newest_ours()
         if not self._append(newest[0] + 1):
             raise self._lose(self._newest())  # a takeover created that number first
 
@@ -240,11 +236,16 @@ class Lease:
 
     def check(self) -> None:
         """Before a commit: raise `LeaseLostError` if another process holds the run now."""
+        self._newest_ours()
+
+    def _newest_ours(self) -> tuple[int, dict[str, Any]]:
+        """The newest record and its number, which must be ours: else the lease is lost (raised)."""
         if self.lost is not None:
             raise self.lost
         newest = self._newest()
         if newest is None or not self._ours(newest[1]):
             raise self._lose(newest)
+        return newest
 
     # -- fencing -------------------------------------------------------------------------------
 

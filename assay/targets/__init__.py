@@ -7,11 +7,16 @@ sessions — and `open_target(spec, ...)` builds it. Every target is an async ca
 `target(item, trial) -> TargetResult` that raises `TargetFailure` when the call failed for good.
 
     openai            OpenAIKind, OpenAIChatTarget: a chat-completions endpoint
+    anthropic         AnthropicKind, AnthropicMessagesTarget: Anthropic's Messages API
     python            PythonKind, PythonFunctionTarget: a user's function
-    http_agent/       HttpAgent: an agent behind an HTTP harness (its kind: _http_agent_kind)
+    http_agent/       HttpAgentKind, HttpAgent: an agent behind an HTTP harness
     container/        ContainerKind, and ContainerAgent with its agent adapters (Docker)
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
+    _chat             ChatKind, ChatTarget: what the two chat kinds share
     _base             TargetResult, the Target protocols, render
+
+A new kind: its spec model in `assay/spec/targets.py` (and in `TargetSpec`), a module or package
+here with its `TargetKind` subclass and its target, and one entry in `_registry.KINDS`.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from assay.calls.accounting import Usage
 from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 from assay.targets._registry import KINDS, kind_of, makes_containers, open_target
+from assay.targets.anthropic import AnthropicMessagesTarget
 from assay.targets.http_agent import HttpAgent, prepare_http_agent
 from assay.targets.openai import OpenAIChatTarget
 from assay.targets.python import PythonFunctionTarget
 
 __all__ = [
     "KINDS",
+    "AnthropicMessagesTarget",
     "HttpAgent",
     "Metered",
     "OpenAIChatTarget",

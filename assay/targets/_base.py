@@ -23,6 +23,7 @@ class TargetResult:
         model: the model that answered, as the provider named it.
         usage: measured token usage.
         wire_ms: time of the attempt that succeeded, on the wire.
+        first_token_ms: for a streamed model call, the time to its first answer token.
         retry_ms: time spent before it, in failed attempts and backoff.
         retries: how many attempts failed before it.
         caller_cost: cost the target's own code reported (kept apart from measured cost).
@@ -40,6 +41,7 @@ class TargetResult:
     model: str | None = None
     usage: Usage | None = None
     wire_ms: float | None = None
+    first_token_ms: float | None = None
     retry_ms: float = 0.0
     retries: int = 0
     caller_cost: float | None = None

@@ -8,6 +8,8 @@ The run never asks which spec model its target is; it asks the target's kind
     item_problems(spec, items, where)       every item can be asked (prompt templates fill)
     metered(spec)                           the model whose calls Assay measures, if any: the
                                             budget needs its price, `assay estimate` its tokens
+    in_flight(spec, concurrency)            items a run keeps in flight (a batch's worth in
+                                            batch mode)
     prepare(spec, items, spec_dir, stored)  preflight before anything runs; returns the snapshot
                                             kept on the run (a resume passes it back as `stored`)
     fixture_files(spec, items, spec_dir)    files whose bytes belong to the run's identity
@@ -68,11 +70,13 @@ class Metered:
         model: the model called (priced for budgets and estimates).
         max_tokens: the output tokens one call may take, when bounded.
         texts: the texts one item's call sends (`assay estimate` counts their tokens).
+        batch: the calls go through the provider's batch API (priced at its batch rates).
     """
 
     model: str
     max_tokens: int | None
     texts: Callable[[Item], list[str]]
+    batch: bool = False
 
 
 class TargetKind(ABC, Generic[S]):
@@ -136,6 +140,11 @@ class TargetKind(ABC, Generic[S]):
         """The local files the target hands its agent; their content belongs to the run's
         identity. Files missing or outside the spec's folder are left out (`prepare` reports them)."""
         return []
+
+    def in_flight(self, spec: S, concurrency: int) -> int:
+        """How many items a run keeps in flight against this target: the run's `concurrency`,
+        unless the target gathers requests (batch mode holds a whole batch's worth)."""
+        return concurrency
 
     def identity(self, spec: S) -> dict[str, Any]:
         """The target's config that decides its results: the spec without `operational` fields."""

@@ -7,14 +7,16 @@ from typing import Any
 
 from assay.spec import EvalSpec, TargetSpec
 from assay.targets._base import Target
-from assay.targets._http_agent_kind import HttpAgentKind
 from assay.targets._kind import TargetContext, TargetKind
+from assay.targets.anthropic import AnthropicKind
 from assay.targets.container import ContainerKind
+from assay.targets.http_agent import HttpAgentKind
 from assay.targets.openai import OpenAIKind
 from assay.targets.python import PythonKind
 
 KINDS: dict[str, TargetKind[Any]] = {
-    kind.name: kind for kind in (OpenAIKind(), PythonKind(), HttpAgentKind(), ContainerKind())
+    kind.name: kind
+    for kind in (OpenAIKind(), AnthropicKind(), PythonKind(), HttpAgentKind(), ContainerKind())
 }
 
 

@@ -1,1 +1,20 @@
-"""TODO."""
+"""Testing: the servers the tests and benchmarks start, each real HTTP on 127.0.0.1.
+
+mock_openai   `MockOpenAIServer`: an OpenAI-compatible chat server with latency, answers and
+              a fault queue (statuses, Retry-After, slow and broken replies);
+              `python -m assay.testing.mock_openai` serves it from its own process
+harness       `HarnessServer`: a reference harness of the `http_agent` protocol
+_background   what they share: an aiohttp app served from a background thread and loop
+"""
+
+from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer, ReferenceHarness
+from assay.testing.mock_openai import BODIES_KEPT, MockOpenAI, MockOpenAIServer
+
+__all__ = [
+    "BODIES_KEPT",
+    "DEFAULT_CAPABILITIES",
+    "HarnessServer",
+    "MockOpenAI",
+    "MockOpenAIServer",
+    "ReferenceHarness",
+]

@@ -1,13 +1,15 @@
-"""An asyncio server app run in a background thread with its own event loop.
+"""What the test servers share: an aiohttp app served on 127.0.0.1, from its own thread and loop.
 
-The test servers (the mock OpenAI server, the reference harness) are aiohttp apps with
-`async start(port) -> port` and `async stop()`. `BackgroundServer` runs one beside synchronous
-test code; control calls (`call`) run on the app's own loop, so they never race a request.
+The test servers (the mock OpenAI server, the reference harness) are `ServedApp`s: their routes
+(`app()`) and state, with `async start(port) -> port` and `async stop()`. `BackgroundServer`
+runs one beside synchronous test code; control calls (`call`) run on the app's own loop, so they
+never race a request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import Callable, Coroutine
@@ -16,7 +18,46 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 from aiohttp import web
 
 T = TypeVar("T")
+HOST = "127.0.0.1"
 _CONTROL_TIMEOUT_S = 10.0
+
+
+class ServedApp:
+    """An aiohttp app's routes and state, started and stopped from inside a running event loop."""
+
+    _runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        """An aiohttp application serving this server's routes."""
+        raise NotImplementedError
+
+    async def start(self, port: int = 0) -> int:
+        """Start listening on 127.0.0.1.
+
+        Args:
+            port: the port to bind; 0 picks a free one.
+
+        Returns:
+            The port bound.
+        """
+        self._runner, bound = await listen(self.app(), HOST, port)
+        return bound
+
+    async def stop(self) -> None:
+        """Stop listening and close open connections."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """`payload` as a compact JSON body (stdlib `json`: the test servers stay lean)."""
+    return web.Response(
+        body=json.dumps(payload, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
 
 
 class ServerApp(Protocol):

@@ -68,9 +68,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from assay.testing._background import BackgroundServer, listen
-
-HOST = "127.0.0.1"
+from assay.testing._background import HOST, BackgroundServer, ServedApp, json_response
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
     "accepts": {
@@ -102,12 +100,6 @@ class _Run:
     received: dict[str, str] | None = None  # uploaded path -> sha256
 
 
-def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=json.dumps(payload).encode(), status=status, headers=headers, content_type="application/json"
-    )
-
-
 def _broken() -> web.Response:
     return web.Response(text=_BROKEN, content_type="application/json")
 
@@ -132,12 +124,11 @@ def _steps(behavior: dict[str, Any]) -> list[dict[str, Any]]:
     return steps
 
 
-class ReferenceHarness:
+class ReferenceHarness(ServedApp):
     """The harness's state and routes; every method runs on the server's loop."""
 
     def __init__(self) -> None:
         self._next_id = 0
-        self._runner: web.AppRunner | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -196,15 +187,6 @@ class ReferenceHarness:
         app.router.add_post("/runs/{id}/cancel", self._cancel)
         return app
 
-    async def start(self, port: int = 0) -> int:
-        self._runner, bound = await listen(self.app(), HOST, port)
-        return bound
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
     # -- routes --------------------------------------------------------------------------------
 
     @web.middleware
@@ -221,7 +203,7 @@ class ReferenceHarness:
             }
         )
         if self._api_key is not None and request.headers.get("Authorization") != f"Bearer {self._api_key}":
-            return _json({"error": "bad or missing API key"}, 401)
+            return json_response({"error": "bad or missing API key"}, 401)
         for index, fault in enumerate(self._faults):
             if fault["route"] == route:
                 if fault["times"] > 0:
@@ -231,7 +213,7 @@ class ReferenceHarness:
                 headers = {"Retry-After": str(fault["retry_after"])} if "retry_after" in fault else None
                 if route == "create":  # a refused start still tells which item it was for
                     self._bodies.append((await _create_body(request))[0])
-                return _json({"error": f"fault: HTTP {fault['status']}"}, fault["status"], headers)
+                return json_response({"error": f"fault: HTTP {fault['status']}"}, fault["status"], headers)
         return await handler(request)
 
     def _behavior(self, item_id: str) -> dict[str, Any]:
@@ -240,31 +222,31 @@ class ReferenceHarness:
     async def _get_capabilities(self, request: web.Request) -> web.Response:
         if self._capabilities_raw is not None:
             return web.Response(text=self._capabilities_raw, content_type="application/json")
-        return _json(self._capabilities)
+        return json_response(self._capabilities)
 
     async def _create(self, request: web.Request) -> web.Response:
         body, received, problem = await _create_body(request)
         self._bodies.append(body)
         if problem:
-            return _json({"error": problem}, 400)
+            return json_response({"error": problem}, 400)
         metadata = body.get("metadata") if isinstance(body, dict) else None
         if not isinstance(metadata, dict) or "input" not in body or "item_id" not in metadata:
-            return _json({"error": "expected {input, metadata: {item_id, trial}}"}, 400)
+            return json_response({"error": "expected {input, metadata: {item_id, trial}}"}, 400)
         accepts = self._capabilities.get("accepts", {})
         if received is not None:
             self._uploads.append(received)
             if not accepts.get("file_input"):
-                return _json({"error": "this harness does not accept file uploads"}, 400)
+                return json_response({"error": "this harness does not accept file uploads"}, 400)
         if "model" in body and not accepts.get("model_override"):
-            return _json({"error": "this harness does not accept a model override"}, 400)
+            return json_response({"error": "this harness does not accept a model override"}, 400)
         if "files" in body and not accepts.get("file_urls"):
-            return _json({"error": "this harness does not accept file urls"}, 400)
+            return json_response({"error": "this harness does not accept file urls"}, 400)
         item_id = str(metadata["item_id"])
         behavior = self._behavior(item_id)
         if "create" in behavior.get("bad_json", ()):
             return _broken()
         if "create_reply" in behavior:
-            return _json(behavior["create_reply"], 201)
+            return json_response(behavior["create_reply"], 201)
         self._next_id += 1
         run_id = behavior.get("run_id", f"run-{self._next_id}")
         if run_id not in self._runs:
@@ -278,7 +260,7 @@ class ReferenceHarness:
             )
             self._active += 1
             self._max_active = max(self._max_active, self._active)
-        return _json({"id": run_id}, 201)
+        return json_response({"id": run_id}, 201)
 
     def _run(self, request: web.Request) -> _Run | None:
         return self._runs.get(request.match_info["id"])
@@ -296,7 +278,7 @@ class ReferenceHarness:
     async def _status(self, request: web.Request) -> web.Response:
         run = self._run(request)
         if run is None:
-            return _json({"error": "no such run"}, 404)
+            return json_response({"error": "no such run"}, 404)
         run.polls += 1
         behavior = run.behavior
         if "status" in behavior.get("bad_json", ()):
@@ -304,7 +286,7 @@ class ReferenceHarness:
         status = self._state(run)
         reply: dict[str, Any] = {"id": run.id, "status": status}
         if status in ("queued", "running"):
-            return _json(reply)
+            return json_response(reply)
         if not run.ended:
             run.ended = True
             self._active -= 1
@@ -327,33 +309,33 @@ class ReferenceHarness:
             reply["model"] = behavior["model"]
         if "artifacts" in behavior:
             reply["artifacts"] = behavior["artifacts"]
-        return _json(reply)
+        return json_response(reply)
 
     async def _trajectory(self, request: web.Request) -> web.Response:
         run = self._run(request)
         if run is None:
-            return _json({"error": "no such run"}, 404)
+            return json_response({"error": "no such run"}, 404)
         behavior = run.behavior
         if "trajectory" in behavior.get("bad_json", ()):
             return _broken()
         kind = behavior.get("trajectory")
         if kind == "missing":
-            return _json({"error": "no trajectory for this run"}, 404)
+            return json_response({"error": "no trajectory for this run"}, 404)
         if kind == "invalid":
-            return _json({"steps": "not a list"})
+            return json_response({"steps": "not a list"})
         steps = _steps(behavior)
         if kind == "partial":
             steps += [{"content": "a step without a role"}, {"role": "tool", "cost_usd": -1}]
         elif isinstance(kind, list):
             steps = kind
-        return _json({"steps": steps})
+        return json_response({"steps": steps})
 
     async def _file(self, request: web.Request) -> web.Response:
         run = self._run(request)
         files = run.behavior.get("files", {}) if run is not None else {}
         path = request.match_info["path"]
         if path not in files:
-            return _json({"error": "no such file"}, 404)
+            return json_response({"error": "no such file"}, 404)
         content = files[path]
         data = content if isinstance(content, bytes) else content.encode()
         if not run.behavior.get("chunked_files"):  # type: ignore[union-attr]
@@ -369,10 +351,10 @@ class ReferenceHarness:
     async def _cancel(self, request: web.Request) -> web.Response:
         run = self._run(request)
         if run is None:
-            return _json({"error": "no such run"}, 404)
+            return json_response({"error": "no such run"}, 404)
         run.cancelled = True
         self._cancelled.append(run.id)
-        return _json({"id": run.id, "status": "cancelled"}, 202)
+        return json_response({"id": run.id, "status": "cancelled"}, 202)
 
 
 def _route_of(request: web.Request) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from assay.calls.capture import Redactor
 from assay.errors import StageTimeout, TargetFailure
 from assay.outcomes import FailureKind
-from assay.sandbox._docker import ImageFacts, Sandbox
+from assay.sandbox import ImageFacts, Sandbox
 from assay.targets._base import TargetResult
 
 # Runs a blocking call (the Docker SDK's) off the event loop: `await offload(function, *args)`.

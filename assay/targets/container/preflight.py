@@ -11,8 +11,7 @@ from typing import Any
 import docker.errors
 
 from assay.errors import SpecError
-from assay.sandbox._docker import ImageFacts, client, inspect_image
-from assay.sandbox.egress import allowlist_problems
+from assay.sandbox import ImageFacts, allowlist_problems, client, inspect_image
 from assay.spec import ContainerTarget
 from assay.spec.dataset import Item
 from assay.targets.container.agents import preflight

@@ -18,7 +18,7 @@ from typing import Any
 from assay.calls.capture import Redactor
 from assay.errors import StageTimeout
 from assay.outcomes import FailureKind
-from assay.sandbox._docker import (
+from assay.sandbox import (
     CONTROL,
     RUN_LABEL,
     WORKSPACE,
@@ -27,8 +27,8 @@ from assay.sandbox._docker import (
     Sandbox,
     client,
     folder_files,
+    start_egress,
 )
-from assay.sandbox.egress import start_egress
 from assay.spec import ContainerTarget
 from assay.spec.dataset import Item
 from assay.store import Store

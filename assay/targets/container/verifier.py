@@ -12,17 +12,8 @@ from typing import Any
 import docker.errors
 
 from assay.calls.capture import Redactor
-from assay.sandbox._docker import (
-    CONTROL,
-    RUN_LABEL,
-    WORKSPACE,
-    ExecResult,
-    ImageFacts,
-    Limits,
-    Sandbox,
-    SandboxError,
-    folder_files,
-)
+from assay.errors import SandboxError
+from assay.sandbox import CONTROL, RUN_LABEL, WORKSPACE, ExecResult, ImageFacts, Limits, Sandbox, folder_files
 from assay.targets.container.attempt import AttemptState, Offload
 from assay.targets.container.workspace import redacted_bytes
 

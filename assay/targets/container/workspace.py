@@ -11,7 +11,7 @@ import docker.errors
 
 from assay.calls.capture import Redactor
 from assay.errors import SandboxError
-from assay.sandbox._docker import WORKSPACE
+from assay.sandbox import WORKSPACE
 from assay.targets.container.attempt import AttemptState, Offload
 
 

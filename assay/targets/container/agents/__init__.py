@@ -24,12 +24,11 @@ One module per adapter (its command, provider keys and stream parser), and what 
 
     cli, claude_code, codex   `ADAPTER` and the stream parser(s) of each
     _shared                   the table, preflight, secrets and env-file, command line, parse_stream
-    _pinning                  `model_pin_problem`: a model must be an exact version
     _base                     `Adapter`, `AgentReport`, and the JSON-lines reader the parsers share
 """
 
+from assay.calls.pinning import model_pin_problem
 from assay.targets.container.agents._base import Adapter, AgentReport
-from assay.targets.container.agents._pinning import model_pin_problem
 from assay.targets.container.agents._shared import (
     ADAPTERS,
     PARSERS,

@@ -7,11 +7,11 @@ import string
 from collections.abc import Mapping
 from typing import get_args
 
+from assay.calls.pinning import model_pin_problem
 from assay.errors import InputError, SpecError
 from assay.spec.targets import ENV_NAME, ENV_UNWRITABLE, AgentSpec, ParserName
 from assay.targets.container.agents import claude_code, cli, codex
 from assay.targets.container.agents._base import Adapter, AgentReport, Parser
-from assay.targets.container.agents._pinning import model_pin_problem
 
 PLACEHOLDERS = ("prompt", "model", "prompt_file")
 

@@ -1,4 +1,5 @@
-"""A model must be pinned to an exact version: `model_pin_problem` says why a name is not."""
+"""A model must be pinned to an exact version: `model_pin_problem` says why a name is not (the
+anthropic target, an Anthropic judge and the container agents all ask it before a run starts)."""
 
 from __future__ import annotations
 

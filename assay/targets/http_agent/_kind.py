@@ -1,5 +1,5 @@
-"""`kind: http_agent` for the run: the harness's capabilities asked once and kept on the run,
-the item's local fixture files part of its identity. The target itself is `assay.targets.http_agent`."""
+"""`HttpAgentKind`, `kind: http_agent` for the run: the harness's capabilities asked once and kept on
+the run, the items' local fixture files part of its identity."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.targets._kind import TargetContext, TargetKind
-from assay.targets.http_agent import HttpAgent, item_files, prepare_http_agent
+from assay.targets.http_agent._agent import HttpAgent, prepare_http_agent
+from assay.targets.http_agent._files import item_files
 
 
 class HttpAgentKind(TargetKind[HttpAgentTarget]):

@@ -1,0 +1,434 @@
+"""Batch mode: requests gathered into provider batches (half price), with a durable ledger.
+
+A `Batcher` takes one request per item (`await batcher.ask(custom_id, body)`), gathers them
+into batches of at most `max_requests` (or what arrived within `max_wait_s` of the first),
+submits each, polls it every `poll_s`, and hands each caller its own result when the batch
+ends — so items flow on to scoring batch by batch.
+
+The ledger is what makes a batch survive a crash: the moment the provider accepts a batch, its
+id and its requests' custom ids are recorded (`BatchLedger.record`, the store's `batches/`
+dataset), and again when it ends. A batcher opened on a ledger that holds batches re-attaches to
+them: a request whose custom id is in a recorded batch is never submitted again — the caller
+waits for that batch instead — unless that batch ended without a result for it (`errored`,
+`expired`, `canceled`), in which case it is submitted in a new batch, and counted
+(`Batcher.resubmitted`, by reason).
+
+Two batch APIs are spoken, each a `BatchAPI`: Anthropic's Message Batches (`AnthropicBatches`:
+`POST {base_url}/messages/batches`, `GET …/{id}`, the JSONL at its `results_url`) and OpenAI's
+Batch API (`OpenAIBatches`: the requests uploaded as a JSONL file to `/files`, a batch of it
+created at `/batches`, its output and error files read back). Both hand back results in one
+shape: `{"type": "succeeded", "message": <the reply>}`, or `errored` (with `error: {type,
+message}`), `expired` or `canceled`. What is retried and how failures read is
+`assay.calls.http`'s, as for every Assay client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
+from assay.errors import TargetFailure
+from assay.outcomes import BatchState, FailureKind
+
+_log = logging.getLogger(__name__)
+
+
+class BatchSettings(BaseModel):
+    """`batch: true`, or these settings.
+
+    Args:
+        max_requests: requests in one batch at most.
+        max_wait_s: seconds a request waits for others to join its batch before it is sent.
+        poll_s: seconds between two looks at a batch in flight.
+        max_batches: batches in flight at once (a run keeps `max_requests` x `max_batches` items
+            in flight, whatever its `concurrency`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_requests: int = Field(default=1000, ge=1, le=100_000, strict=True)
+    max_wait_s: float = Field(default=2.0, ge=0, le=3600, strict=True)
+    poll_s: float = Field(default=10.0, gt=0, le=3600, strict=True)
+    max_batches: int = Field(default=4, ge=1, le=1000, strict=True)
+
+
+@dataclass(slots=True)
+class BatchEntry:
+    """One batch as the ledger holds it.
+
+    Args:
+        batch_id: the provider's id.
+        provider: `anthropic:<host>`.
+        custom_ids: its requests' custom ids.
+        state: `in_progress` until it ends, then `ended`.
+        submitted_at: when the provider accepted it.
+        ended_at: when it was seen to have ended.
+        counts: the provider's request counts (succeeded, errored, expired, canceled), once ended.
+    """
+
+    batch_id: str
+    provider: str
+    custom_ids: list[str]
+    state: BatchState
+    submitted_at: datetime
+    ended_at: datetime | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class BatchLedger(Protocol):
+    """Where a batcher records its batches (the store's `batches/` dataset)."""
+
+    def record(self, entry: BatchEntry) -> None:
+        """Record a batch's state durably before returning."""
+        ...
+
+    def entries(self) -> list[BatchEntry]:
+        """Every batch recorded, each in its latest state."""
+        ...
+
+
+def custom_id(*parts: object) -> str:
+    """A custom id for a request (`^[A-Za-z0-9_-]{1,64}$`, as the batch APIs require), the same
+    for the same parts on every run: how a resumed run finds its requests in a recorded batch."""
+    return "r" + hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:40]
+
+
+@dataclass(slots=True)
+class _Waiting:
+    custom_id: str
+    body: dict[str, Any]
+    future: asyncio.Future[dict[str, Any]]
+
+
+Request = Callable[..., Awaitable[Any]]
+"""`request(method, url, body=None, form=None, parse=True)`: one HTTP request with retries; its
+JSON reply (or its bytes, `parse=False`); raises `TargetFailure`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A batch as its provider sees it: whether it has ended, its request counts, and where its
+    results are (`locator`, the API's own)."""
+
+    ended: bool
+    counts: dict[str, int]
+    locator: Any = None
+
+
+class BatchAPI(ABC):
+    """One provider's batch API. `name` names the provider in failures (`<name>:<host>`)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        """Submit (custom id, request body) pairs as one batch; returns the batch's id."""
+
+    @abstractmethod
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        """Where the batch is."""
+
+    @abstractmethod
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        """An ended batch's results by custom id (see the module docstring for their shape)."""
+
+
+def _jsonl(raw: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+class AnthropicBatches(BatchAPI):
+    name = "anthropic"
+
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        body = {"requests": [{"custom_id": cid, "params": params} for cid, params in requests]}
+        return (await request("POST", f"{base}/messages/batches", body=body))["id"]
+
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        state = await request("GET", f"{base}/messages/batches/{batch_id}")
+        counts = {k: v for k, v in (state.get("request_counts") or {}).items() if k != "processing"}
+        return Status(state.get("processing_status") == "ended", counts, state.get("results_url"))
+
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        url = status.locator or f"{base}/messages/batches/{batch_id}/results"
+        rows = _jsonl(await request("GET", url, parse=False))
+        out = {}
+        for row in rows:
+            result = row["result"]
+            if result.get("type") == "errored":  # `{"type": "error", "error": {type, message}}`
+                result = {"type": "errored", "error": (result.get("error") or {}).get("error") or {}}
+            out[row["custom_id"]] = result
+        return out
+
+
+class OpenAIBatches(BatchAPI):
+    name = "openai"
+    _ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+    async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        lines = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
+            + "\n"
+            for cid, body in requests
+        )
+        uploaded = await request("POST", f"{base}/files", form={"purpose": "batch", "file": lines.encode()})
+        body = {
+            "input_file_id": uploaded["id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+        }
+        return (await request("POST", f"{base}/batches", body=body))["id"]
+
+    async def status(self, request: Request, base: str, batch_id: str) -> Status:
+        state = await request("GET", f"{base}/batches/{batch_id}")
+        counts = {k: v for k, v in (state.get("request_counts") or {}).items() if k != "total"}
+        files = (state.get("output_file_id"), state.get("error_file_id"))
+        return Status(state.get("status") in self._ENDED, counts, files)
+
+    async def results(
+        self, request: Request, base: str, batch_id: str, status: Status
+    ) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for file_id in status.locator or ():
+            if file_id is None:
+                continue
+            for row in _jsonl(await request("GET", f"{base}/files/{file_id}/content", parse=False)):
+                response, error = row.get("response") or {}, row.get("error") or {}
+                if error.get("code") == "batch_expired":
+                    out[row["custom_id"]] = {"type": "expired"}
+                elif error or response.get("status_code") != 200:
+                    body_error = (response.get("body") or {}).get("error") or {}
+                    kind = (
+                        error.get("code") or body_error.get("type") or f"http_{response.get('status_code')}"
+                    )
+                    message = error.get("message") or body_error.get("message") or ""
+                    out[row["custom_id"]] = {"type": "errored", "error": {"type": kind, "message": message}}
+                else:
+                    out[row["custom_id"]] = {"type": "succeeded", "message": response["body"]}
+        return out
+
+
+BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (AnthropicBatches(), OpenAIBatches())}
+
+
+class Batcher:
+    """A provider's batch API behind one `ask` per request (see the module docstring).
+
+    Args:
+        api: the provider's batch API.
+        base_url: e.g. `https://api.anthropic.com/v1`.
+        headers: the request headers (key and version), never recorded.
+        settings: batch sizes and timing.
+        ledger: where batches are recorded, and found again on resume.
+        timeout: seconds one HTTP request may take.
+        max_retries: retries of one HTTP request on a retryable failure.
+    """
+
+    def __init__(
+        self,
+        api: BatchAPI,
+        base_url: str,
+        *,
+        headers: dict[str, str],
+        settings: BatchSettings,
+        ledger: BatchLedger,
+        timeout: float,
+        max_retries: int,
+    ) -> None:
+        self._api = api
+        self._base = base_url.rstrip("/")
+        self._headers = headers
+        self._settings = settings
+        self._ledger = ledger
+        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout)
+        self._policy = RetryPolicy(max_retries)
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._waiting: list[_Waiting] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        # custom id -> the recorded batch it was submitted in (re-attached on resume).
+        self._recorded: dict[str, BatchEntry] = {}
+        self._polls: dict[str, asyncio.Task[dict[str, dict[str, Any]]]] = {}
+        self.submitted = 0
+        self.resubmitted: collections.Counter[str] = collections.Counter()
+        for entry in ledger.entries():
+            for cid in entry.custom_ids:
+                self._recorded[cid] = entry
+
+    async def ask(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The batch result for one request: `{"type": "succeeded", "message"}`, or `errored`
+        (with `error`), `expired` or `canceled`. Raises `TargetFailure` when the batch itself
+        could not be submitted or read."""
+        entry = self._recorded.pop(custom_id, None)
+        if entry is not None:
+            results = await self._poll(entry)
+            result = results.get(custom_id) or {"type": "missing"}
+            if result.get("type") == "succeeded":
+                return result
+            # Ended without an answer: this request goes into a new batch, counted and said.
+            reason = str(result.get("type"))
+            self.resubmitted[reason] += 1
+            _log.warning(
+                "batch %s ended without an answer to request %s (%s): submitting it again",
+                entry.batch_id,
+                custom_id,
+                reason,
+            )
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Waiting(custom_id, body, future))
+        if len(self._waiting) >= self._settings.max_requests:
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._settings.max_wait_s, self._flush)
+        return await future
+
+    @property
+    def provider(self) -> str:
+        """`anthropic:<host>`, as failures name it."""
+        return self._endpoint.provider
+
+    @property
+    def pending(self) -> int:
+        """Requests gathered and not yet submitted."""
+        return len(self._waiting)
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._waiting = self._waiting, []
+        if batch:
+            self._spawn(self._run(batch))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, batch: list[_Waiting]) -> None:
+        try:
+            entry = await self._submit(batch)
+            results = await self._poll(entry)
+        except TargetFailure as failure:
+            for waiting in batch:
+                if not waiting.future.done():
+                    waiting.future.set_exception(failure)
+            return
+        except BaseException as exc:  # every waiting caller must learn of it
+            for waiting in batch:
+                if not waiting.future.done():
+                    waiting.future.set_exception(exc)
+            raise
+        for waiting in batch:
+            if not waiting.future.done():
+                waiting.future.set_result(results.get(waiting.custom_id) or {"type": "missing"})
+
+    async def _submit(self, batch: list[_Waiting]) -> BatchEntry:
+        batch_id = await self._api.submit(self._request, self._base, [(w.custom_id, w.body) for w in batch])
+        entry = BatchEntry(
+            batch_id=batch_id,
+            provider=self._endpoint.provider,
+            custom_ids=[w.custom_id for w in batch],
+            state=BatchState.IN_PROGRESS,
+            submitted_at=datetime.now(UTC),
+        )
+        # Recorded before anything else happens: a crash from here on re-attaches, never resubmits.
+        await asyncio.to_thread(self._ledger.record, entry)
+        self.submitted += len(batch)
+        return entry
+
+    def _poll(self, entry: BatchEntry) -> asyncio.Task[dict[str, dict[str, Any]]]:
+        """One poller per batch, shared by every caller waiting on it."""
+        task = self._polls.get(entry.batch_id)
+        if task is None:
+            task = self._polls[entry.batch_id] = asyncio.ensure_future(self._until_ended(entry))
+        return task
+
+    async def _until_ended(self, entry: BatchEntry) -> dict[str, dict[str, Any]]:
+        """Poll the batch until it ends; record that; return its results by custom id."""
+        while not (status := await self._api.status(self._request, self._base, entry.batch_id)).ended:
+            await asyncio.sleep(self._settings.poll_s)
+        results = await self._api.results(self._request, self._base, entry.batch_id, status)
+        if entry.state is not BatchState.ENDED:
+            entry.state = BatchState.ENDED
+            entry.ended_at = datetime.now(UTC)
+            entry.counts = status.counts
+            await asyncio.to_thread(self._ledger.record, entry)
+        return results
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any = None,
+        form: dict[str, str | bytes] | None = None,
+        parse: bool = True,
+    ) -> Any:
+        """One request with the retry policy (see `Request`)."""
+        session = self._session
+        if session is None:
+            session = self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
+        what = f"{method} {urlsplit(url).path}"
+
+        async def attempt(number: int) -> Any:
+            data: Any = None
+            if form is not None:  # built per attempt: a form is consumed by sending it
+                data = aiohttp.FormData()
+                for name, value in form.items():
+                    if isinstance(value, bytes):
+                        data.add_field(name, value, filename="batch.jsonl", content_type="application/jsonl")
+                    else:
+                        data.add_field(name, value)
+            try:
+                async with session.request(
+                    method, url, json=body, data=data, allow_redirects=False
+                ) as response:
+                    status, headers, raw = response.status, response.headers, await response.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                # A lost submission could have been accepted: resending it could bill it twice.
+                raise self._endpoint.transport_failed(exc, what=what, again=method == "GET") from None
+            if status >= 400:
+                raise self._endpoint.status_failed(status, headers, raw, what=what)
+            if not parse:
+                return raw
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise AttemptFailed(
+                    self._endpoint.failure(f"{what}: malformed reply {raw[:200]!r}", FailureKind.PROTOCOL)
+                ) from None
+
+        try:
+            reply, _ = await self._policy.run(attempt)
+        except AttemptFailed as failed:
+            raise failed.failure from None
+        return reply
+
+    async def aclose(self) -> None:
+        """Stop gathering and polling (a batch in flight stays recorded, to re-attach to)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in [*self._tasks, *self._polls.values()]:
+            task.cancel()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,236 @@
+"""The commands that run a flow — run, resume, rescore, compare, nightly — embedded, or as a Prefect
+flow run when an API is configured or `--prefect` asks (docs/prefect.md).
+
+Embedded, a command calls the plain code the flow wraps, and Prefect is never imported.
+Orchestrated, bad input and an unreachable server are found before a flow run exists to fail.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import asyncio
+import gc
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from assay.cli._output import emit, emit_summary
+from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_OK
+from assay.errors import InputError
+from assay.orchestrate import prefect_env as _prefect_env
+from assay.outcomes import RunKind, RunStatus, Verdict
+
+
+def _orchestrated(args: argparse.Namespace) -> bool:
+    return args.prefect or _prefect_env.api_configured()
+
+
+def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, **params: Any) -> int:
+    """Run a flow as a Prefect flow run or embedded (docs/prefect.md), then print its summary.
+
+    Args:
+        args: the command line.
+        flow: given whether the run is orchestrated, what to run: the Prefect flow, or the plain
+            code it wraps (imported only then: the embedded path never imports Prefect).
+        check: checks the input before a flow run exists (orchestrated only).
+        params: the flow's parameters.
+    """
+    from assay.run import progress
+
+    orchestrated = _orchestrated(args)
+    if orchestrated:
+        # Bad input and an unreachable server are found here, before a flow run exists to fail.
+        check()
+        _prefect_env.check_api()
+    if not (args.quiet or args.json):
+        from assay.cli import _terminal  # rich: loaded only when there is something to draw
+
+        progress.install(_terminal.progress_bar())
+    # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    run = flow(orchestrated)
+    if args.own_process:
+        _tune_gc()
+    try:
+        summary = asyncio.run(run(store=args.store, **params))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.install(None)
+    if summary["status"] == RunStatus.UNAVAILABLE:
+        print(
+            f"error: the eval is unavailable, nothing ran: {'; '.join(summary['reasons'])}", file=sys.stderr
+        )
+        if args.json:
+            print(json.dumps(summary, default=str, indent=2))
+        return EXIT_INPUT
+    emit_summary(args, summary)
+    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
+
+
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM delivered as Ctrl-C, which `asyncio.run` turns into a cancellation of the flow at
+    its next `await`. Raising KeyboardInterrupt here instead would land at any bytecode — between
+    a batch's commit and its bookkeeping, say, so that the batch was committed twice."""
+    _thread.interrupt_main(signal.SIGINT)
+
+
+def _tune_gc() -> None:
+    """Garbage collection for a run that has the process to itself (the `assay` command).
+
+    What the imports made lives until the process exits: frozen, collections no longer walk it.
+    And a run allocates a dozen objects an item, almost none of them in cycles: collecting the
+    young generation every 10,000 allocations instead of every 700 cut the collector's CPU on a
+    10,000-item run from ~0.8 s to ~0.1 s (benchmarks/throughput.py, docs/performance.md).
+    """
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 10)
+
+
+def _flow_run_result(state: Any) -> Any:
+    """What a finished flow run returned. A failed gate fails the flow run, whose state still
+    carries the result; a crashed one carries its exception, raised here."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _run_flow(orchestrated: bool) -> Any:
+    """`assay-run` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    if orchestrated:
+        from flows.run import run_eval
+
+        return run_eval
+    from assay.orchestrate.run import drive_run
+
+    return drive_run
+
+
+def _rescore_flow(orchestrated: bool) -> Any:
+    """`assay-rescore` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    if orchestrated:
+        from flows.rescore import rescore_run
+
+        return rescore_run
+    from assay.orchestrate.rescore import drive_rescore
+
+    return drive_rescore
+
+
+def run(args: argparse.Namespace) -> int:
+    """`assay run SPEC`."""
+    from assay.run.plan import validate
+
+    compare = {"compare_to": args.compare_to} if args.compare_to else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare)
+
+
+def rescore(args: argparse.Namespace) -> int:
+    """`assay rescore RUN_ID --scorer ... | --spec FILE`."""
+    from assay.run.rescore import parse_scorers
+    from assay.store import Store
+
+    def check() -> None:
+        Store(args.store).read_run(args.source_run_id)
+        parse_scorers(spec_path=Path(args.spec) if args.spec else None, inline=args.scorer)
+
+    return _execute(
+        args,
+        _rescore_flow,
+        check,
+        source_run_id=args.source_run_id,
+        spec=args.spec,
+        scorers=args.scorer or None,
+    )
+
+
+def resume(args: argparse.Namespace) -> int:
+    """`assay resume RUN_ID`: a run, or a rescore, finished with the spec it started with."""
+    from assay.run.plan import spec_for_resume, validate
+    from assay.store import Store
+
+    record = Store(args.store).read_run(args.run_id)
+    if record["kind"] == RunKind.RESCORE:
+        return _execute(
+            args,
+            _rescore_flow,
+            lambda: None,
+            source_run_id=record["source_run_id"],
+            spec=record["spec_path"],
+            run_id=args.run_id,
+            resume=True,
+        )
+    spec = spec_for_resume(Store(args.store), args.run_id)
+    return _execute(
+        args,
+        _run_flow,
+        lambda: validate(spec),
+        spec=str(spec),
+        run_id=args.run_id,
+        resume=True,
+        cell=record["cell"],
+    )
+
+
+def compare(args: argparse.Namespace) -> int:
+    """`assay compare BASE... --candidate CAND...`: exit 1 when a gate fails."""
+    from pydantic import ValidationError
+
+    from assay.analysis.compare import CompareOptions, load_sides
+    from assay.errors import SpecError
+    from assay.spec import describe_errors
+    from assay.store import Store
+    from flows.compare import compare_runs
+
+    thresholds = {}
+    for text in args.threshold:
+        name, _, value = text.partition("=")
+        try:
+            thresholds[name] = float(value)
+        except ValueError:
+            raise SpecError(f"--threshold {text!r}: expected NAME=NUMBER") from None
+    try:
+        options = CompareOptions(
+            thresholds=thresholds,
+            max_item_error_rate=args.max_item_error_rate,
+            max_scorer_error_rate=args.max_scorer_error_rate,
+            fail_on=args.fail_on or [Verdict.REGRESSED.value],
+            cluster=args.cluster,
+            resamples=args.resamples,
+            seed=args.seed,
+            adjust=args.adjust,
+        )
+    except ValidationError as exc:
+        raise SpecError(describe_errors(exc)) from None
+    params = {"baseline": args.baseline, "candidate": args.candidate, "store": args.store, "options": options}
+    if _orchestrated(args):
+        load_sides(Store(args.store), args.baseline, args.candidate)
+        _prefect_env.check_api()
+        comparison = _flow_run_result(compare_runs(**params, return_state=True))
+    else:
+        comparison = compare_runs.fn(**params)
+    emit(args, comparison, "print_comparison")
+    return EXIT_OK if comparison["passed"] else EXIT_GATE
+
+
+def nightly(args: argparse.Namespace) -> int:
+    """`assay nightly SPEC...`: run, compare with the last good night, prune; exit 1 on a failed gate."""
+    from assay.run.plan import validate
+    from flows.nightly import nightly as nightly_flow
+
+    if args.retention < 1:
+        raise InputError(f"--retention {args.retention}: keep at least 1 run")
+    for spec in args.specs:
+        validate(Path(spec))
+    params = {"specs": args.specs, "store": args.store, "retention": args.retention}
+    if _orchestrated(args):
+        _prefect_env.check_api()
+        report = _flow_run_result(asyncio.run(nightly_flow(**params, return_state=True)))
+    else:
+        report = asyncio.run(nightly_flow.fn(**params))
+    emit(args, report, "print_nightly")
+    return EXIT_OK if report["passed"] else EXIT_GATE

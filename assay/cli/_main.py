@@ -1,0 +1,71 @@
+"""`main`: the command line parsed, the command run, and every way it can end turned into an exit
+status and a message on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from collections.abc import Callable
+
+from assay.cli import _commands, _flows
+from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, build_parser
+from assay.errors import InputError, LeaseLostError
+from assay.orchestrate import prefect_env as _prefect_env
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _flows.run,
+    "estimate": _commands.estimate,
+    "resume": _flows.resume,
+    "rescore": _flows.rescore,
+    "compare": _flows.compare,
+    "power": _commands.power,
+    "nightly": _flows.nightly,
+    "leaderboard": _commands.leaderboard,
+    "requests": _commands.requests,
+    "ui": _commands.ui,
+    "report": _commands.report,
+    "clean": _commands.clean,
+    "show": _commands.show,
+    "ls": _commands.ls,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `assay` command.
+
+    Args:
+        argv: the arguments; None reads the process's own, and means this is the `assay` process,
+            which exits next.
+    """
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:
+            # The interpreter's last garbage collections walk every object the imports made
+            # (Polars, PyArrow, pydantic models): ~1 s of a short run's exit here. Frozen, they are
+            # skipped; the memory goes back to the OS all the same.
+            gc.freeze()
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    args.own_process = argv is None
+    _prefect_env.configure(verbose=args.verbose)
+    try:
+        return _COMMANDS[args.command](args)
+    except InputError as exc:
+        head = f"error: {exc.source}" if exc.source else "error"
+        if len(exc.problems) == 1:
+            print(f"{head}: {exc.problems[0]}", file=sys.stderr)
+        else:
+            print(f"{head}: {len(exc.problems)} problems", file=sys.stderr)
+            for problem in exc.problems:
+                print(f"  - {problem}", file=sys.stderr)
+        return EXIT_INPUT
+    except LeaseLostError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOST
+    except KeyboardInterrupt:
+        print("interrupted: finished items are stored; `assay resume RUN_ID` continues", file=sys.stderr)
+        return EXIT_INTERRUPTED

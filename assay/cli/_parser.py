@@ -1,0 +1,140 @@
+"""The command line's surface: its commands and their arguments (argparse), and its exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from assay.outcomes import Adjustment, Verdict
+
+DESCRIPTION = "The `assay` command: run, resume, show and list evals from a terminal."
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+_ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its message short
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command, its arguments and its help."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="store root (default: $ASSAY_STORE or ./assay-store)")
+    common.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no table")
+    common.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    parser = _ArgumentParser(prog="assay", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+
+    run = commands.add_parser("run", parents=[common], help="run an eval spec")
+    run.add_argument("spec", help="the eval spec (YAML)")
+    run.add_argument(
+        "--compare-to",
+        metavar="RUN_ID",
+        help="compare with this baseline run as items finish; stop at the verdict",
+    )
+    run.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    estimate = commands.add_parser(
+        "estimate", parents=[common], help="calls, tokens and cost a spec will take"
+    )
+    estimate.add_argument("spec")
+    resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
+    resume.add_argument("run_id")
+    resume.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    rescore = commands.add_parser(
+        "rescore", parents=[common], help="score a stored run again with new scorers"
+    )
+    rescore.add_argument("source_run_id")
+    rescore.add_argument("--spec", help="a YAML file whose `scorers` list is used (an eval spec will do)")
+    rescore.add_argument(
+        "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
+    )
+    rescore.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    compare = commands.add_parser(
+        "compare", parents=[common], help="compare candidate runs with baseline runs"
+    )
+    compare.add_argument("baseline", nargs="+", help="baseline run id(s); several are averaged per item")
+    compare.add_argument("--candidate", nargs="+", required=True, help="candidate run id(s)")
+    compare.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
+    )
+    compare.add_argument(
+        "--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)"
+    )
+    compare.add_argument(
+        "--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)"
+    )
+    compare.add_argument(
+        "--fail-on",
+        action="append",
+        choices=[Verdict.REGRESSED.value, Verdict.INCONCLUSIVE.value],
+        help="verdicts that fail (default regressed)",
+    )
+    compare.add_argument("--cluster", help="the annotation naming each item's cluster (default: `cluster`)")
+    compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
+    compare.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    power = commands.add_parser(
+        "power", parents=[common], help="items a comparison needs to detect a difference"
+    )
+    power.add_argument("run_id")
+    power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
+    power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
+    nightly = commands.add_parser(
+        "nightly", parents=[common], help="the nightly benchmark: run, compare, prune"
+    )
+    nightly.add_argument("specs", nargs="+", help="eval specs")
+    nightly.add_argument("--retention", type=int, default=30, help="nightly runs kept per spec (default 30)")
+    nightly.add_argument(
+        "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
+    )
+    leaderboard = commands.add_parser("leaderboard", parents=[common], help="rank the cells of a matrix run")
+    leaderboard.add_argument("matrix_id")
+    leaderboard.add_argument("--baseline", help="the cell the others are compared with (default: the first)")
+    leaderboard.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
+    requests = commands.add_parser("requests", help="the captured model calls (the request sidecar)")
+    requests_commands = requests.add_subparsers(
+        dest="requests_command", required=True, parser_class=_ArgumentParser
+    )
+    export = requests_commands.add_parser(
+        "export", parents=[common], help="a run's records as JSONL on stdout"
+    )
+    export.add_argument("run_id")
+    check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
+    check.add_argument("file")
+    report = commands.add_parser(
+        "report", parents=[common], help="a self-contained HTML report of a run (works offline)"
+    )
+    report.add_argument("run_id")
+    report.add_argument("--baseline", help="a run of the same dataset to compare with")
+    report.add_argument("--out", help="the HTML file (default: <store>/reports/<run_id>.html)")
+    clean = commands.add_parser(
+        "clean", parents=[common], help="remove the Docker containers and networks runs left behind"
+    )
+    clean.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="these runs' (default: with --all)")
+    clean.add_argument("--all", action="store_true", help="every run's")
+    show = commands.add_parser("show", parents=[common], help="a run's summary")
+    show.add_argument("run_id")
+    ui = commands.add_parser(
+        "ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)"
+    )
+    ui.add_argument("--port", type=int, default=4200, help="the server's port on 127.0.0.1 (default 4200)")
+    ui.add_argument("--home", help="PREFECT_HOME for the server and worker (default: Prefect's own)")
+    ui.add_argument(
+        "--logs", default=".assay-ui", help="where the server's and worker's logs go (default .assay-ui)"
+    )
+    ui.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
+    ls = commands.add_parser("ls", parents=[common], help="recent runs")
+    ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
+    return parser

@@ -1,0 +1,150 @@
+"""The skeleton every run and rescore follows, and the `Host` that runs it.
+
+    drive(plans, host, title, execute, check)
+    ├── host.name(title); progress started          what the host and the terminal show
+    ├── check()                                     (a run: the judges' gold check) -> unavailable
+    ├── each plan, at once, holding its lease:
+    │   execute(plan, host) -> finish_run           completed / failed its gate, cancelled, failed
+    └── host.publish(summary)                       (under Prefect: an artifact)
+
+`assay.orchestrate.run.drive_run` and `assay.orchestrate.rescore.drive_rescore` fill it in; the
+Prefect flows (`flows/run.py`, `flows/rescore.py`) host them, the terminal's embedded path calls
+them with the default `Host()` and so never imports Prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from assay.analysis.summary import mark_unavailable
+from assay.orchestrate.finish import finish_run
+from assay.run import progress
+from assay.run.execute import ShardExecutor, ShardReport
+from assay.run.plan import RunPlan, Shard
+
+
+async def _run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
+    return await executor.run_shard(shard)
+
+
+def _name_nothing(name: str) -> None:
+    return None
+
+
+async def _publish_nothing(summary: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What runs the driver and what it adds: nothing (embedded, the default), or a Prefect flow
+    run (`flows/_host.py`).
+
+    Args:
+        flow_run_id: the Prefect flow run's id, recorded on the run.
+        default_run_id: the run id when none is given (under Prefect: derived from the flow run,
+            so a retry of the flow run resumes the same run).
+        shards: how many shards to cut a run into (one embedded: a shard exists to be a task).
+        run_shard: executes one shard (under Prefect: the cached, retried shard task).
+        name: names the host's record of the run (the flow run).
+        publish: publishes a run's summary (a Prefect artifact).
+    """
+
+    flow_run_id: str | None = None
+    default_run_id: str | None = None
+    shards: int = 1
+    run_shard: Callable[[ShardExecutor, Shard], Awaitable[ShardReport]] = _run_shard
+    name: Callable[[str], None] = _name_nothing
+    publish: Callable[[dict[str, Any]], Awaitable[None]] = _publish_nothing
+
+    async def run_shards(self, executor: ShardExecutor) -> None:
+        """Execute every shard of the executor's plan, at once."""
+        await asyncio.gather(
+            *(self.run_shard(executor, shard) for shard in executor.plan.shards(self.shards))
+        )
+
+
+# The terminal's host: no Prefect, one shard run as a plain coroutine.
+EMBEDDED = Host()
+
+Execute = Callable[[RunPlan, Host], Awaitable[None]]
+
+
+async def drive(
+    plans: list[RunPlan],
+    *,
+    host: Host,
+    started: float,
+    title: str,
+    execute: Execute,
+    check: Callable[[], Awaitable[list[str]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Drive recorded plans to their end; returns each one's summary.
+
+    Args:
+        plans: the runs, recorded as running (a matrix's cells, or one).
+        host: what runs this.
+        started: when the command started (`time.perf_counter`), for each run's wall time.
+        title: the host's name for it.
+        execute: executes one plan (its lease is held meanwhile).
+        check: finds why the runs cannot start (one line each); any makes them all `unavailable`
+            and nothing runs.
+    """
+    try:
+        host.name(title)
+        progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))
+        failures = await check() if check is not None else []
+    except BaseException as stop:  # a cancellation, or a crash: each run says which
+        for plan in plans:
+            finish_run(plan, _ms_since(started), stop)
+        raise
+    if failures:
+        summaries = [mark_unavailable(plan.store, plan.run_id, failures) for plan in plans]
+        for plan in plans:
+            plan.lease.release()
+        return summaries
+
+    # Execute every run at once, each holding its lease; each records how it ended (completed or
+    # failed its gate, cancelled, failed with its error — or nothing, when another process took it over).
+    held: set[str] = set()
+    try:
+        ends = await asyncio.gather(
+            *(_hold(plan, host, started, execute, held) for plan in plans), return_exceptions=True
+        )
+    except BaseException as stop:
+        # Cancelled before a run's task first ran (a SIGTERM just after the runs were recorded):
+        # that coroutine never starts, so its run is recorded here rather than left `running`.
+        for plan in plans:
+            if plan.run_id not in held:
+                finish_run(plan, _ms_since(started), stop)
+        raise
+    for end in ends:
+        if isinstance(end, BaseException):
+            raise end
+    summaries = list(ends)
+    for summary in summaries:
+        await host.publish(summary)
+    return summaries
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+async def _hold(
+    plan: RunPlan, host: Host, started: float, execute: Execute, held: set[str]
+) -> dict[str, Any]:
+    """Execute one plan while holding its lease, and record how it ended; returns its summary.
+    Adds the run's id to `held` as it starts: from then on, the ending is recorded here."""
+    held.add(plan.run_id)
+    try:
+        async with plan.lease.holding():
+            await execute(plan, host)
+    except BaseException as stop:
+        finish_run(plan, _ms_since(started), stop)
+        raise
+    return finish_run(plan, _ms_since(started))

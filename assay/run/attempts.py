@@ -1,0 +1,229 @@
+"""Attempts: each item x trial of a run with a `policy` or `attempts` > 1, as managed sessions.
+
+Each attempt is a fresh `Session` (`assay.run.sessions`) with the target, admitted by the run's
+`Gate`, driven by the policy (without one: one `start` with the item's prompt), and — when it
+completed — scored by the run's `Scoring`. Every prompt is recorded as a row of `turns`.
+
+    SessionItems(item, trial)               one item x trial: up to `attempts` attempts, the best kept
+    ├── _Attempt                            one attempt: its session, driven, then scored
+    │   └── drive(session, policy)          the policy over the session -> the attempt's TargetResult
+    └── best_attempt / attempt_passes       which attempt is kept, and when to stop early
+
+An attempt passes when it completed, at least one scorer scored, and every scorer that did not
+skip the item scored 1. Attempts stop at the first that passes; the best attempt is that one, else
+the completed attempt with the highest mean score (the earliest of equals), else the last. The
+item's row is the best attempt's, with every attempt's spend, tokens and duration (docs/sessions.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from assay.calls.accounting import Accounting
+from assay.calls.capture import Scope
+from assay.outcomes import TOKEN_KINDS, ItemOutcome, ScorerOutcome, token_column
+from assay.run.admit import Gate
+from assay.run.rows import (
+    Finished,
+    ItemRow,
+    ScoreRow,
+    TurnRow,
+    captured,
+    completed_row,
+    gauge_values,
+    skipped_row,
+    to_json,
+)
+from assay.run.scoring import Scoring
+from assay.run.sessions import Policy, Session, drive
+from assay.spec.dataset import Item
+from assay.targets import SessionTarget, TargetResult
+from evaluators._imports import import_callable
+
+
+def attempt_passes(score_rows: list[ScoreRow]) -> bool:
+    """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
+    not skip the item scored 1 (a failed scorer is not a pass)."""
+    judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
+    return bool(judged) and all(r["outcome"] == ScorerOutcome.SCORED and r["score"] >= 1.0 for r in judged)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One attempt: its item row (outcome, output, failure), scores, spend and turns."""
+
+    number: int
+    row: ItemRow
+    session: Session | None = None
+    scores: list[ScoreRow] = field(default_factory=list)
+    generation: Accounting = field(default_factory=Accounting)
+    judging: list[Accounting] = field(default_factory=list)
+    scopes: list[Scope | None] = field(default_factory=list)
+    passed: bool = False
+    queued_ms: float | None = None
+    result: TargetResult | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.row["outcome"] == ItemOutcome.COMPLETED
+
+    @property
+    def mean(self) -> float | None:
+        scored = [r["score"] for r in self.scores if r["outcome"] == ScorerOutcome.SCORED]
+        return sum(scored) / len(scored) if scored else None
+
+
+def best_attempt(attempts: list[_Attempt]) -> _Attempt:
+    """The passing attempt, else the completed one with the highest mean score (earliest of
+    equals), else the last."""
+    for attempt in attempts:
+        if attempt.passed:
+            return attempt
+    completed = [a for a in attempts if a.completed]
+    if completed:
+        return max(completed, key=lambda a: (-1.0 if a.mean is None else a.mean, -a.number))
+    return attempts[-1]
+
+
+class SessionItems:
+    """Each item as managed sessions (a spec with a policy or attempts): every attempt admitted
+    by the run's gate, its answer the policy's, scored by the run's scorers.
+
+    Args:
+        target: the open target.
+        gate: the run's gate.
+        scoring: the run's scorers.
+    """
+
+    def __init__(self, target: SessionTarget, gate: Gate, scoring: Scoring) -> None:
+        self._target = target
+        self._gate = gate
+        self._scoring = scoring
+        plan = gate.plan
+        self._policy: Policy | None = (
+            import_callable(plan.spec.policy, search_path=str(plan.spec_dir)) if plan.spec.policy else None
+        )
+        self._attempts = plan.spec.attempts
+
+    async def __call__(self, item: Item, trial: int) -> Finished:
+        """Up to `attempts` attempts of one item x trial, stopping at one that passes; returns the
+        best attempt's item and score rows (spend and tokens of every attempt) and every turn."""
+        attempts: list[_Attempt] = []
+        for number in range(1, self._attempts + 1):
+            attempt = await self._attempt(item, trial, number)
+            if attempt is None:  # the budget closed before this attempt
+                break
+            attempts.append(attempt)
+            if attempt.passed or attempt.row["outcome"] in (
+                ItemOutcome.BUDGET_SKIPPED,
+                ItemOutcome.BUDGET_INTERRUPTED,
+            ):
+                break
+        return _finished(attempts)
+
+    async def _attempt(self, item: Item, trial: int, number: int) -> _Attempt | None:
+        gate, target = self._gate, self._target
+        async with gate as opening:
+            if opening is None:
+                return None if number > 1 else _Attempt(number, skipped_row(item, trial))
+            session = Session(target, item, trial, number)
+            called = await gate.call(
+                item, trial, opening, lambda: drive(session, self._policy), instrumented=target.instrumented
+            )
+        attempt = _Attempt(
+            number,
+            {},
+            session,
+            generation=called.generation,
+            scopes=[called.scope],
+            queued_ms=opening.queued_ms,
+        )
+        result = called.result
+        if result is None:
+            attempt.row = called.stopped
+            return attempt
+        attempt.row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
+        attempt.result = result
+        scored = await self._scoring.score(item, trial, result.output, trajectory=result.trajectory)
+        attempt.scores, attempt.judging = scored.rows, scored.judging
+        attempt.scopes += scored.scopes
+        attempt.passed = attempt_passes(attempt.scores)
+        return attempt
+
+
+def _finished(attempts: list[_Attempt]) -> Finished:
+    """The item's rows: the best attempt's, with every attempt's spend, tokens and turns."""
+    best = best_attempt(attempts)
+    row = dict(best.row)
+    turns = [t for a in attempts if a.session is not None for t in a.session.turns]
+    known = bool(turns) and all(t.tokens_known for t in turns)
+    for name in TOKEN_KINDS:
+        row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+    spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
+    operation_ids, requests = captured([s for a in attempts for s in a.scopes])
+    row.update(
+        spend.columns(),
+        operation_ids=operation_ids,
+        started_at=attempts[0].row["started_at"],
+        queued_ms=attempts[0].queued_ms,
+        duration_ms=sum(a.row.get("duration_ms") or 0.0 for a in attempts),
+        attempt=best.number,
+        attempts_made=len(attempts),
+    )
+    item_row: ItemRow = row
+    # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+    gauges = (
+        gauge_values(item_row, best.result, Accounting.total([a.generation for a in attempts]))
+        if best.completed and best.result is not None
+        else []
+    )
+    turn_rows = [r for a in attempts for r in _turn_rows(a, a is best)]
+    return Finished(item_row, best.scores, requests, turn_rows, gauges)
+
+
+def _turn_rows(attempt: _Attempt, best: bool) -> list[TurnRow]:
+    row = attempt.row
+    scores = to_json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
+    common = {
+        "item_id": row["item_id"],
+        "item_index": row["item_index"],
+        "trial": row["trial"],
+        "attempt": attempt.number,
+        "session_id": attempt.session.session_id if attempt.session is not None else None,
+        "attempt_outcome": str(row["outcome"]),
+        "attempt_passed": attempt.passed,
+        "attempt_scores": scores,
+        "best": best,
+    }
+    turns = attempt.session.turns if attempt.session is not None else []
+    if not turns:  # an attempt that sent nothing is still kept
+        return [
+            {
+                **common,
+                "outcome": str(row["outcome"]),
+                "error": row.get("error"),
+                "failure_kind": row.get("failure_kind"),
+                "started_at": row["started_at"],
+                "duration_ms": row.get("duration_ms"),
+            }
+        ]
+    return [
+        {
+            **common,
+            "index": t.index,
+            "method": t.method.value,
+            "prompt": to_json(t.prompt),
+            "output": to_json(t.output) if t.outcome is ItemOutcome.COMPLETED else None,
+            "outcome": t.outcome.value,
+            "error": t.error,
+            "failure_kind": str(t.failure.kind) if t.failure is not None else None,
+            "model": t.result.model if t.result is not None else None,
+            **{token_column(name): n for name, n in t.tokens.items()},
+            "tokens_known": t.tokens_known,
+            "cost_usd": t.spend.known_cost,
+            "cost_completeness": t.spend.completeness.value,
+            "started_at": t.started_at,
+            "duration_ms": t.duration_ms,
+        }
+        for t in turns
+    ]

@@ -1,0 +1,169 @@
+"""Scoring one output: the run's scorers, their cut-off, and the judging spend they are measured into.
+
+One `Scoring` per run serves every way an item is produced — a target's answer (`assay.run.execute`),
+a managed session's best attempt (`assay.run.sessions`), a stored output (`assay.run.rescore`).
+Deterministic scorers run in turn on the event loop; the others (model judges, remote evaluators,
+user code that awaits) run at once under `scorer_concurrency`, each measured into its own ledger
+and capture scope. A closed budget skips the non-deterministic ones; a `CutOff` (a sandbox's
+scoring-stage deadline) fails those it stops, the others keep their scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from assay.calls.accounting import Accounting, measuring
+from assay.calls.capture import Scope
+from assay.outcomes import BudgetClosedBy, ScorerOutcome, SpendKind
+from assay.run.plan import RunPlan
+from assay.run.rows import BUDGET_REACHED, NO_SPEND, ScoreRow, score_row
+from assay.spec.dataset import Item
+from evaluators import Sample, Scorer, ScoreRecord, evaluate
+
+
+@dataclass(frozen=True, slots=True)
+class CutOff:
+    """A deadline for scorers (event-loop time), and what a scorer it cuts off records.
+
+    Args:
+        at: the deadline, on the running loop's clock.
+        why: the message of a scorer it cut off.
+    """
+
+    at: float
+    why: str
+
+    def passed(self) -> bool:
+        return asyncio.get_running_loop().time() >= self.at
+
+
+class Scored(NamedTuple):
+    """One output's scoring: its score rows, each scorer's judging spend, and the capture scopes
+    of the scorers that may have called a model."""
+
+    rows: list[ScoreRow]
+    judging: list[Accounting]
+    scopes: list[Scope]
+
+
+class Scoring:
+    """The run's scorers, ready to score one output at a time.
+
+    Args:
+        plan: the run's plan (its scorers, budget, prices, capture and response cache).
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        self._plan = plan
+        self._search_path = str(plan.spec_dir)
+        self._scorers: list[Scorer] = list(plan.spec.scorers)
+        self._sync: list[Scorer] = []
+        self._async: list[Scorer] = []
+        for scorer in self._scorers:
+            (self._async if _is_async(scorer, self._search_path) else self._sync).append(scorer)
+
+    async def score(
+        self, item: Item, trial: int, output: Any, *, cut_off: CutOff | None = None, **context: Any
+    ) -> Scored:
+        """Score one output.
+
+        Args:
+            item: the item it answers.
+            trial: its trial.
+            output: the output.
+            cut_off: a deadline for the scorers; one it cuts off (or that would start after it)
+                fails with its message, the others keep theirs.
+            context: more `Sample` fields (an agent's trajectory, a sandbox's workspace).
+        """
+        sample = Sample(
+            output=output,
+            input=item.input,
+            expected=item.expected,
+            annotations=item.annotations,
+            fields=item.fields,
+            **context,
+        )
+        # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
+        # They cannot await a model call either, so they have nothing to measure.
+        if cut_off is None:
+            results = [
+                (await evaluate(s, sample, search_path=self._search_path), NO_SPEND, None) for s in self._sync
+            ]
+        else:
+            results = [
+                (await evaluate(s, sample, search_path=self._search_path), NO_SPEND, None)
+                if not cut_off.passed()
+                else (unscored(s, ScorerOutcome.FAILED, cut_off.why), NO_SPEND, None)
+                for s in self._sync
+            ]
+        if len(self._async) == 1 and cut_off is None:
+            results.append(await self._measured(self._async[0], sample, item, trial))
+        elif self._async:
+            limiter = asyncio.Semaphore(self._plan.spec.scorer_concurrency)
+
+            async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting, Scope | None]:
+                async with limiter:
+                    if cut_off is None:
+                        return await self._measured(scorer, sample, item, trial)
+                    try:
+                        async with asyncio.timeout_at(cut_off.at):
+                            return await self._measured(scorer, sample, item, trial)
+                    except TimeoutError:
+                        return unscored(scorer, ScorerOutcome.FAILED, cut_off.why), Accounting(), None
+
+            results += await asyncio.gather(*(bounded(s) for s in self._async))
+        # A scorer that answered several named scores (a remote evaluator) is stored as one row each;
+        # its spend and calls go with the first.
+        rows = [
+            score_row(item, trial, part, spend if n == 0 else NO_SPEND, scope if n == 0 else None)
+            for record, spend, scope in results
+            for n, part in enumerate(record.parts or (record,))
+        ]
+        return Scored(
+            rows,
+            [spend for _, spend, _ in results],
+            [scope for _, _, scope in results if scope is not None],
+        )
+
+    def failed(self, item: Item, trial: int, why: str) -> Scored:
+        """Every scorer failed on this item for one reason (its sandbox could not be prepared)."""
+        rows = [
+            score_row(item, trial, unscored(s, ScorerOutcome.FAILED, why), NO_SPEND, None)
+            for s in self._scorers
+        ]
+        return Scored(rows, [], [])
+
+    async def _measured(
+        self, scorer: Scorer, sample: Sample, item: Item, trial: int
+    ) -> tuple[ScoreRecord, Accounting, Scope | None]:
+        plan = self._plan
+        budget = plan.budget
+        if budget.closed and not type(scorer).deterministic:
+            budget.note_closure(BudgetClosedBy.SCORER)
+            return unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, BUDGET_REACHED), Accounting(), None
+        scope = plan.capture.scope(item.item_id, trial, scorer.name)
+        with measuring(SpendKind.JUDGING, plan.prices, budget, scope, plan.response_cache) as ledger:
+            record = await evaluate(scorer, sample, search_path=self._search_path)
+        return record, ledger.total(), scope
+
+
+def unscored(scorer: Scorer, outcome: ScorerOutcome, why: str) -> ScoreRecord:
+    """A scorer's record when it did not get to score (the budget, a stage deadline)."""
+    return ScoreRecord(
+        scorer=scorer.name,
+        scorer_kind=scorer.kind,
+        scorer_version=type(scorer).version,
+        score=None,
+        outcome=outcome,
+        error=why,
+        duration_ms=0.0,
+    )
+
+
+def _is_async(scorer: Scorer, search_path: str) -> bool:
+    try:
+        return scorer.is_async(search_path)
+    except Exception:  # noqa: BLE001 - an unimportable user scorer fails on every item, where it is recorded
+        return False

@@ -1,0 +1,172 @@
+"""Batch benchmark: the 2,000-item arithmetic eval online vs through batches, and a SIGKILL.
+
+Against the Anthropic mock (`assay.testing.mock_anthropic`, batches end 5 s after they are
+created), with a shipped model and its shipped prices:
+
+1. online: `assay run` with the `anthropic` target, one Messages call per item;
+2. batch: the same spec with `batch: {max_requests: 700, ...}` (3 batches), uninterrupted;
+3. killed: the batch run SIGKILLed once its 3 batches are recorded in flight, then
+   `assay resume`: how many requests were submitted twice (the mock counts each custom id), and
+   the resumed run's wall time against the uninterrupted one's.
+
+    .venv/bin/python benchmarks/batch.py [--items 2000] [--delay-s 5]
+
+Targets (issue 16): batch cost = 50 % +- 1 % of online, same accuracy; 0 requests submitted
+twice; resumed wall time <= 1.2x the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from assay.store import Store
+from assay.testing.mock_anthropic import MockAnthropicServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODEL = "claude-haiku-4-5-20251001"
+BATCH = {"max_requests": 700, "max_wait_s": 1.0, "poll_s": 0.25}
+
+
+def _spec(folder: Path, base_url: str, items: int, batch: dict[str, Any] | None) -> Path:
+    rows = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(items)]
+    (folder / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    target: dict[str, Any] = {
+        "kind": "anthropic",
+        "base_url": base_url,
+        "model": MODEL,
+        "max_tokens": 16,
+        "prompt": "{question}",
+        "system": "Reply with the number only.",
+    }
+    if batch is not None:
+        target["batch"] = batch
+    spec = {
+        "name": "arithmetic-batch" if batch else "arithmetic-online",
+        "dataset": {"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        "target": target,
+        "scorers": [{"kind": "exact_match", "name": "exact"}],
+        "concurrency": 50,
+    }
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _assay(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    out, err = process.communicate(timeout=600)
+    if process.returncode not in (0, 1) or not out.strip():
+        raise RuntimeError(f"assay failed ({process.returncode}): {err[-2000:]}")
+    return json.loads(out), time.perf_counter() - started
+
+
+def _timed_run(spec: Path, store: Path) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    summary, _ = _finish(_assay("run", str(spec), "--store", str(store), "--json"))
+    return summary, time.perf_counter() - started
+
+
+def _figures(store: Path, run_id: str) -> dict[str, Any]:
+    items = Store(store).run_items(run_id)
+    scores = Store(store).run_scores(run_id)
+    return {
+        "items": items.height,
+        "completed": int((items["outcome"] == "completed").sum()),
+        "accuracy": float(scores["score"].mean()),
+        "cost_usd": float(items["cost_usd"].sum()),
+        "completeness": sorted(set(items["cost_completeness"])),
+        "batched": int(items["operations_batched"].fill_null(0).sum()),
+    }
+
+
+def _wait_for(condition: Any, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.02)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument(
+        "--delay-s", type=float, default=5.0, help="a batch ends this long after it is created"
+    )
+    args = parser.parse_args()
+    answers = {f"What is {i} + {i}?": str(2 * i) for i in range(args.items)}
+    results: dict[str, Any] = {}
+    with (
+        MockAnthropicServer(answers=answers, batch_delay_ms=args.delay_s * 1000) as mock,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        root = Path(tmp)
+        for name, batch in (("online", None), ("batch", BATCH)):
+            folder = root / name
+            folder.mkdir()
+            mock.reset()
+            summary, wall = _timed_run(_spec(folder, mock.base_url, args.items, batch), folder / "store")
+            results[name] = {**_figures(folder / "store", summary["run_id"]), "wall_s": round(wall, 2)}
+            results[name]["batch_submissions"] = mock.stats()["batch_submissions"]
+            print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
+
+        folder = root / "killed"
+        folder.mkdir()
+        mock.reset()
+        store = folder / "store"
+        started = time.perf_counter()
+        process = _assay(
+            "run", str(_spec(folder, mock.base_url, args.items, BATCH)), "--store", str(store), "--quiet"
+        )
+        _wait_for(
+            lambda: len(list((store / "batches").glob("run_id=*/*-in_progress.parquet"))) == 3, "3 batches"
+        )
+        in_flight_at_kill = len(list((store / "batches").glob("run_id=*/*-in_progress.parquet")))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        killed_after = time.perf_counter() - started
+        (partition,) = (store / "runs").glob("run_id=*")
+        run_id = partition.name.removeprefix("run_id=")
+        summary, resumed_wall = _finish(_assay("resume", run_id, "--store", str(store), "--json"))
+        stats = mock.stats()
+        results["killed"] = {
+            **_figures(store, run_id),
+            "batches_in_flight_at_kill": in_flight_at_kill,
+            "killed_after_s": round(killed_after, 2),
+            "resumed_wall_s": round(resumed_wall, 2),
+            "batch_submissions": stats["batch_submissions"],
+            "requests_submitted_twice": sum(1 for n in stats["batch_requests"].values() if n > 1),
+            "requests_submitted": sum(stats["batch_requests"].values()),
+        }
+    online, batch, killed = results["online"], results["batch"], results["killed"]
+    results["checks"] = {
+        "batch_cost_ratio": round(batch["cost_usd"] / online["cost_usd"], 4),
+        "same_accuracy": batch["accuracy"] == online["accuracy"] == killed["accuracy"],
+        "zero_duplicates": killed["requests_submitted_twice"] == 0,
+        "resumed_vs_uninterrupted_wall": round(killed["resumed_wall_s"] / batch["wall_s"], 3),
+    }
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
