@@ -1,5 +1,5 @@
 """Egress allowlisting: the proxy's pure rules, the proxy program on the host, and the whole
-sidecar on the real Docker engine (.ci/run starts it; a missing engine fails these tests).
+sidecar on the real Docker engine (scripts/test starts it; a missing engine fails these tests).
 
 Nothing here reaches beyond this machine: the "outside" hosts are busybox httpd containers on a
 network the test creates, reachable from the sidecar only.
@@ -226,7 +226,7 @@ def client() -> docker.DockerClient:
     try:
         return sandbox_images.engine()
     except docker.errors.DockerException as error:
-        pytest.fail(f"no Docker engine answers ({error}); .ci/run installs and starts one", pytrace=False)
+        pytest.fail(f"no Docker engine answers ({error}); ./scripts/test installs and starts one", pytrace=False)
 
 
 def _run(

@@ -108,7 +108,7 @@ def runs(tmp_path_factory, mock_server) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package; .ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package; ./scripts/test installs it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
