@@ -65,7 +65,11 @@ _ACCOUNTING = (
     *((spend_column(kind), pa.float64(), _SPEND_MEANINGS[kind]) for kind in SpendKind),
     ("cost_completeness", pa.string(), f"{_words(Completeness)}: how far cost_usd can be trusted"),
     ("cost_reasons", pa.string(), 'why incomplete, with counts (JSON text, e.g. {"unpriced": 3})'),
-    ("operations", pa.int64(), "model calls attempted (each HTTP attempt, denied calls included)"),
+    (
+        "operations",
+        pa.int64(),
+        "model calls attempted (each HTTP attempt, denied and refused calls included)",
+    ),
     ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),

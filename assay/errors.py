@@ -19,6 +19,8 @@
     ├── EgressError                 a sandbox's egress network or sidecar could not be set up,
     │                               read or torn down
     ├── StageTimeout                a stage of a container attempt ran past its deadline
+    ├── TargetUnreachable           the circuit breaker stopped a run whose target refused every
+    │                               call so far (recorded `failed`, the rest `cancelled`)
     └── ScorerError                 a scorer could not score; its `metadata` is kept on the
         │                           failed score row
         ├── JudgeError              an LLM judge could not be asked, or its reply not read
@@ -135,6 +137,11 @@ class StageTimeout(AssayError):
     def __init__(self, stage: str, seconds: float) -> None:
         super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
         self.stage = stage
+
+
+class TargetUnreachable(AssayError):
+    """A run's first items all failed to connect to the target: the run stops early rather than
+    retry every item (`assay.run.breaker`). Recorded as the run's error; `assay resume` continues."""
 
 
 class ScorerError(AssayError):

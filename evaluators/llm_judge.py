@@ -1,7 +1,11 @@
 """The `llm_judge` scorer: a model grades each output against a rubric.
 
 The rubric is a template over the item (`{input}`, `{output}`, `{expected}`, the annotations'
-keys, the dataset row's fields, and `{scale}`, which describes the scale in words). The judge's
+keys, the dataset row's fields, and `{scale}`, which describes the scale in words). A rubric that
+names no field at all ("Is the answer correct?") is a criterion: it is wrapped in the standard
+grading template, which shows the input, the expected answer and the output before it (as
+inspect_ai's model-graded QA does). A rubric that names fields but never `{output}` could not show
+the judge what it grades: that is a spec error. The judge's
 reply is read robustly: a JSON object `{"score": ..., "explanation": ...}` first (bare, in a
 ```json fence, or embedded in text), else a labelled number (`Score: 7/10`, `score = 0.8`,
 `Rating: [[4]]`), else `8 out of 10`, else a reply that is only a number. A reply with no score,
@@ -50,6 +54,26 @@ You are an impartial grader. Grade the answer an AI model gave to the question b
 
 Judge the model's answer on correctness first (against the reference answer, when one is given), \
 then on completeness and clarity. Score it on {scale}.
+Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
+
+# A rubric naming no field is the criterion in this template (inserted as text, not formatted).
+GRADING_TEMPLATE = """\
+You are an impartial grader. Grade the answer an AI model gave to the question below against the \
+criterion.
+
+[Question]
+{input}
+
+[Reference answer]
+{expected}
+
+[Model's answer]
+{output}
+
+[Criterion]
+<criterion>
+
+Score the model's answer on {scale}.
 Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
 
 _NUM = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"
@@ -107,10 +131,16 @@ async def _closed_with_the_loop(client: ChatClient, forget: Callable[[], object]
         await client.aclose()
 
 
+def _field_names(template: str) -> list[str]:
+    """The fields `template` names, e.g. `["input", "output[answer]"]`. Raises ValueError when it
+    does not parse."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
 def _template_problem(template: str) -> str | None:
     """Why `template` cannot be rendered with named fields, or None when it can."""
     try:
-        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        names = _field_names(template)
     except ValueError as exc:
         return str(exc)
     for name in names:
@@ -261,6 +291,27 @@ class LlmJudge(Scorer):
             raise ValueError(f"bad {info.field_name} template {cut!r}: {problem}")
         return value
 
+    @model_validator(mode="after")
+    def _rubric_shows_the_output(self) -> LlmJudge:
+        named = {re.split(r"[.\[]", name, maxsplit=1)[0] for name in _field_names(self.rubric)}
+        if self.system is not None:
+            named |= {re.split(r"[.\[]", name, maxsplit=1)[0] for name in _field_names(self.system)}
+        if named and "output" not in named:
+            shown = ", ".join(f"{{{name}}}" for name in sorted(named))
+            raise ValueError(
+                f"rubric names {shown} but never {{output}}, so the judge would not see what it grades: "
+                "add {output}, or name no field at all to use the standard grading template"
+            )
+        return self
+
+    @property
+    def prompt_template(self) -> str:
+        """The judge's prompt template: the rubric, or, when it names no field, the standard
+        grading template with the rubric as its criterion."""
+        if _field_names(self.rubric):
+            return self.rubric
+        return GRADING_TEMPLATE.replace("<criterion>", self.rubric)
+
     @field_validator("scale", mode="before")
     @classmethod
     def _scale(cls, value: Any) -> Any:
@@ -300,7 +351,7 @@ class LlmJudge(Scorer):
         messages = []
         if self.system is not None:
             messages.append({"role": "system", "content": self._render(self.system, sample, "system")})
-        messages.append({"role": "user", "content": self._render(self.rubric, sample, "rubric")})
+        messages.append({"role": "user", "content": self._render(self.prompt_template, sample, "rubric")})
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
             body["temperature"] = self.temperature

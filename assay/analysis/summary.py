@@ -51,6 +51,7 @@ class _Summary(TypedDict):
     error: str | None
     planned: int
     items: dict[str, int]
+    failures: list[dict[str, Any]]
     item_error_rate: float | None
     fail_on_item_error_rate: float
     gate_passed: bool
@@ -84,10 +85,12 @@ class RunSummary(_Summary, total=False):
         error: why it failed (status `failed`).
         planned: items x trials planned.
         items: item x trials by outcome, every outcome a key.
+        failures: the failed items grouped by error, most frequent first (`failure_groups`).
         item_error_rate: failed / (completed + failed); None when nothing was attempted.
         fail_on_item_error_rate: the gate's limit.
         gate_passed: whether the item error rate is within it.
-        scorers: per scorer, the statistics of its scores and its outcome counts.
+        scorers: per scorer, the statistics of its scores, its outcome counts and its first error
+            (`first_error`, in dataset order; None when it never failed).
         gauges: per gauge, the statistics of its measurements (`gauge_stats`).
         teardown_errors: the first few sandbox teardown failures.
         n_teardown_errors: how many there were.
@@ -111,6 +114,31 @@ def item_error_rate(counts: dict[str, int]) -> float | None:
     """failed / attempted, where attempted excludes cancelled and budget-stopped items."""
     attempted = counts.get(ItemOutcome.COMPLETED, 0) + counts.get(ItemOutcome.FAILED, 0)
     return counts.get(ItemOutcome.FAILED, 0) / attempted if attempted else None
+
+
+FAILURE_GROUPS = 5
+
+
+def failure_groups(items: pl.DataFrame, limit: int = FAILURE_GROUPS) -> list[dict[str, Any]]:
+    """The failed items grouped by their error message, most frequent first (ties in dataset
+    order): `[{"error": "connection refused by 127.0.0.1:8799", "n": 30}]`. Past `limit` groups,
+    the rest are one last group with `error` None.
+
+    Args:
+        items: a run's item rows.
+        limit: how many groups to name.
+    """
+    groups = (
+        items.filter(pl.col("outcome") == ItemOutcome.FAILED)
+        .group_by("error")
+        .agg(pl.len().alias("n"), pl.col("item_index").min().alias("first"))
+        .sort(["n", "first"], descending=[True, False])
+        .select("error", "n")
+        .to_dicts()
+    )
+    if len(groups) > limit:
+        groups = [*groups[:limit], {"error": None, "n": sum(g["n"] for g in groups[limit:])}]
+    return groups
 
 
 def _quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
@@ -165,6 +193,14 @@ def summarise(store: Store, run_id: str) -> RunSummary:
                 (pl.col("outcome") == outcome.value).sum().alias(outcome.value)
                 for outcome in _SCORER_OUTCOMES
             ),
+            pl.col("error")
+            .filter(pl.col("outcome") == ScorerOutcome.FAILED)
+            .sort_by(
+                pl.col("item_index").filter(pl.col("outcome") == ScorerOutcome.FAILED),
+                pl.col("trial").filter(pl.col("outcome") == ScorerOutcome.FAILED),
+            )
+            .first()
+            .alias("first_error"),
         )
         .sort("scorer")
         .to_dicts()
@@ -192,6 +228,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "error": record.get("error"),
         "planned": record["n_planned"],
         "items": counts,
+        "failures": failure_groups(items),
         "item_error_rate": rate,
         "fail_on_item_error_rate": limit,
         "gate_passed": rate is None or rate <= limit,

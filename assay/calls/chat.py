@@ -30,7 +30,7 @@ from yarl import URL
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 
@@ -175,8 +175,10 @@ class ChatClient:
                 status, headers, reason = response.status, response.headers, response.reason
                 raw = await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            # The request may have reached the provider and been billed: its cost is unknown.
-            self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
+            if refused(exc):  # never sent: $0, known
+                self._measure(lambda ledger: Accounting.of_unsent_call(ledger.kind))
+            else:  # the request may have reached the provider and been billed: its cost is unknown
+                self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             self._endpoint.observe(None, {})
             failed = self._endpoint.transport_failed(exc)
             if op is not None:

@@ -224,7 +224,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
             print(json.dumps(summary, default=str, indent=2))
         return EXIT_INPUT
     _print_summary(args, summary)
-    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
+    # A run stopped early by the circuit breaker is `failed`, with its summary: exit 1 like a gate.
+    return EXIT_GATE if summary["status"] in (RunStatus.FAILED_GATE, RunStatus.FAILED) else EXIT_OK
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:

@@ -100,16 +100,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
         f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
     )
-    table = Table(show_header=True, header_style="bold")
-    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
-        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
-    for row in summary["scorers"]:
-        table.add_row(
-            row["scorer"],
-            *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
-            *(str(row[k]) for k in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)),
-        )
-    console.print(table)
+    if summary.get("failures"):
+        console.print(escape(failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
+    _print_scorers(console, summary)
     if summary.get("gauges"):
         gauges = Table(show_header=True, header_style="bold")
         for column in ("gauge", "n", "mean", "min", "p50", "p95", "max"):
@@ -131,6 +124,50 @@ def print_summary(summary: dict[str, Any]) -> None:
         + " · ".join(f"{k} {_fmt(duration[k], 1)}" for k in ("mean", "p50", "p95", "max"))
         + (f" · wall {wall / 1000:.2f} s" if wall else "")
     )
+
+
+def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
+    """The failed items in one line, grouped by error: `30 failed: connection refused by
+    127.0.0.1:8799 (30)`.
+
+    Args:
+        n_failed: how many items failed.
+        groups: `summary.failure_groups`, most frequent first; a group with error None is the rest.
+    """
+    named = [f"{_cut(g['error'])} ({g['n']})" if g["error"] else f"other errors ({g['n']})" for g in groups]
+    return f"{n_failed} failed: " + " · ".join(named)
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _print_scorers(console: Console, summary: dict[str, Any]) -> None:
+    """The scorers' table, then a line per scorer that failed (how often, and its first error) —
+    or, when nothing was scored, why the table is empty."""
+    if not summary["scorers"]:
+        completed = summary["items"].get(ItemOutcome.COMPLETED, 0)
+        console.print("no scores: " + ("no item completed" if not completed else "no scorer ran"))
+        return
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in summary["scorers"]:
+        table.add_row(
+            row["scorer"],
+            *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
+            *(str(row[k]) for k in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)),
+        )
+    console.print(table)
+    for row in summary["scorers"]:
+        if row[ScorerOutcome.FAILED]:
+            total = sum(
+                row.get(outcome, 0) for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED
+            )
+            console.print(
+                f"[yellow]{escape(row['scorer'])}: {row[ScorerOutcome.FAILED]} of {total} failed — "
+                f"{escape(_cut(row.get('first_error') or 'no error recorded'))}[/yellow]"
+            )
 
 
 def print_runs(runs: pl.DataFrame) -> None:

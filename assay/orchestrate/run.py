@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.analysis.summary import mark_unavailable, matrix_summary
+from assay.errors import TargetUnreachable
 from assay.orchestrate.finish import finish_run
 from assay.run import progress
 from assay.run.execute import Executor, ShardExecutor, ShardReport
@@ -142,6 +143,8 @@ async def _run(plan: RunPlan, host: Host, started: float) -> dict[str, Any]:
     try:
         async with plan.lease.holding():
             await _execute(plan, host)
+    except TargetUnreachable as stop:  # the circuit breaker: a failed run with a summary, no crash
+        return finish_run(plan, _ms_since(started), stop)
     except BaseException as stop:
         finish_run(plan, _ms_since(started), stop)
         raise

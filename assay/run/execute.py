@@ -35,6 +35,7 @@ from assay.outcomes import (
     token_column,
 )
 from assay.run import progress
+from assay.run.breaker import CircuitBreaker
 from assay.run.plan import RunPlan, Shard
 from assay.spec.dataset import Item
 from assay.targets import Target, TargetResult, kind_of
@@ -66,6 +67,7 @@ class ShardExecutor:
     def __init__(self, plan: RunPlan) -> None:
         self.plan = plan
         self._search_path = str(plan.spec_dir)
+        self._breaker = CircuitBreaker()
         self._sync_scorers: list[Scorer] = []
         self._async_scorers: list[Scorer] = []
         for scorer in plan.spec.scorers:
@@ -98,6 +100,7 @@ class ShardExecutor:
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
                 batch.add(finished)
                 progress.current().item_done(outcome, finished.item.get("cost_usd"))
+                self._breaker.observe(finished.item)
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in `_run_item` still bounds the target calls in flight.
