@@ -5,14 +5,17 @@ target that refuses connections stopping the run early (issue 15, points 3 and 4
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from assay import numbers
 from assay.cli import main
 from assay.errors import TargetUnreachable
+from assay.report import build_report
 from assay.run.breaker import CircuitBreaker
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
@@ -41,6 +44,7 @@ def refused_spec(folder: Path, port: int, n: int = 30) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_a_refusing_target_stops_the_run_early_and_resumes(tmp_path, refusing, capsys):
     refusing_port = refusing.getsockname()[1]
     spec, store = refused_spec(tmp_path, refusing_port), tmp_path / "store"
@@ -126,3 +130,97 @@ def test_a_scorer_failing_on_every_item_says_so_in_one_line(tmp_path, mock, caps
         )
     ], out
     assert not any(line.startswith("exact:") for line in out.splitlines()), "exact never failed"
+
+
+# --- numbers: one formatter for the terminal, the report and the Prefect artifacts (points 6, 7) ---
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (5.59e-05, "$0.000056"),
+        (0.0, "$0"),
+        (0.00123, "$0.0012"),
+        (0.123456, "$0.1235"),
+        (12.5, "$12.5"),
+        (1234.5, "$1,234.50"),
+        (-0.00005, "-$0.00005"),
+        (None, "–"),
+    ],
+)
+def test_money_is_plain_decimals(value, shown):
+    assert numbers.usd(value) == shown
+
+
+def test_milliseconds_are_rounded_and_ratios_are_percentages():
+    assert [numbers.ms(v) for v in (8664.7, 12.0, 3.21, None)] == ["8,665 ms", "12 ms", "3.2 ms", "–"]
+    assert [numbers.pct(v) for v in (0.0333, 1.0, None)] == ["3.3%", "100.0%", "–"]
+    assert numbers.gauge("gauge.cost_usd", 5.59e-05) == "$0.000056"
+    assert numbers.gauge("gauge.duration_ms", 1234.4) == "1,234 ms"
+    assert numbers.gauge("gauge.steps", 3.0) == "3"
+
+
+def priced_spec(folder: Path, base_url: str, **spec) -> Path:
+    write_jsonl(folder / "data.jsonl", arithmetic_rows(3))
+    target = {"kind": "openai", "base_url": base_url, "model": "mock-1", "prompt": "{question}"}
+    return write_spec(
+        folder,
+        name="priced",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        target={**target, **spec.pop("target", {})},
+        scorers=[{"kind": "exact_match"}],
+        **spec,
+    )
+
+
+def test_the_summary_shows_cost_with_its_completeness(tmp_path, mock, capsys):
+    # Five words in, five out, at $1 / $2 per million tokens: $0.000015 an item.
+    spec = priced_spec(tmp_path, mock.base_url, prices={"mock-1": {"input": 1.0, "output": 2.0}})
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "cost $0.000045 (complete)" in out.splitlines(), out
+    assert "item duration: mean " in out and " ms · p50 " in out
+    assert "e-0" not in out, "no scientific notation anywhere"
+
+    (tmp_path / "unpriced").mkdir()
+    unpriced = priced_spec(tmp_path / "unpriced", mock.base_url)
+    assert main(["run", str(unpriced), "--store", str(tmp_path / "u")]) == 0
+    out = capsys.readouterr().out
+    assert "cost unknown: mock-1 is unpriced (add it to the spec's `prices`)" in out.splitlines(), out
+
+
+def test_estimate_leads_with_unknown_and_says_at_most_only_for_a_real_maximum(tmp_path, mock, capsys):
+    spec = priced_spec(tmp_path, mock.base_url)
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "cost unknown: mock-1 is unpriced (add it to the spec's `prices`)", last
+
+    uncapped = priced_spec(tmp_path, mock.base_url, prices={"mock-1": {"input": 1.0, "output": 2.0}})
+    assert main(["estimate", str(uncapped), "--store", str(tmp_path / "s")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"cost expected \$0\.0000\d+, no upper bound \(a call without max_tokens\)", last), (
+        last
+    )
+
+    capped = priced_spec(
+        tmp_path,
+        mock.base_url,
+        prices={"mock-1": {"input": 1.0, "output": 2.0}},
+        target={"max_tokens": 10},
+    )
+    assert main(["estimate", str(capped), "--store", str(tmp_path / "s")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    # 3 calls x 10 output tokens at $2 per million, plus the prompts' input tokens at $1.
+    assert re.fullmatch(r"cost expected \$0\.0000\d+, at most \$0\.0000\d+", last), last
+
+
+def test_the_report_writes_tiny_costs_in_plain_decimals(tmp_path, mock, capsys):
+    spec = priced_spec(tmp_path, mock.base_url, prices={"mock-1": {"input": 1.0, "output": 2.0}})
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    html = build_report(Store(tmp_path / "s"), run_id)
+    gauges = re.search(r'<table class="gauges">.*?</table>', html, re.DOTALL)
+    assert gauges is not None
+    cost_row = re.search(r"<code>gauge\.cost_usd</code>.*?</tr>", gauges.group(0), re.DOTALL)
+    assert cost_row is not None and cost_row.group(0).count("$0.000015") == 4, cost_row.group(0)
+    assert "e-05" not in gauges.group(0)

@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 
 import polars as pl
 
-from assay.calls.accounting import Budget, BudgetColumns
+from assay.calls.accounting import Budget, BudgetColumns, Price, PriceTable
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
@@ -40,6 +40,7 @@ class CostSummary(TypedDict):
     generation_usd: float
     judging_usd: float
     operations: int
+    unpriced_models: list[str]
 
 
 class _Summary(TypedDict):
@@ -219,6 +220,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
             row.update(trials_stats.get(row["scorer"], {}))
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
+    reasons = json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {}
     return {
         "run_id": run_id,
         "name": record["name"],
@@ -243,10 +245,11 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "cost": {
             "usd": accounting["cost_usd"],
             "completeness": accounting["cost_completeness"],
-            "reasons": json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {},
+            "reasons": reasons,
             "generation_usd": accounting[spend_column(SpendKind.GENERATION)],
             "judging_usd": accounting[spend_column(SpendKind.JUDGING)],
             "operations": accounting["operations"],
+            "unpriced_models": unpriced_models(record, items, scores) if "unpriced" in reasons else [],
         },
         "accounting": accounting,
         "budget": {
@@ -258,6 +261,21 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "caller_cost_usd": caller_cost,
         "wall_ms": record.get("wall_ms"),
     }
+
+
+def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.DataFrame) -> list[str]:
+    """The models that answered in a run (targets and judges) but have no price in its table
+    (the shipped one under the spec's `prices`), sorted.
+
+    Args:
+        record: the run's record.
+        items: its item rows.
+        scores: its score rows.
+    """
+    spec = json.loads(record["spec_json"]) if record.get("spec_json") else {}
+    table = PriceTable.shipped({name: Price.model_validate(p) for name, p in (spec.get("prices") or {}).items()})
+    used = set(items["model"].drop_nulls().to_list()) | set(scores["model"].drop_nulls().to_list())
+    return sorted(model for model in used if model not in table.prices)
 
 
 _SUMMED = (
