@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay.outcomes import ItemOutcome
 from assay.store import Store
 from tests.conftest import (
@@ -20,6 +22,8 @@ from tests.conftest import (
     start_run_until_committed,
     wait_for,
 )
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 N = 200
 
@@ -108,7 +112,9 @@ def test_sigterm_at_any_moment_leaves_counts_that_add_up(tmp_path, mock):
         spec = openai_spec(folder, mock.base_url, n=n, concurrency=4)
         store = folder / "store"
         process = start_run(spec, store)
-        wait_for(lambda: list((store / "runs").glob("run_id=*/run-*.parquet")), "the run was recorded", process)
+        wait_for(
+            lambda: list((store / "runs").glob("run_id=*/run-*.parquet")), "the run was recorded", process
+        )
         time.sleep(delay)  # the moment under test, not a wait for something
         process.terminate()
         _, stderr = process.communicate(timeout=120)

@@ -34,6 +34,8 @@ from flows.run import run_eval
 from tests import sandbox_images
 from tests.conftest import write_jsonl, write_spec
 
+pytestmark = [pytest.mark.docker]
+
 SECRET_PATH = "/very-secret-path.txt"
 SECRET_QUERY = "token=hunter2"
 CONTENT = "allowed-content-7f3a"
@@ -226,7 +228,9 @@ def client() -> docker.DockerClient:
     try:
         return sandbox_images.engine()
     except docker.errors.DockerException as error:
-        pytest.fail(f"no Docker engine answers ({error}); ./scripts/test installs and starts one", pytrace=False)
+        pytest.fail(
+            f"no Docker engine answers ({error}); ./scripts/test installs and starts one", pytrace=False
+        )
 
 
 def _run(

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, openai_spec
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 # Runs the CLI's `main` in this interpreter, then reports what it imported.
 _PROBE = """

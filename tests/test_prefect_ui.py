@@ -14,10 +14,13 @@ from pathlib import Path
 import httpx
 import polars as pl
 import psutil
+import pytest
 
 from assay.store import Store
 from tests.conftest import REPO
 from tests.prefect_server import _free_port, prefect_env
+
+pytestmark = [pytest.mark.prefect]
 
 ASSAY = str(Path(sys.executable).with_name("assay"))
 PREFECT = str(Path(sys.executable).with_name("prefect"))

@@ -24,6 +24,8 @@ from assay.report import money
 from assay.store import Store
 from tests.conftest import mock_target, write_jsonl, write_spec
 
+pytestmark = [pytest.mark.browser]
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--no-sandbox",

@@ -25,6 +25,8 @@ from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
 
+pytestmark = [pytest.mark.docker]
+
 SECRET = "sk-sandbox-secret-7f3a9c"
 
 
@@ -544,6 +546,7 @@ def test_the_report_links_each_item_to_what_its_attempt_kept(tmp_path: Path, ima
             assert target.is_file(), target
 
 
+@pytest.mark.browser
 def test_the_reports_file_links_work_in_chromium(tmp_path: Path, image: str) -> None:
     from urllib.parse import unquote, urlparse
 

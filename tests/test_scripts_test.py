@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]
+pytestmark = [pytest.mark.docker]
 
 
 def test_readme_and_ci_run_the_same_command() -> None:

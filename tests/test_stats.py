@@ -53,6 +53,7 @@ def _continuous_pairs(rng: np.random.Generator, true_delta: float) -> tuple[np.n
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
+@pytest.mark.slow
 def test_bootstrap_ci_covers_true_delta_about_95_percent(kind: str) -> None:
     rng = np.random.default_rng(20241101)
     covered = 0
@@ -69,6 +70,7 @@ def test_bootstrap_ci_covers_true_delta_about_95_percent(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
+@pytest.mark.slow
 def test_regressed_rarely_fires_under_the_null(kind: str) -> None:
     rng = np.random.default_rng(7)
     counts = dict.fromkeys(Verdict, 0)
