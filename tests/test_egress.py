@@ -30,7 +30,6 @@ from assay.sandbox import _egress_proxy as proxy
 from assay.sandbox.egress import _docker_name, parse_denials, sanitize_host, start_egress
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
-from flows.run import run_eval
 from tests import sandbox_images
 from tests.conftest import write_jsonl, write_spec
 
@@ -496,6 +495,8 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         scorers=[{"kind": "includes", "value": "status 403 via http://egress-proxy:3128"}],
         fail_on_item_error_rate=1,
     )
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
     run_id = summary["run_id"]
     try:

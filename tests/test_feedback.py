@@ -19,7 +19,7 @@ from assay.report import build_report
 from assay.run.breaker import CircuitBreaker
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import arithmetic_rows, only_run_id, write_jsonl, write_spec
+from tests.conftest import REPO, arithmetic_rows, only_run_id, write_jsonl, write_spec
 
 
 @pytest.fixture
@@ -224,3 +224,19 @@ def test_the_report_writes_tiny_costs_in_plain_decimals(tmp_path, mock, capsys):
     cost_row = re.search(r"<code>gauge\.cost_usd</code>.*?</tr>", gauges.group(0), re.DOTALL)
     assert cost_row is not None and cost_row.group(0).count("$0.000015") == 4, cost_row.group(0)
     assert "e-05" not in gauges.group(0)
+
+
+def test_the_readme_documents_every_field_of_the_scorers_that_take_fields():
+    from evaluators.code_exec import CodeExec
+    from evaluators.llm_judge import LlmJudge
+    from evaluators.remote import Remote
+    from evaluators.user import UserCode
+
+    readme = (REPO / "README.md").read_text()
+    common = {"kind", "name", "applies", "gold_check"}
+    for scorer in (LlmJudge, UserCode, Remote, CodeExec):
+        (kind,) = scorer.model_fields["kind"].annotation.__args__
+        (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{kind}` |")]
+        missing = [f for f in scorer.model_fields if f not in common and f"`{f}`" not in row]
+        assert not missing, (kind, missing)
+    assert "python -m assay.testing.mock_openai --port 8000" in readme

@@ -21,7 +21,6 @@ from assay.outcomes import RowKind
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from assay.targets.container.workspace import workspace_diff
-from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
 
@@ -70,6 +69,8 @@ def _eval(
 
 
 def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))
     run_id = summary["run_id"]
     data = Store(store)

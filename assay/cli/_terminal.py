@@ -176,7 +176,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     console = _console()
     console.print(
         f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
-        f"  ([cyan]{comparison['comparison_id']}[/cyan])"
+        f"  · comparison [cyan]{comparison['comparison_id']}[/cyan] (stored in the store's comparisons/)"
     )
     table = Table(show_header=True, header_style="bold")
     columns = ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict")
