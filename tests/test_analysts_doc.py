@@ -183,12 +183,14 @@ def test_the_doc_has_eleven_worked_queries_in_both_languages():
 
 
 @pytest.mark.parametrize("heading, code", PYTHON, ids=[f"py{n}" for n in range(len(PYTHON))])
+@pytest.mark.slow
 def test_python_snippet_runs(store, heading, code):
     result = run_python(code, store)
     assert result.height > 0, f"{heading!r}: empty result"
 
 
 @pytest.mark.parametrize("heading, code", SQL, ids=[f"sql{n}" for n in range(len(SQL))])
+@pytest.mark.slow
 def test_sql_snippet_runs(store, heading, code):
     _, rows = run_sql(code, store)
     assert rows, f"{heading!r}: empty result"
@@ -203,6 +205,7 @@ def same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("heading", QUERIES)
+@pytest.mark.slow
 def test_polars_and_duckdb_agree(store, heading):
     (py,) = [code for h, code in PYTHON if h == heading]
     (sql,) = [code for h, code in SQL if h == heading]
@@ -214,6 +217,7 @@ def test_polars_and_duckdb_agree(store, heading):
         assert all(same(a, b) for a, b in zip(got, want, strict=True)), (heading, got, want)
 
 
+@pytest.mark.slow
 def test_the_store_has_what_the_queries_need(store):
     """Guards the fixture: each query has something real to find."""
     items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)

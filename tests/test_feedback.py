@@ -214,6 +214,7 @@ def test_estimate_leads_with_unknown_and_says_at_most_only_for_a_real_maximum(tm
     assert re.fullmatch(r"cost expected \$0\.0000\d+, at most \$0\.0000\d+", last), last
 
 
+@pytest.mark.slow
 def test_the_report_writes_tiny_costs_in_plain_decimals(tmp_path, mock, capsys):
     spec = priced_spec(tmp_path, mock.base_url, prices={"mock-1": {"input": 1.0, "output": 2.0}})
     assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0

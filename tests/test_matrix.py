@@ -74,6 +74,7 @@ def test_every_cell_is_its_own_run_under_one_matrix(matrix, capsys):
     assert set(stored["revision"]) == {1}
 
 
+@pytest.mark.slow
 def test_leaderboard_command_with_another_baseline(matrix, capsys):
     _, spec, store = matrix
     main(["run", str(spec), "--store", store, "--json"])
@@ -91,6 +92,7 @@ def test_leaderboard_command_with_another_baseline(matrix, capsys):
     assert main(["leaderboard", "no-such-matrix", "--store", store]) == 2
 
 
+@pytest.mark.slow
 def test_a_cell_resumes_alone(matrix, capsys):
     _, spec, store = matrix
     main(["run", str(spec), "--store", store, "--json"])
