@@ -337,7 +337,6 @@ def _compare(args: argparse.Namespace) -> int:
     from assay.errors import SpecError
     from assay.spec import describe_errors
     from assay.store import Store
-    from flows.compare import compare_runs
 
     thresholds = {}
     for text in args.threshold:
@@ -360,14 +359,18 @@ def _compare(args: argparse.Namespace) -> int:
         raise SpecError(describe_errors(exc)) from None
     params = {"baseline": args.baseline, "candidate": args.candidate, "store": args.store, "options": options}
     if args.prefect or _prefect_env.api_configured():
+        from flows.compare import compare_runs
+
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
         # A failed gate fails the flow run (its state carries the comparison): read it back.
         comparison = compare_runs(**params, return_state=True).result(raise_on_failure=False)
         if isinstance(comparison, BaseException):  # the flow run crashed: its exception, not a comparison
             raise comparison
-    else:
-        comparison = compare_runs.fn(**params)
+    else:  # embedded: the flow's body, without importing Prefect
+        from assay.orchestrate.compare import compare_and_store
+
+        comparison = compare_and_store(**params)
     if args.json:
         print(json.dumps(comparison, default=str, indent=2))
     elif not args.quiet:
