@@ -239,3 +239,35 @@ def test_the_store_has_what_the_queries_need(store):
     assert {"gauge.duration_ms", "gauge.tokens_input", "gauge.cost_usd"} <= set(gauges["scorer"])
     # Gauge rows would count as scorers without the `kind` filter of queries 6 and 9.
     assert gauges.filter(pl.col("outcome") == "measured").height == gauges.height
+
+
+def test_schema_md_and_this_guide_list_the_same_store_folders_and_globs():
+    """The two pages an analyst reads first agree on what the store holds and how to glob it."""
+    import pyarrow as pa
+
+    from assay import _schema
+
+    def layout(doc: str, prefix: str) -> dict[str, str]:
+        block = doc.split("```\n" + prefix, 1)[1].split("```", 1)[0]
+        folders: dict[str, str] = {}
+        for line in (prefix + block).splitlines():
+            for path in re.findall(re.escape(prefix) + r"[^\s,]+", line):
+                name, _, rest = path.removeprefix(prefix).partition("/")
+                folders.setdefault(name, rest.rsplit("/", 1)[-1] if rest.endswith(".parquet") else "")
+        return folders
+
+    schema_doc = (REPO / "docs/schema.md").read_text()
+    schema = layout(schema_doc, "<store>/")
+    guide = layout(DOC_PATH.read_text(), "assay-store/")
+    assert set(schema) == set(guide), (sorted(schema), sorted(guide))
+    for name, glob in guide.items():
+        if glob and schema[name]:
+            assert glob == schema[name], (name, glob, schema[name])
+    parquet = [
+        name for name, value in vars(_schema).items() if name.isupper() and isinstance(value, pa.Schema)
+    ]
+    assert (
+        f"writes {['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight'][len(parquet) - 1]} Parquet datasets"
+        in schema_doc
+    )
+    assert "leases/" in schema_doc and "lease" in schema_doc.split("leases/", 1)[1].split("\n", 1)[0]
