@@ -118,7 +118,11 @@ ITEMS = _schema(
     ("duration_ms", pa.float64(), "wall time of the item's target call, retries included"),
     ("wire_ms", pa.float64(), "wall time of the attempt that succeeded"),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
-    ("retries", pa.int32(), "how many attempts failed before the last"),
+    (
+        "retries",
+        pa.int32(),
+        "how many attempts failed before the last (failed items too); null if not counted",
+    ),
     *_TOKENS,
     ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
     *_ACCOUNTING,

@@ -180,6 +180,7 @@ class TargetFailure(Exception):
         artifacts: files kept for the failed attempt (a sandbox's transcript), relative to the
             run's artifacts partition.
         sandbox: a container attempt's facts.
+        retries: how many attempts failed before the last, when the caller counted them.
     """
 
     def __init__(
@@ -194,8 +195,10 @@ class TargetFailure(Exception):
         usage: Any = None,
         artifacts: list[str] | None = None,
         sandbox: dict[str, Any] | None = None,
+        retries: int | None = None,
     ) -> None:
         super().__init__(message)
+        self.retries = retries
         self.artifacts = artifacts
         self.sandbox = sandbox
         self.message = message

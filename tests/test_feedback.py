@@ -241,3 +241,12 @@ def test_the_readme_documents_every_field_of_the_scorers_that_take_fields():
         missing = [f for f in scorer.model_fields if f not in common and f"`{f}`" not in row]
         assert not missing, (kind, missing)
     assert "python -m assay.testing.mock_openai --port 8000" in readme
+
+
+def test_a_failed_item_says_how_many_retries_it_took(tmp_path, mock, capsys):
+    mock.configure(faults=[{"status": 500, "times": -1}])
+    spec = priced_spec(tmp_path, mock.base_url, target={"max_retries": 2}, fail_on_item_error_rate=1)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    items = Store(tmp_path / "s").run_items(run_id)
+    assert items["outcome"].to_list() == ["failed"] * 3 and items["retries"].to_list() == [2] * 3

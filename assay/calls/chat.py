@@ -125,8 +125,10 @@ class ChatClient:
             return _chat_reply(hit, _usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
         content = pydantic_core.to_json(body)
         wire: list[float] = [0.0]
+        attempts: list[int] = [0]
 
         async def attempt(number: int) -> dict[str, Any]:
+            attempts[0] = number
             sent = time.perf_counter()
             reply = await self._attempt(content, op, number)
             wire[0] = (time.perf_counter() - sent) * 1000
@@ -141,6 +143,7 @@ class ChatClient:
                     error=exc.failure.message,
                     total_ms=(time.perf_counter() - started) * 1000,
                 )
+            exc.failure.retries = attempts[0] - 1  # the failed item's `retries`, like a success's
             raise exc.failure from None
         except BudgetDenied as exc:
             if op is not None:
