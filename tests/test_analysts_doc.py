@@ -271,3 +271,14 @@ def test_schema_md_and_this_guide_list_the_same_store_folders_and_globs():
         in schema_doc
     )
     assert "leases/" in schema_doc and "lease" in schema_doc.split("leases/", 1)[1].split("\n", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_regression_query_compares_each_cell_of_a_matrix_only_with_itself(store):
+    """Query 4 on a matrix spec's name: its cells are runs of one name, and none is the "run
+    before" another (each cell ran once here, so no cell has a change)."""
+    (code,) = [c for h, c in PYTHON if h.startswith("4. ")]
+    assert 'NAME = "arith"' in code
+    result = run_python(code.replace('NAME = "arith"', 'NAME = "arith-models"'), store)
+    assert sorted(result["cell"]) == ["large", "small", "unpriced"]
+    assert result["change"].null_count() == result.height, result
