@@ -250,3 +250,17 @@ def test_a_failed_item_says_how_many_retries_it_took(tmp_path, mock, capsys):
     run_id = json.loads(capsys.readouterr().out)["run_id"]
     items = Store(tmp_path / "s").run_items(run_id)
     assert items["outcome"].to_list() == ["failed"] * 3 and items["retries"].to_list() == [2] * 3
+
+
+def test_a_rescore_is_labelled_as_one_in_show_and_ls(tmp_path, mock, capsys):
+    spec, store = priced_spec(tmp_path, mock.base_url), str(tmp_path / "s")
+    assert main(["run", str(spec), "--store", store, "--json"]) == 0
+    source = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["rescore", source, "--scorer", "{kind: includes, value: '2'}", "--store", store, "--json"]) == 0
+    rescore = json.loads(capsys.readouterr().out)["run_id"]
+
+    assert main(["show", rescore, "--store", store]) == 0
+    assert f"run {rescore} (rescore of {source})  status completed" in capsys.readouterr().out
+    assert main(["ls", "--store", store]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if rescore in line]
+    assert f"rescore of {source}" in line

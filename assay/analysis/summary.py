@@ -48,6 +48,7 @@ class _Summary(TypedDict):
     name: str
     matrix_id: str | None
     cell: str | None
+    source_run_id: str | None
     status: str
     error: str | None
     planned: int
@@ -82,6 +83,7 @@ class RunSummary(_Summary, total=False):
         name: the spec's name.
         matrix_id: the matrix the run is a cell of, if any.
         cell: its cell's name.
+        source_run_id: for a rescore, the run it rescored.
         status: the run's status (`RunStatus`).
         error: why it failed (status `failed`).
         planned: items x trials planned.
@@ -226,6 +228,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "name": record["name"],
         "matrix_id": record["matrix_id"],
         "cell": record["cell"],
+        "source_run_id": record.get("source_run_id"),
         "status": record["status"],
         "error": record.get("error"),
         "planned": record["n_planned"],

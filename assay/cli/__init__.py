@@ -520,7 +520,16 @@ def _ls(args: argparse.Namespace) -> int:
         Store(args.store)
         .runs()
         .select(
-            "run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed"
+            "run_id",
+            "name",
+            "kind",
+            "source_run_id",
+            "cell",
+            "status",
+            "created_at",
+            "n_planned",
+            "n_completed",
+            "n_failed",
         )
         .sort("created_at", descending=True)
         .head(args.limit)

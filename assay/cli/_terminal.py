@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -77,8 +78,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     rate = summary["item_error_rate"]
     gate = "passed" if summary["gate_passed"] else "FAILED"
+    source = summary.get("source_run_id")
     console.print(
-        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]  status [bold]{summary['status']}[/bold]"
+        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]"
+        + (f" (rescore of [cyan]{source}[/cyan])" if source else "")
+        + f"  status [bold]{summary['status']}[/bold]"
     )
     if summary.get("error"):
         console.print(
@@ -162,11 +166,16 @@ def _print_scorers(console: Console, summary: dict[str, Any]) -> None:
 
 
 def print_runs(runs: pl.DataFrame) -> None:
+    if "source_run_id" in runs.columns:  # a rescore is labelled as one, naming its source
+        label = pl.lit("rescore of ") + pl.col("source_run_id")
+        runs = runs.with_columns(
+            kind=pl.when(pl.col("source_run_id").is_not_null()).then(label).otherwise(pl.col("kind"))
+        ).drop("source_run_id")
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("run_id", "kind", "created_at"))
     for row in runs.iter_rows():
-        table.add_row(*(numbers.num(v) for v in row))
+        table.add_row(*(f"{v:%Y-%m-%d %H:%M:%S}" if isinstance(v, datetime) else numbers.num(v) for v in row))
     _console().print(table)
 
 
