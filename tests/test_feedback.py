@@ -19,7 +19,7 @@ from assay.report import build_report
 from assay.run.breaker import CircuitBreaker
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import REPO, arithmetic_rows, only_run_id, write_jsonl, write_spec
+from tests.conftest import REPO, arithmetic_rows, only_run_id, run_assay, write_jsonl, write_spec
 
 
 @pytest.fixture
@@ -264,3 +264,17 @@ def test_a_rescore_is_labelled_as_one_in_show_and_ls(tmp_path, mock, capsys):
     assert main(["ls", "--store", store]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if rescore in line]
     assert f"rescore of {source}" in line
+
+
+def test_assay_ui_refuses_a_busy_port_before_starting_anything(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run_assay("ui", "--port", str(port), "--logs", str(tmp_path / "logs"), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"error: --port {port}: 127.0.0.1:{port} is already in use (another `assay ui` or Prefect "
+        "server?); stop it, or pass another --port"
+    )
+    assert not (tmp_path / "logs").exists(), "nothing started, nothing written"
