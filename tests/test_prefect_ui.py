@@ -78,8 +78,9 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
     try:
         # "starting" at once, then progress while it boots, then "ready".
         lines = [ui.stdout.readline() for _ in range(3)]
-        assert lines[0].startswith(f"starting: a Prefect server on 127.0.0.1:{port}"), lines
-        assert lines[1].startswith("server answers; deploying"), lines
+        why = (lines, ui.stderr.read() if ui.poll() is not None else "")
+        assert lines[0].startswith(f"starting: a Prefect server on 127.0.0.1:{port}"), why
+        assert lines[1].startswith("server answers; deploying"), why
         line = lines[2]
         assert line.startswith("ready:"), (line, ui.stderr.read() if ui.poll() is not None else "")
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
