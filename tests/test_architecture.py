@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("assay", "evaluators", "flows", "tasks")
 
@@ -67,12 +69,17 @@ def _room(module: str) -> tuple[str, int]:
     best = None
     for layer, rooms in enumerate(LAYERS):
         for room in rooms:
-            if (module == room or module.startswith(room + ".")) and (best is None or len(room) > len(best[0])):
+            if (module == room or module.startswith(room + ".")) and (
+                best is None or len(room) > len(best[0])
+            ):
                 best = (room, layer)
-    assert best is not None, f"{module} belongs to no room of LAYERS: add it there and to docs/architecture.md"
+    assert best is not None, (
+        f"{module} belongs to no room of LAYERS: add it there and to docs/architecture.md"
+    )
     return best
 
 
+@pytest.mark.slow
 def test_imports_run_only_downward() -> None:
     modules = _modules()
     upward = []
@@ -85,6 +92,7 @@ def test_imports_run_only_downward() -> None:
     assert upward == []
 
 
+@pytest.mark.slow
 def test_no_import_circles() -> None:
     modules = _modules()
     graph = {name: {t for t, _ in _imports(name, path, set(modules))} for name, path in modules.items()}

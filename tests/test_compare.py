@@ -179,3 +179,18 @@ def test_nothing_paired_is_bad_input(evals, capsys):
     rescore_id = json.loads(capsys.readouterr().out)["run_id"]
     code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
     assert code == 2 and "nothing paired" in err
+
+
+def test_the_terminal_labels_the_comparison_id(evals, capsys):
+    store, runs = evals
+    assert main(["compare", runs["right"], "--candidate", runs["right2"], "--store", store]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    (comparison_id,) = (
+        pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
+        .sort("created_at")["comparison_id"]
+        .tail(1)
+    )
+    assert head == (
+        f"compare {runs['right']} → {runs['right2']}  · comparison {comparison_id} "
+        "(stored in the store's comparisons/)"
+    ), head

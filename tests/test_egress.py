@@ -1,5 +1,5 @@
 """Egress allowlisting: the proxy's pure rules, the proxy program on the host, and the whole
-sidecar on the real Docker engine (.ci/run starts it; a missing engine fails these tests).
+sidecar on the real Docker engine (scripts/test starts it; a missing engine fails these tests).
 
 Nothing here reaches beyond this machine: the "outside" hosts are busybox httpd containers on a
 network the test creates, reachable from the sidecar only.
@@ -30,9 +30,10 @@ from assay.sandbox import _egress_proxy as proxy
 from assay.sandbox.egress import _docker_name, parse_denials, sanitize_host, start_egress
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
-from flows.run import run_eval
 from tests import sandbox_images
 from tests.conftest import write_jsonl, write_spec
+
+pytestmark = [pytest.mark.docker]
 
 SECRET_PATH = "/very-secret-path.txt"
 SECRET_QUERY = "token=hunter2"
@@ -226,7 +227,9 @@ def client() -> docker.DockerClient:
     try:
         return sandbox_images.engine()
     except docker.errors.DockerException as error:
-        pytest.fail(f"no Docker engine answers ({error}); .ci/run installs and starts one", pytrace=False)
+        pytest.fail(
+            f"no Docker engine answers ({error}); ./scripts/test installs and starts one", pytrace=False
+        )
 
 
 def _run(
@@ -492,6 +495,8 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         scorers=[{"kind": "includes", "value": "status 403 via http://egress-proxy:3128"}],
         fail_on_item_error_rate=1,
     )
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
     run_id = summary["run_id"]
     try:

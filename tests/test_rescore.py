@@ -121,6 +121,7 @@ def test_a_crashing_rescore_ends_as_failed(source, tmp_path, capsys, monkeypatch
     assert rescore["n_completed"] + rescore["n_failed"] + rescore["n_cancelled"] == rescore["n_planned"]
 
 
+@pytest.mark.slow
 def test_rescore_in_a_subprocess_matches(source):
     store, source_id = source
     result = run_assay("rescore", source_id, "--store", store, "--scorer", "exact_match", "--json")

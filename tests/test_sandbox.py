@@ -21,9 +21,10 @@ from assay.outcomes import RowKind
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from assay.targets.container.workspace import workspace_diff
-from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
+
+pytestmark = [pytest.mark.docker]
 
 SECRET = "sk-sandbox-secret-7f3a9c"
 
@@ -68,6 +69,8 @@ def _eval(
 
 
 def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))
     run_id = summary["run_id"]
     data = Store(store)
@@ -544,6 +547,7 @@ def test_the_report_links_each_item_to_what_its_attempt_kept(tmp_path: Path, ima
             assert target.is_file(), target
 
 
+@pytest.mark.browser
 def test_the_reports_file_links_work_in_chromium(tmp_path: Path, image: str) -> None:
     from urllib.parse import unquote, urlparse
 

@@ -369,6 +369,7 @@ def test_resume_refuses_a_changed_policy_or_attempts(tmp_path, mock, capsys):
     assert f"policy ({first} -> {second})" in err and "attempts (2 -> 3)" in err
 
 
+@pytest.mark.slow
 def test_turns_are_committed_with_their_items_and_orphans_removed_on_resume(tmp_path, mock):
     mock.configure(latency_ms=20)
     n = 300

@@ -13,7 +13,18 @@ from assay.cli._output import emit, emit_summary
 from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_OK
 from assay.outcomes import RunStatus
 
-_LISTED = ("run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed")
+_LISTED = (
+    "run_id",
+    "name",
+    "kind",
+    "source_run_id",
+    "cell",
+    "status",
+    "created_at",
+    "n_planned",
+    "n_completed",
+    "n_failed",
+)
 
 
 def show(args: argparse.Namespace) -> int:

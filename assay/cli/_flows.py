@@ -68,7 +68,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
             print(json.dumps(summary, default=str, indent=2))
         return EXIT_INPUT
     emit_summary(args, summary)
-    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
+    # A run stopped early by the circuit breaker is `failed`, with its summary: exit 1 like a gate.
+    return EXIT_GATE if summary["status"] in (RunStatus.FAILED_GATE, RunStatus.FAILED) else EXIT_OK
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
@@ -184,7 +185,6 @@ def compare(args: argparse.Namespace) -> int:
     from assay.errors import SpecError
     from assay.spec import describe_errors
     from assay.store import Store
-    from flows.compare import compare_runs
 
     thresholds = {}
     for text in args.threshold:
@@ -210,9 +210,13 @@ def compare(args: argparse.Namespace) -> int:
     if _orchestrated(args):
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
+        from flows.compare import compare_runs
+
         comparison = _flow_run_result(compare_runs(**params, return_state=True))
     else:
-        comparison = compare_runs.fn(**params)
+        from assay.orchestrate.compare import compare_and_store  # the flow's body, without Prefect
+
+        comparison = compare_and_store(**params)
     emit(args, comparison, "print_comparison")
     return EXIT_OK if comparison["passed"] else EXIT_GATE
 

@@ -14,6 +14,7 @@ from typing import Any
 from assay.analysis.summary import close_run
 from assay.errors import LeaseLostError, describe
 from assay.outcomes import RunStatus
+from assay.run import progress
 from assay.run.plan import RunPlan, mark_failed
 
 
@@ -48,6 +49,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
             status, error = None, None
         elif is_cancellation(stop):
             status, error = RunStatus.CANCELLED, None
+            progress.cancelled(plan.run_id)
         else:
             status, error = RunStatus.FAILED, describe(stop)
             stop.add_note(

@@ -161,6 +161,9 @@ def open_rescore(
         source_run_id=source_run_id,
         target_kind=source["target_kind"],
         model=source["model"],
+        # The source's cell, so per-cell queries of a matrix keep a rescore with its cell; not its
+        # matrix_id: a rescore is no cell of the matrix's leaderboard.
+        cell=source.get("cell"),
     )
     run_id = run_id or new_run_id()
     record, lease = start_or_resume(

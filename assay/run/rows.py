@@ -296,6 +296,7 @@ def failed_row(
         "failure_http_status": failure.http_status,
         "failure_retryable": failure.retryable,
         "failure_request_id": failure.request_id,
+        "retries": failure.retries,
         "duration_ms": (time.perf_counter() - started) * 1000,
         # What a failed attempt kept (a sandbox's transcript) is evidence too.
         "artifacts": failure.artifacts,
