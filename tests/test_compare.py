@@ -33,6 +33,11 @@ def flaky(x):
     if _bucket(x) < 30:
         raise RuntimeError("provider down")
     return str(int(x) * 2)
+
+def one_in_ten(x):
+    if int(x) % 10 == 0:
+        raise RuntimeError("provider down")
+    return str(int(x) * 2)
 """
 
 
@@ -57,6 +62,7 @@ def evals(tmp_path_factory):
         ("right2", "right", "data.jsonl"),
         ("worse", "mostly_right", "data.jsonl"),
         ("flaky", "flaky", "data.jsonl"),
+        ("tenth", "one_in_ten", "data.jsonl"),
         ("other", "right", "other.jsonl"),
     ):
         sub = folder / name
@@ -133,6 +139,28 @@ def test_item_error_rate_gate_names_side_run_and_figures(evals, capsys):
     assert code == 0
 
 
+def test_item_error_rate_gate_is_per_run_and_names_the_run(evals, capsys):
+    """A baseline run failing 10 % beside a clean repeat pools to exactly 5 % and would pass a
+    5 % gate; the seed evaluates each run, so the failing run fails the gate, by name."""
+    store, runs = evals
+    code, doc, _ = compare_json(
+        capsys, store, runs["right"], runs["tenth"], "--candidate", runs["right"], runs["right2"]
+    )
+    assert code == 1 and doc["passed"] is False
+    gates = [g for g in doc["gates"] if g["gate"] == "item_error_rate"]
+    assert [(g["side"], g["runs"]) for g in gates] == [
+        ("baseline", [runs["right"]]),
+        ("baseline", [runs["tenth"]]),
+        ("candidate", [runs["right"]]),
+        ("candidate", [runs["right2"]]),
+    ]
+    (failing,) = [g for g in gates if not g["passed"]]
+    assert failing["runs"] == [runs["tenth"]] and failing["value"] == pytest.approx(0.1)
+    assert failing["message"].startswith(f"baseline run 2 ({runs['tenth']}): item error rate 10.0%")
+    assert "20 failed of 200 attempted" in failing["message"]
+    assert failing["message"] in doc["failed_gates"]
+
+
 def test_fail_on_inconclusive_and_thresholds(evals, capsys):
     store, runs = evals
     code, doc, _ = compare_json(
@@ -179,3 +207,4 @@ def test_nothing_paired_is_bad_input(evals, capsys):
     rescore_id = json.loads(capsys.readouterr().out)["run_id"]
     code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
     assert code == 2 and "nothing paired" in err
+

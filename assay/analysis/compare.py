@@ -45,7 +45,8 @@ class CompareOptions(BaseModel):
     Args:
         thresholds: per-scorer practical-significance thresholds (default: 0.05 for model-graded
             scorers, 0 for deterministic ones).
-        max_item_error_rate: a side whose failed / attempted exceeds this fails its gate (1 disables).
+        max_item_error_rate: a run (of either side) whose failed / attempted exceeds this fails its
+            gate, which names it (1 disables).
         max_scorer_error_rate: a scorer whose failed / (scored + failed) on a side exceeds this fails.
         fail_on: verdicts that fail the comparison.
         cluster: the annotation naming each item's cluster (default: `cluster` when items have it).
@@ -64,7 +65,7 @@ class CompareOptions(BaseModel):
         default=0.05,
         ge=0,
         le=1,
-        description="A side whose failed / attempted exceeds this fails (1 disables).",
+        description="A run whose failed / attempted exceeds this fails, on either side (1 disables).",
     )
     max_scorer_error_rate: float = Field(
         default=0.05, ge=0, le=1, description="A scorer whose failed / (scored + failed) exceeds this fails."
@@ -111,8 +112,8 @@ class _GateOutcome(TypedDict):
 
 
 class GateResult(_GateOutcome, total=False):
-    """One gate of a comparison (`Gate`): a side's item or scorer error rate against its limit,
-    or a scorer's verdict against `fail_on`."""
+    """One gate of a comparison (`Gate`): one run's item error rate (`runs` names it) or a side's
+    scorer error rate against its limit, or a scorer's verdict against `fail_on`."""
 
     side: str
     runs: list[str]
@@ -328,24 +329,7 @@ def _gates(
 ) -> list[GateResult]:
     gates: list[GateResult] = []
     for side in (base, cand):
-        counts = dict(side.items.group_by("outcome").len().iter_rows())
-        rate = item_error_rate(counts)
-        gates.append(
-            {
-                "gate": Gate.ITEM_ERROR_RATE.value,
-                "side": side.name,
-                "runs": side.run_ids,
-                "value": rate,
-                "limit": options.max_item_error_rate,
-                "passed": rate is None or rate <= options.max_item_error_rate,
-                "message": (
-                    f"{side.label}: item error rate {_pct(rate)} "
-                    f"({counts.get(ItemOutcome.FAILED, 0)} failed of "
-                    f"{counts.get(ItemOutcome.FAILED, 0) + counts.get(ItemOutcome.COMPLETED, 0)} attempted), "
-                    f"limit {_pct(options.max_item_error_rate)}"
-                ),
-            }
-        )
+        gates.extend(_item_error_gates(side, options.max_item_error_rate))
         by_scorer = side.scores.group_by("scorer").agg(
             (pl.col("outcome") == ScorerOutcome.FAILED).sum().alias("failed"),
             (pl.col("outcome") == ScorerOutcome.SCORED).sum().alias("scored"),
@@ -376,6 +360,38 @@ def _gates(
                 "value": row["verdict"],
                 "passed": not failing,
                 "message": f"{cand.label} vs {base.label}: {human_line(row)}",
+            }
+        )
+    return gates
+
+
+def _item_error_gates(side: Side, limit: float) -> list[GateResult]:
+    """The item-error-rate gate of each run of a side, naming the run: a run whose failed /
+    attempted exceeds `limit` fails, however clean the side's other runs are (pooling them would
+    let a clean repeat hide a failing one, as the seed's per-run gate does not)."""
+    counts_by_run: dict[str, dict[str, int]] = {run_id: {} for run_id in side.run_ids}
+    for run_id, outcome, n in side.items.group_by("run_id", "outcome").len().iter_rows():
+        counts_by_run[run_id][outcome] = n
+    several = len(side.run_ids) > 1
+    gates: list[GateResult] = []
+    for index, run_id in enumerate(side.run_ids):
+        counts = counts_by_run[run_id]
+        rate = item_error_rate(counts)
+        failed = counts.get(ItemOutcome.FAILED, 0)
+        attempted = failed + counts.get(ItemOutcome.COMPLETED, 0)
+        which = f"{side.name} run {index + 1} ({run_id})" if several else f"{side.name} {run_id}"
+        gates.append(
+            {
+                "gate": Gate.ITEM_ERROR_RATE.value,
+                "side": side.name,
+                "runs": [run_id],
+                "value": rate,
+                "limit": limit,
+                "passed": rate is None or rate <= limit,
+                "message": (
+                    f"{which}: item error rate {_pct(rate)} ({failed} failed of {attempted} attempted), "
+                    f"limit {_pct(limit)}"
+                ),
             }
         )
     return gates

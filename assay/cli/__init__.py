@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
     )
     compare.add_argument(
-        "--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)"
+        "--max-item-error-rate", type=float, default=0.05, help="per run; 1 disables (default 0.05)"
     )
     compare.add_argument(
         "--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)"
