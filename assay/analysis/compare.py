@@ -429,26 +429,11 @@ def _cost(base: Side, cand: Side) -> CostDelta:
 
     b, c = per_run(base), per_run(cand)
     change = (c - b) / b * 100 if b else None
-
-    def completed(side: Side) -> set[tuple[str, int]]:
-        done = side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
-        return set(done.select("item_id", "trial").iter_rows())
-
-    def scored(side: Side) -> set[str]:
-        return set(side.scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)["scorer"])
-
     kinds = {side.name: {r["kind"] for r in side.records} for side in (base, cand)}
-    reasons = [
-        (incomplete(base) is not None, incomplete(base)),
-        (incomplete(cand) is not None, incomplete(cand)),
-        (
-            kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1,
-            "different scopes (run vs rescore)",
-        ),
-        (completed(base) != completed(cand), "different items completed on each side"),
-        (scored(base) != scored(cand), "different scorers scored on each side"),
-    ]
-    reason = next((why for failed, why in reasons if failed), None)
+    reason = incomplete(base) or incomplete(cand)
+    if reason is None and (kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1):
+        reason = "different scopes (run vs rescore)"
+    reason = reason or _different_work(base, cand)
     return {
         "baseline_usd": b,
         "candidate_usd": c,
@@ -456,6 +441,52 @@ def _cost(base: Side, cand: Side) -> CostDelta:
         "certified": reason is None,
         "reason": reason,
     }
+
+
+def _different_work(base: Side, cand: Side) -> str | None:
+    """Why the two sides' runs did not do the same work, or None when they did: every run (of
+    either side) holds the same number of item x trials, completed the same ones, and has the same
+    scorers scoring each of them. Each run is held to the first baseline run, since a side's cost
+    is a mean over its runs: one that did less would make its side look cheaper."""
+    reference = base.run_ids[0]
+
+    def work(side: Side, run_id: str) -> tuple[int, set[tuple[str, int]], set[tuple[str, int, str]]]:
+        # Unique per (item_id, trial): a run named twice on a side is read twice.
+        items = side.items.filter(pl.col("run_id") == run_id).unique(["item_id", "trial"])
+        done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED).select("item_id", "trial")
+        scored = side.scores.filter(
+            (pl.col("run_id") == run_id) & (pl.col("outcome") == ScorerOutcome.SCORED)
+        )
+        return (
+            items.height,
+            set(done.iter_rows()),
+            set(scored.select("item_id", "trial", "scorer").iter_rows()),
+        )
+
+    count, done, scored = work(base, reference)
+    for side in (base, cand):
+        for run_id in side.run_ids:
+            if side is base and run_id == reference:
+                continue
+            other_count, other_done, other_scored = work(side, run_id)
+            who = f"{side.name} run {run_id}"
+            if other_count != count:
+                return (
+                    f"item counts differ (baseline run {reference} {count} vs {who} {other_count}): "
+                    "the runs did different amounts of work"
+                )
+            if other_done != done:
+                item_id, trial = min(other_done ^ done)
+                ran = f"baseline run {reference}" if (item_id, trial) in done else who
+                return f"item coverage differs at {item_id} trial {trial}: only {ran} completed it"
+            if other_scored != scored:
+                item_id, trial, scorer = min(other_scored ^ scored)
+                ran = f"baseline run {reference}" if (item_id, trial, scorer) in scored else who
+                return (
+                    f"scorer coverage differs for {scorer!r} at {item_id} trial {trial}: "
+                    f"only {ran} produced a score"
+                )
+    return None
 
 
 def human_line(
@@ -473,10 +504,11 @@ def human_line(
     if timing and timing["change_pct"] is not None:
         change = timing["change_pct"]
         parts.append(f"{abs(change):.0f}% {'slower' if change > 0 else 'faster'}")
-    if cost and cost["change_pct"] is not None:
+    # As the seed: the cost only when certified (an uncertified delta is not a fact about the
+    # target) and above 1 %.
+    if cost and cost["certified"] and cost["change_pct"] is not None and abs(cost["change_pct"]) > 1:
         change = cost["change_pct"]
-        certified = "" if cost["certified"] else " (uncertified)"
-        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}{certified}")
+        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}")
     return " · ".join(parts)
 
 
