@@ -111,6 +111,45 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
     assert ids_again == items["item_id"].sort().to_list()
 
 
+def test_an_invalid_caller_cost_is_ignored_with_a_warning(tmp_path, capsys, caplog):
+    """As the seed: a bad caller-reported cost is a report to ignore, not a failure of the item;
+    the seed's reserved metadata keys are kept apart as Assay's are."""
+    (tmp_path / "bad_cost_solver.py").write_text(
+        "COSTS = {'a': -1, 'b': float('nan'), 'c': 'free', 'd': True}\n"
+        "def solve(x):\n"
+        "    meta = {'models': ['m'], 'modelCallCounts': {'m': 2}, 'workflows': ['w'],\n"
+        "            'workflowCallCounts': {'w': 1}, 'tokens': 9, 'agentCalls': 3, 'note': x}\n"
+        "    return {'output': x, 'cost': COSTS[x], 'metadata': meta}\n"
+    )
+    write_jsonl(tmp_path / "d.jsonl", [{"input": x, "expected": x} for x in "abcd"])
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "bad_cost_solver:solve"},
+        scorers=[{"kind": "exact_match"}],
+    )
+    with caplog.at_level("WARNING", logger="assay.targets.python"):
+        code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0 and summary["items"]["completed"] == 4
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    assert items["caller_cost_usd"].to_list() == [None] * 4
+    warnings = sorted(r.getMessage() for r in caplog.records if r.name == "assay.targets.python")
+    assert len(warnings) == 4
+    assert warnings[0].startswith("ignoring the cost ") and "bad_cost_solver:solve" in warnings[0]
+    assert {w.split()[3] for w in warnings} == {"-1", "nan", "'free'", "True"}
+    for text in items["caller_reserved"]:
+        assert set(json.loads(text)) == {
+            "models",
+            "modelCallCounts",
+            "workflows",
+            "workflowCallCounts",
+            "tokens",
+            "agentCalls",
+        }
+    assert sorted(json.loads(m)["note"] for m in items["caller_metadata"]) == list("abcd")
+
+
 def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"delay_ms": 3000, "times": 1, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=3, item_timeout=0.5, fail_on_item_error_rate=1)
