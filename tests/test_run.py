@@ -150,6 +150,36 @@ def test_an_invalid_caller_cost_is_ignored_with_a_warning(tmp_path, capsys, capl
     assert sorted(json.loads(m)["note"] for m in items["caller_metadata"]) == list("abcd")
 
 
+def test_the_timing_summary_is_over_completed_items(tmp_path, capsys):
+    """As the seed: a failure's duration measures the failure, not the target."""
+    (tmp_path / "slow_fail.py").write_text(
+        "import time\n"
+        "def solve(x):\n"
+        "    if x.startswith('fail'):\n"
+        "        time.sleep(0.3)\n"
+        "        raise RuntimeError('gave up')\n"
+        "    return x\n"
+    )
+    write_jsonl(
+        tmp_path / "d.jsonl", [{"input": x, "expected": x} for x in ("a", "b", "c", "fail1", "fail2")]
+    )
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "slow_fail:solve"},
+        scorers=[{"kind": "exact_match"}],
+        fail_on_item_error_rate=1,
+    )
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0 and summary["items"] == {**summary["items"], "completed": 3, "failed": 2}
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    done = items.filter(pl.col("outcome") == "completed")["duration_ms"]
+    assert items.filter(pl.col("outcome") == "failed")["duration_ms"].min() >= 300
+    assert summary["duration_ms"]["max"] == done.max()
+    assert summary["duration_ms"]["mean"] == pytest.approx(done.mean())
+
+
 def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"delay_ms": 3000, "times": 1, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=3, item_timeout=0.5, fail_on_item_error_rate=1)

@@ -91,7 +91,7 @@ class RunSummary(_Summary, total=False):
         gauges: per gauge, the statistics of its measurements (`gauge_stats`).
         teardown_errors: the first few sandbox teardown failures.
         n_teardown_errors: how many there were.
-        duration_ms: mean, min, p50, p95 and max of the items' durations.
+        duration_ms: mean, min, p50, p95 and max of the completed items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
         tokens: the run's tokens by kind.
         cost: its measured cost.
@@ -170,7 +170,11 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         .to_dicts()
     )
     gauges = gauge_stats(store.run_scores(run_id, kind=RowKind.GAUGE))
-    duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
+    # Over completed items only, as the seed: a failure's duration (a timeout, a refused
+    # connection) measures the failure, not the target.
+    duration = items.select(
+        _quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED))
+    ).to_dicts()[0]
     caller_cost = items.select(
         # null, not 0, when no item reported one: "unknown" and "none" differ.
         pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
