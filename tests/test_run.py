@@ -268,3 +268,22 @@ def test_a_crash_ends_the_run_as_failed_and_resume_finishes_it(tmp_path, capsys)
     assert code == 0 and summary["status"] == "completed" and summary["error"] is None
     assert summary["items"]["completed"] == 25
     assert Store(store).run_items(run_id)["item_id"].n_unique() == 25
+
+
+def test_scores_are_stored_at_full_precision(tmp_path, capsys):
+    """Decided (docs/seed-differences.md): the seed rounds stored scores to 3 decimals; Assay keeps
+    the scorer's number, so paired deltas and CIs are not made of rounding."""
+    (tmp_path / "third_scorer.py").write_text("def third(output):\n    return 1 / 3\n")
+    write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "a"}])
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "third_scorer:third"},
+        scorers=[{"kind": "user_code", "name": "third", "function": "third_scorer:third"}],
+    )
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0
+    scores = Store(tmp_path / "s").run_scores(summary["run_id"])
+    assert scores["score"].to_list() == [1 / 3] and scores["value"].to_list() == [1 / 3]
+    assert summary["scorers"][0]["mean"] == 1 / 3
