@@ -116,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         "export", parents=[common], help="a run's records as JSONL on stdout"
     )
     export.add_argument("run_id")
+    export.add_argument(
+        "--format",
+        choices=["assay", "v1"],
+        default="assay",
+        help="field names: Assay's (default) or the seed's request sidecar v1 (operationId, …)",
+    )
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
     report = commands.add_parser(
@@ -439,7 +445,8 @@ def _requests(args: argparse.Namespace) -> int:
     if args.requests_command == "export":
         store = Store(args.store)
         store.read_run(args.run_id)
-        write_jsonl(stored_records(store.run_requests(args.run_id).to_dicts()), sys.stdout)
+        records = stored_records(store.run_requests(args.run_id).to_dicts())
+        write_jsonl(records, sys.stdout, v1=args.format == "v1")
         return EXIT_OK
     count, problem = validate_jsonl(Path(args.file))
     if problem is not None:
