@@ -152,6 +152,15 @@ ITEMS = _schema(
         pa.int32(),
         "with a policy or attempts: how many attempts ran (every one is in `turns`); null for a plain run",
     ),
+    (
+        "tokens_known",
+        pa.bool_(),
+        (
+            "with a policy or attempts: whether `tokens_*` are the whole count; false when some "
+            "prompt's were not known (it broke off, timed out or was cancelled: `turns.tokens_known`), "
+            "and `tokens_*` then sum the counts that were; null for a plain run"
+        ),
+    ),
 )
 
 SCORES = _schema(

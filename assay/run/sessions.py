@@ -19,9 +19,10 @@ Rules the session enforces (docs/sessions.md):
   policy catches it. A call after the policy returned raises `SessionError` ("settled").
 - A prompt the policy started and did not await is awaited before the attempt ends; one still in
   flight when the policy raised or was cancelled is cancelled.
-- The attempt's output is what the policy returned; `None` means the last prompt's answer (and
-  if that prompt failed, the attempt failed with its failure). A policy that sent no prompt and
-  returned None fails the attempt (kind `protocol`).
+- The attempt's output is what the policy returned; `None` means the last prompt's answer. As in
+  the seed, the attempt needs a completed last prompt: if it failed, the attempt fails with its
+  failure; if it was cancelled or refused, or no prompt was sent, the attempt fails "returned
+  without a completed prompt" (kind `protocol`), whatever the policy returned.
 - An attempt passes when it completed, at least one scorer scored, and every scorer that did not
   skip the item scored 1. Attempts stop at the first that passes; the best attempt is that one,
   else the completed attempt with the highest mean score (the earliest of equals), else the last.
@@ -41,6 +42,7 @@ from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger, me
 from assay.calls.capture import Scope
 from assay.errors import BudgetDenied, SessionError, TargetFailure
 from assay.outcomes import (
+    TOKEN_COLUMNS,
     TOKEN_KINDS,
     BudgetClosedBy,
     FailureKind,
@@ -298,19 +300,21 @@ async def drive(session: Session, policy: Policy | None) -> TargetResult:
 def _result(session: Session, returned: Any) -> TargetResult:
     """The attempt's result: what the policy returned (None: the last prompt's answer), with the
     completed prompts' figures summed and the last one's model and caller metadata."""
+    # As the seed: an attempt is only as good as its last prompt. One that did not complete fails
+    # the attempt with its own failure, whatever the policy returned; no prompt at all is a
+    # protocol failure.
     if not session.turns:
-        if returned is None:
-            raise _policy_failure("the policy returned without sending a prompt", FailureKind.PROTOCOL)
-        done: list[Turn] = []
-    else:
-        last = session.turns[-1]
-        if returned is None and last.outcome is not ItemOutcome.COMPLETED:
-            if last.failure is not None:
-                raise last.failure
-            raise _policy_failure(
-                f"the session's last prompt ended {last.outcome}: {last.error}", FailureKind.PROTOCOL
-            )
-        done = [t for t in session.turns if t.result is not None]
+        raise _policy_failure("the policy returned without a completed prompt", FailureKind.PROTOCOL)
+    last = session.turns[-1]
+    if last.outcome is not ItemOutcome.COMPLETED:
+        if last.failure is not None:
+            raise last.failure
+        raise _policy_failure(
+            f"the policy returned without a completed prompt: its last prompt ended {last.outcome}: "
+            f"{last.error}",
+            FailureKind.PROTOCOL,
+        )
+    done = [t for t in session.turns if t.result is not None]
     results = [t.result for t in done if t.result is not None]
     final = results[-1] if results else None
     costs = [r.caller_cost for r in results if r.caller_cost is not None]
@@ -473,9 +477,12 @@ class SessionRunner:
         best = best_attempt(attempts)
         row = dict(best.row)
         turns = [t for a in attempts if a.session is not None for t in a.session.turns]
-        known = bool(turns) and all(t.tokens_known for t in turns)
+        # As the seed: the sums of the counts that are known, flagged when some were not (a
+        # prompt that broke off or was cancelled may have been billed for more).
         for name in TOKEN_KINDS:
-            row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+            known = [t.tokens[name] for t in turns if t.tokens.get(name) is not None]
+            row[token_column(name)] = sum(known) if known else None
+        row["tokens_known"] = bool(turns) and all(t.tokens_known for t in turns)
         spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
         operation_ids, requests = _captured([s for a in attempts for s in a.scopes])
         row.update(
@@ -488,8 +495,10 @@ class SessionRunner:
             attempts_made=len(attempts),
         )
         # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+        # A gauge is a measurement or no row: a lower bound of the tokens is not one.
+        measured = row if row["tokens_known"] else {**row, **dict.fromkeys(TOKEN_COLUMNS)}
         gauges = (
-            gauge_values(row, best.result, Accounting.total([a.generation for a in attempts]))
+            gauge_values(measured, best.result, Accounting.total([a.generation for a in attempts]))
             if best.completed and best.result is not None
             else []
         )
