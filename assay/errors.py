@@ -19,6 +19,9 @@
     ├── EgressError                 a sandbox's egress network or sidecar could not be set up,
     │                               read or torn down
     ├── StageTimeout                a stage of a container attempt ran past its deadline
+    ├── ScorerNotApplicable         a scorer declined an item it cannot judge (a remote evaluator
+    │                               needing a trajectory the target did not give): a neutral
+    │                               `skipped` row, not a failure
     └── ScorerError                 a scorer could not score; its `metadata` is kept on the
         │                           failed score row
         ├── JudgeError              an LLM judge could not be asked, or its reply not read
@@ -135,6 +138,11 @@ class StageTimeout(AssayError):
     def __init__(self, stage: str, seconds: float) -> None:
         super().__init__(f"{stage} stage exceeded its deadline of {seconds:g}s (target.deadlines.{stage})")
         self.stage = stage
+
+
+class ScorerNotApplicable(AssayError):
+    """A scorer declined an item it cannot judge; the message says why and becomes the `skipped`
+    row's explanation."""
 
 
 class ScorerError(AssayError):

@@ -126,6 +126,7 @@ class ShardExecutor:
         cuts off (or that would start after it) fails with its message, the others keep theirs."""
         sample = Sample(
             output=output,
+            item_id=item.item_id,
             input=item.input,
             expected=item.expected,
             annotations=item.annotations,
@@ -564,6 +565,7 @@ _NO_SPEND_COLUMNS = _spend_columns(_NO_SPEND)
 def _score_row(
     item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None
 ) -> dict[str, Any]:
+    gauge = record.outcome is ScorerOutcome.MEASURED
     return {
         "operation_ids": scope.operation_ids if scope is not None else None,
         "model": record.metadata.get("model") if record.metadata else None,
@@ -571,11 +573,12 @@ def _score_row(
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,
-        "kind": RowKind.SCORE.value,
+        # A remote evaluator's gauge is a measurement: a gauge row, never read as a score.
+        "kind": (RowKind.GAUGE if gauge else RowKind.SCORE).value,
         "scorer": record.scorer,
-        "scorer_kind": record.scorer_kind,
+        "scorer_kind": RowKind.GAUGE.value if gauge else record.scorer_kind,
         "scorer_version": record.scorer_version,
-        "score": record.score,
+        "score": None if gauge else record.score,
         "value": record.score,
         "outcome": str(record.outcome),
         "error": record.error,

@@ -350,8 +350,9 @@ def _policy_failure(message: str, kind: FailureKind) -> TargetFailure:
 
 def attempt_passes(score_rows: list[dict[str, Any]]) -> bool:
     """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
-    not skip the item scored 1 (a failed scorer is not a pass)."""
-    judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
+    not skip the item scored 1 (a failed scorer is not a pass; a remote evaluator's gauge, a
+    measurement, does not count)."""
+    judged = [r for r in score_rows if r["outcome"] not in (ScorerOutcome.SKIPPED, ScorerOutcome.MEASURED)]
     return bool(judged) and all(r["outcome"] == ScorerOutcome.SCORED and r["score"] >= 1.0 for r in judged)
 
 
@@ -508,7 +509,8 @@ class SessionRunner:
 
 def _turn_rows(attempt: _Attempt, best: bool) -> list[dict[str, Any]]:
     row = attempt.row
-    scores = _json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
+    judged = [r for r in attempt.scores if r["outcome"] != ScorerOutcome.MEASURED]
+    scores = _json({r["scorer"]: r["score"] for r in judged}) if attempt.completed else None
     common = {
         "item_id": row["item_id"],
         "item_index": row["item_index"],
