@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import time
 import uuid
@@ -169,11 +168,7 @@ class ContainerAgent:
         await self._run(state.save, "stderr.txt", stderr.encode())
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
-            denials = await self._run(state.egress.denials)
-            # A denied hostname can carry a secret (`<token>.example.com` is a way out).
-            denied = json.dumps(self.redactor.value(denials), indent=1)
-            await self._run(state.save, "egress-denials.json", denied.encode())
-            state.facts["egress_denied"] = len(denials)
+            await state.keep_egress_evidence()
         if outcome.timed_out:
             return state.failed(
                 f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
