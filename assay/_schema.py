@@ -153,6 +153,16 @@ ITEMS = _schema(
         "with a policy or attempts: how many attempts ran (every one is in `turns`); null for a plain run",
     ),
     (
+        "retry",
+        pa.int32(),
+        (
+            "which execution of the item x trial the row is, from 0: `assay resume RUN --retry-failed` "
+            "adds a row with the next number for each failed one it runs again, the earlier row kept "
+            "as history. The current row of an item x trial is its highest `retry`"
+        ),
+    ),
+    ("retry_of", pa.int32(), "for a retry: the `retry` of the failed row it replaced; null otherwise"),
+    (
         "tokens_known",
         pa.bool_(),
         (
@@ -440,6 +450,7 @@ TURNS = _schema(
     ("attempt_passed", pa.bool_(), "whether the attempt passed (every scorer that scored gave 1)"),
     ("attempt_scores", pa.string(), "the attempt's scores by scorer (JSON text); null unless it completed"),
     ("best", pa.bool_(), "whether this attempt is the one kept in `items` and `scores`"),
+    ("retry", pa.int32(), "the item row's `retry` these turns belong to (0 unless it was retried)"),
 )
 
 COMPARISONS = _schema(

@@ -26,6 +26,7 @@ async def run_eval(
     resume: bool = False,
     cell: str | None = None,
     extra_tags: list[str] | None = None,
+    retry_failed: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -37,8 +38,12 @@ async def run_eval(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
+            every kind); their failed rows stay as history (`assay resume --retry-failed`).
     """
-    return await drive_run(spec, store, run_id, resume, cell, extra_tags, host=prefect_host())
+    return await drive_run(
+        spec, store, run_id, resume, cell, extra_tags, retry_failed=retry_failed, host=prefect_host()
+    )
 
 
 def prefect_host() -> Host:

@@ -179,7 +179,8 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         # null, not 0, when no item reported one: "unknown" and "none" differ.
         pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
     ).item()
-    accounting = run_accounting(items, scores)
+    # What was spent counts every row, the failed ones a retry replaced included.
+    accounting = run_accounting(store.run_items(run_id, history=True), scores)
     timing = model_timing(items, store.run_requests(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])

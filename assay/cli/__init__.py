@@ -52,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
     resume.add_argument("run_id")
     resume.add_argument(
+        "--retry-failed",
+        nargs="?",
+        const="",
+        metavar="KINDS",
+        help="also run failed items again (only these failure kinds, comma-separated: http, timeout, "
+        "connection, protocol, exception, rate_limit); each failed row is kept as history",
+    )
+    resume.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
     rescore = commands.add_parser(
@@ -295,10 +303,12 @@ def _rescore(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     from assay.outcomes import RunKind
-    from assay.run.plan import spec_for_resume, validate
+    from assay.run.plan import failure_selector, spec_for_resume, validate
     from assay.store import Store
 
     record = Store(args.store).read_run(args.run_id)
+    if record["kind"] == RunKind.RESCORE and args.retry_failed is not None:
+        raise InputError("--retry-failed: a rescore calls no target; resume its source run instead")
     if record["kind"] == RunKind.RESCORE:
         return _execute(
             args,
@@ -310,6 +320,9 @@ def _resume(args: argparse.Namespace) -> int:
             resume=True,
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
+    retry = None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
+    if retry is not None:
+        failure_selector(retry)  # a word that is no failure kind: exit 2 before anything runs
     return _execute(
         args,
         _run_flow,
@@ -318,6 +331,7 @@ def _resume(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         resume=True,
         cell=record["cell"],
+        **({"retry_failed": retry} if retry is not None else {}),
     )
 
 

@@ -72,6 +72,7 @@ async def drive_run(
     cell: str | None = None,
     extra_tags: list[str] | None = None,
     *,
+    retry_failed: list[str] | None = None,
     host: Host = Host(),
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
@@ -84,6 +85,8 @@ async def drive_run(
         resume: continue `run_id`, executing only its unfinished items.
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
+        retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
+            every kind), keeping their failed rows as history (`open_runs`).
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -97,6 +100,7 @@ async def drive_run(
         flow_run_id=host.flow_run_id,
         cell=cell,
         extra_tags=extra_tags,
+        retry_failed=retry_failed,
     )
     try:
         host.name(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")
