@@ -268,6 +268,19 @@ RUNS = _schema(
     ("scorers_hash", pa.string(), "hash of the scorers' names, versions and params"),
     ("source_run_id", pa.string(), "for a rescore: the run it rescored"),
     (
+        "source_generation_usd",
+        pa.float64(),
+        (
+            "for a rescore: the source's measured generation spend (its source's, for a rescore of a "
+            "rescore), beside this run's own judging in `cost_*`; never added to them"
+        ),
+    ),
+    (
+        "source_generation_completeness",
+        pa.string(),
+        f"for a rescore: {_words(Completeness)}, how far `source_generation_usd` holds",
+    ),
+    (
         "matrix_id",
         pa.string(),
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
@@ -351,6 +364,8 @@ class RunRecord(TypedDict, total=False):
     target_hash: str
     scorers_hash: str
     source_run_id: str | None
+    source_generation_usd: float | None
+    source_generation_completeness: str | None
     matrix_id: str | None
     cell: str | None
     target_kind: str

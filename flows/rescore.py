@@ -13,7 +13,7 @@ from prefect.context import FlowRunContext
 from assay.orchestrate.finish import finish_run
 from assay.run import progress
 from assay.run.plan import new_run_id
-from assay.run.rescore import RescoreExecutor, open_rescore, parse_scorers
+from assay.run.rescore import RescoreExecutor, RescoreSettings, open_rescore, parse_scorers
 from assay.sandbox.hygiene import clean_after
 from assay.store import Store
 from tasks import orchestrated, run_shard, shard_limit
@@ -28,6 +28,9 @@ async def rescore_run(
     store: str | None = None,
     run_id: str | None = None,
     resume: bool = False,
+    budget: str | None = None,
+    concurrency: int | None = None,
+    capture_requests: bool | None = None,
 ) -> dict[str, Any]:
     """Score a stored run again with new scorers and return the rescore's summary.
 
@@ -37,7 +40,11 @@ async def rescore_run(
         scorers: inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind.
         store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
         run_id: the rescore's id; default a new one (under Prefect: derived from the flow run).
-        resume: continue `run_id` with its stored scorers.
+        resume: continue `run_id` with its stored scorers and settings.
+        budget: the rescore's own USD budget for its judging (default: the source's).
+        concurrency: items scored at once (default: the source's).
+        capture_requests: capture the judges' requests and carry the source's forward (default:
+            as the source did).
     """
     started = time.perf_counter()
     flow_run = FlowRunContext.get().flow_run if FlowRunContext.get() else None
@@ -56,6 +63,7 @@ async def rescore_run(
         run_id=run_id,
         resume=resume,
         flow_run_id=flow_run and str(flow_run.id),
+        settings=RescoreSettings(budget=budget, concurrency=concurrency, capture_requests=capture_requests),
     )
     try:
         name_flow_run(f"rescore {source_run_id} · {plan.run_id}")

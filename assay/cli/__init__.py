@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     rescore.add_argument(
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
     )
+    rescore.add_argument("--budget", help="the rescore's own USD budget for its judging (default: the source's)")
+    rescore.add_argument("--concurrency", type=int, help="items scored at once (default: the source's)")
+    rescore.add_argument(
+        "--capture-requests",
+        action=argparse.BooleanOptionalAction,
+        help="capture the judges' requests and carry the source's forward (default: as the source did)",
+    )
     rescore.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -298,6 +305,9 @@ def _rescore(args: argparse.Namespace) -> int:
         source_run_id=args.source_run_id,
         spec=args.spec,
         scorers=args.scorer or None,
+        budget=args.budget,
+        concurrency=args.concurrency,
+        capture_requests=args.capture_requests,
     )
 
 
