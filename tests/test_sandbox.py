@@ -441,8 +441,9 @@ def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: 
 
 
 _FAKE_CLAUDE = b"""#!/bin/sh
-# A stand-in for Claude Code (the real CLI cannot run offline): needs its key, leaves work in the
-# workspace, and replays a recorded stream-json transcript.
+# A stand-in for Claude Code (the real CLI cannot run offline): says its version, needs its key,
+# leaves work in the workspace, and replays a recorded stream-json transcript.
+[ "$1" = "--version" ] && { echo "1.0.99-fake (Claude Code)"; exit 0; }
 [ -n "$ANTHROPIC_API_KEY" ] || { echo "no ANTHROPIC_API_KEY" >&2; exit 9; }
 echo "$*" > argv.txt
 echo "using $ANTHROPIC_API_KEY" >&2
@@ -504,6 +505,43 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert "--output-format stream-json" in argv and "claude-sonnet-4-20250514" in argv
     stored = _stored(tmp_path / "store")
     assert SECRET.encode() not in stored and b"using [REDACTED]" in stored
+    # Preflight asked the CLI its version in the image, and the run records it.
+    snapshot = json.loads(Store(tmp_path / "store").read_run(summary["run_id"])["target_snapshot"])
+    assert snapshot["agent_version"] == "1.0.99-fake (Claude Code)"
+
+
+def test_an_agent_cli_that_cannot_say_its_version_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = busybox_with("no-claude", {"usr/local/bin/other": (b"#!/bin/sh\nexit 0\n", 0o755)})
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    spec = _eval(tmp_path, image, "unused")
+    spec.write_text(
+        spec.read_text().replace(
+            "  command:\n  - sh\n  - -c\n  - unused\n",
+            "  agent: {adapter: claude-code, model: claude-sonnet-4-20250514}\n",
+        )
+    )
+    result = run_assay("run", str(spec), "--store", str(tmp_path / "store"))
+    assert result.returncode == 2, result.stderr
+    assert f"target.agent: `claude --version` in image {image!r} could not run" in result.stderr
+    assert '"claude": executable file not found' in result.stderr
+    assert not (tmp_path / "store" / "runs").exists(), "nothing written"
+
+
+def test_an_adapters_provider_endpoint_joins_the_egress_allowlist() -> None:
+    from assay.spec import ContainerTarget
+    from assay.targets.container.preflight import egress_allowlist
+
+    def target(**fields: Any) -> ContainerTarget:
+        return ContainerTarget(kind="container", image="x", egress_proxy_image="py", **fields)
+
+    agent = {"adapter": "claude-code", "model": "claude-sonnet-4-20250514"}
+    assert egress_allowlist(target(agent=agent, egress=["pypi.org"])) == ["pypi.org", "api.anthropic.com"]
+    codex = {"adapter": "codex", "model": "gpt-5-2025-08-07"}
+    assert egress_allowlist(target(agent=codex, egress=["api.openai.com"])) == ["api.openai.com"]
+    assert egress_allowlist(target(agent=agent)) == [], "no egress set: no proxy to widen"
+    assert egress_allowlist(target(command=["true"], egress=["pypi.org"])) == ["pypi.org"]
 
 
 def test_agent_preflight_refuses_moving_models_and_missing_keys(tmp_path: Path, image: str) -> None:

@@ -48,6 +48,7 @@ from assay.targets.container.attempt import (
     ms_since,
 )
 from assay.targets.container.fixtures import folder
+from assay.targets.container.preflight import egress_allowlist
 from assay.targets.container.verifier import LiveSandbox, Verifier
 
 PROMPT_FILE = f"{CONTROL}/prompt.txt"
@@ -236,7 +237,7 @@ class ContainerAgent:
                 self._engine,
                 self.run_id,
                 f"{item.item_index}-{uuid.uuid4().hex[:8]}",
-                list(self.spec.egress),
+                egress_allowlist(self.spec),
                 self.spec.egress_proxy_image,
                 labels,
             )

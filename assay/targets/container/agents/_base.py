@@ -70,6 +70,10 @@ class Adapter:
         parser: how its stdout is read unless `agent.parser` says otherwise.
         provider_keys: the host variables it needs, passed as secrets.
         needs_model: `agent.model` is required.
+        version_command: how its version is asked in the image at preflight (recorded on the run
+            as the target snapshot's `agent_version`); None when it has no CLI of its own.
+        egress_hosts: its provider's endpoint, added to `target.egress` when there is one (as the
+            seed, quickstudy, adds an adapter's `egressHosts`).
     """
 
     name: str
@@ -77,6 +81,8 @@ class Adapter:
     parser: ParserName
     provider_keys: tuple[str, ...]
     needs_model: bool
+    version_command: tuple[str, ...] | None = None
+    egress_hosts: tuple[str, ...] = ()
 
 
 Parser = Callable[[str], AgentReport]

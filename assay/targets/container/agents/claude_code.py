@@ -26,6 +26,8 @@ ADAPTER = Adapter(
     parser="claude-code",
     provider_keys=("ANTHROPIC_API_KEY",),
     needs_model=True,
+    version_command=("claude", "--version"),
+    egress_hosts=("api.anthropic.com",),
 )
 
 

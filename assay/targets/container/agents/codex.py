@@ -25,6 +25,8 @@ ADAPTER = Adapter(
     parser="codex",
     provider_keys=("OPENAI_API_KEY",),
     needs_model=True,
+    version_command=("codex", "--version"),
+    egress_hosts=("api.openai.com",),
 )
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
