@@ -120,7 +120,18 @@ async def drive_run(
     # Execute every run (every cell of a matrix at once), each against its own target and limiter,
     # each holding its lease; each records how it ended (completed or failed its gate, cancelled,
     # failed with its error — or nothing, when another process took it over).
-    ends = await asyncio.gather(*(_run(plan, host, started) for plan in plans), return_exceptions=True)
+    begun: set[str] = set()
+    try:
+        ends = await asyncio.gather(
+            *(_run(plan, host, started, begun) for plan in plans), return_exceptions=True
+        )
+    except BaseException as stop:
+        # Cancelled before a run's task took its first step: that task never runs, so its run
+        # is finished here (the others finish themselves as they unwind).
+        for plan in plans:
+            if plan.run_id not in begun:
+                finish_run(plan, _ms_since(started), stop)
+        raise
     for end in ends:
         if isinstance(end, BaseException):
             raise end
@@ -141,8 +152,10 @@ def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def _run(plan: RunPlan, host: Host, started: float) -> dict[str, Any]:
-    """Execute one run while holding its lease, and record how it ended; returns its summary."""
+async def _run(plan: RunPlan, host: Host, started: float, begun: set[str]) -> dict[str, Any]:
+    """Execute one run while holding its lease, and record how it ended; returns its summary.
+    Adds the run's id to `begun` once it is this task's to finish."""
+    begun.add(plan.run_id)
     try:
         async with plan.lease.holding():
             await _execute(plan, host)
