@@ -27,6 +27,7 @@ async def run_eval(
     cell: str | None = None,
     extra_tags: list[str] | None = None,
     retry_failed: list[str] | None = None,
+    check_keys: bool = False,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -40,9 +41,18 @@ async def run_eval(
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
         retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
             every kind); their failed rows stay as history (`assay resume --retry-failed`).
+        check_keys: try each agent's provider key with one cheap request before anything starts.
     """
     return await drive_run(
-        spec, store, run_id, resume, cell, extra_tags, retry_failed=retry_failed, host=prefect_host()
+        spec,
+        store,
+        run_id,
+        resume,
+        cell,
+        extra_tags,
+        retry_failed=retry_failed,
+        check_keys=check_keys,
+        host=prefect_host(),
     )
 
 

@@ -823,3 +823,75 @@ def test_a_secret_in_a_denied_hostname_is_not_stored(
     )
     assert [entry["host"] for entry in denied] == ["[REDACTED].denied.test"]
     assert NAME_SECRET.encode() not in _stored(tmp_path / "store")
+
+
+class _Provider:
+    """A stand-in for the provider's model listing on 127.0.0.1: 200 for one key, 401 otherwise."""
+
+    def __init__(self, good_key: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        seen: list[tuple[str, str | None]] = []
+        self.seen = seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, self.headers.get("x-api-key")))
+                ok = self.headers.get("x-api-key") == good_key
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+                self.wfile.write(b'{"data": []}' if ok else b'{"error": "invalid x-api-key"}')
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_check_keys_tries_the_provider_key_before_any_container_starts(tmp_path: Path) -> None:
+    stream = (Path(__file__).parent / "data" / "agent_streams" / "claude_success.jsonl").read_bytes()
+    image = busybox_with(
+        "fake-claude",
+        {"usr/local/bin/claude": (_FAKE_CLAUDE, 0o755), "opt/recorded/stream.jsonl": (stream, 0o644)},
+    )
+    spec = _eval(tmp_path, image, "unused", output="report")
+    spec.write_text(
+        spec.read_text().replace(
+            "  command:\n  - sh\n  - -c\n  - unused\n",
+            "  agent: {adapter: claude-code, model: claude-sonnet-4-20250514}\n",
+        )
+    )
+    provider = _Provider(good_key=SECRET)
+    try:
+        env = {"ANTHROPIC_BASE_URL": provider.url, "ANTHROPIC_API_KEY": "sk-ant-revoked-0000"}
+        refused = run_assay("run", str(spec), "--store", str(tmp_path / "store"), "--check-keys", env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert (
+            f"target.agent: ANTHROPIC_API_KEY (--check-keys, GET {provider.url}/v1/models): "
+            "the provider refused the key (HTTP 401)"
+        ) in refused.stderr
+        assert "sk-ant-revoked-0000" not in refused.stderr
+        assert not (tmp_path / "store" / "runs").exists(), "nothing written, nothing started"
+        assert provider.seen == [("/v1/models", "sk-ant-revoked-0000")]
+
+        env["ANTHROPIC_API_KEY"] = SECRET
+        result = run_assay(
+            "run", str(spec), "--store", str(tmp_path / "store"), "--check-keys", "--json", env=env
+        )
+        assert result.returncode == 0, result.stderr
+        assert provider.seen[-1] == ("/v1/models", SECRET) and len(provider.seen) == 2
+        # Without the flag, no request is made.
+        assert run_assay("run", str(spec), "--store", str(tmp_path / "store"), env=env).returncode == 0
+        assert len(provider.seen) == 2
+    finally:
+        provider.close()
+        for partition in (tmp_path / "store" / "runs").glob("run_id=*"):
+            clean(partition.name.removeprefix("run_id="))

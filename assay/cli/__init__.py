@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
+    run.add_argument(
+        "--check-keys",
+        action="store_true",
+        help="try each agent's provider key with one cheap request before any container starts",
+    )
     estimate = commands.add_parser(
         "estimate", parents=[common], help="calls, tokens and cost a spec will take"
     )
@@ -287,7 +292,8 @@ def _rescore_flow(orchestrated: bool) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from assay.run.plan import validate
 
-    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec)
+    keys = {"check_keys": True} if args.check_keys else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **keys)
 
 
 def _rescore(args: argparse.Namespace) -> int:

@@ -73,6 +73,7 @@ async def drive_run(
     extra_tags: list[str] | None = None,
     *,
     retry_failed: list[str] | None = None,
+    check_keys: bool = False,
     host: Host = Host(),
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
@@ -87,6 +88,7 @@ async def drive_run(
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
         retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
             every kind), keeping their failed rows as history (`open_runs`).
+        check_keys: try each agent's provider key with one cheap request before anything starts.
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -101,6 +103,7 @@ async def drive_run(
         cell=cell,
         extra_tags=extra_tags,
         retry_failed=retry_failed,
+        check_keys=check_keys,
     )
     try:
         host.name(f"{plans[0].spec.name} · {plans[0].record['matrix_id'] or plans[0].run_id}")

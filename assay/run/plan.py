@@ -410,6 +410,7 @@ def open_runs(
     cell: str | None = None,
     extra_tags: list[str] | None = None,
     retry_failed: list[str] | None = None,
+    check_keys: bool = False,
 ) -> list[RunPlan]:
     """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
     a matrix spec (run ids `<matrix id>-<cell>`).
@@ -424,6 +425,8 @@ def open_runs(
         extra_tags: tags added to the spec's on a new run (the nightly flow adds `nightly`).
         retry_failed: with `resume`: also run again the items whose current row failed, of these
             failure kinds (`failure_selector`; empty: every kind). Each earlier row stays, as history.
+        check_keys: try each agent's provider key with one cheap request first, before any
+            container starts (`TargetKind.key_problems`); a key refused is bad input.
     """
     if retry_failed is not None and not resume:
         raise InputError("--retry-failed: only a resumed run has failed items to run again")
@@ -442,6 +445,10 @@ def open_runs(
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items, spec_path.parent)
+        if check_keys:
+            refused = kind_of(cell_spec.target).key_problems(cell_spec.target)
+            if refused:
+                raise SpecError(refused, source=str(spec_path))
         # The target's preflight (an HTTP agent's capabilities, a container's image) is done once
         # and snapshotted on the run (a resume reuses the snapshot); items it cannot take (fixture
         # files) leave the plan, listed.
