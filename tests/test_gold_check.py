@@ -10,24 +10,8 @@ from tests.conftest import write_jsonl, write_spec
 
 
 def spec_with_judge(tmp_path, base_url):
-    (tmp_path / "gold_solver.py").write_text("def solve(x):\n    return x.upper()\n")
-    write_jsonl(tmp_path / "d.jsonl", [{"input": f"say {i}", "expected": f"SAY {i}"} for i in range(5)])
-    return write_spec(
-        tmp_path,
-        name="gold",
-        dataset={"path": "d.jsonl"},
-        target={"kind": "python", "function": "gold_solver:solve"},
-        scorers=[
-            {"kind": "exact_match"},
-            {
-                "kind": "llm_judge",
-                "name": "judge",
-                "base_url": base_url,
-                "model": "mock-judge",
-                "gold_check": True,
-            },
-        ],
-    )
+    rows = [{"input": f"say {i}", "expected": f"SAY {i}"} for i in range(5)]
+    return judge_spec(tmp_path, base_url, rows, [{"kind": "exact_match"}], gold_check=True)
 
 
 def test_a_judge_that_fails_the_gold_answer_makes_the_eval_unavailable(tmp_path, mock, capsys):
@@ -54,18 +38,23 @@ def test_a_judge_that_passes_the_gold_answer_lets_the_run_go(tmp_path, mock, cap
     assert mock.stats()["requests"] == 1 + 5
 
 
-def judge_spec(tmp_path, base_url, rows, **judge):
-    """An llm_judge spec that does not mention gold_check unless `judge` does."""
+def judge_spec(tmp_path, base_url, rows, others=(), **judge):
+    """A spec whose judge mentions gold_check only if `judge` does, beside the `others` scorers."""
     (tmp_path / "gold_solver.py").write_text("def solve(x):\n    return x.upper()\n")
     write_jsonl(tmp_path / "d.jsonl", rows)
+    judge_scorer = {
+        "kind": "llm_judge",
+        "name": "judge",
+        "base_url": base_url,
+        "model": "mock-judge",
+        **judge,
+    }
     return write_spec(
         tmp_path,
         name="gold",
         dataset={"path": "d.jsonl"},
         target={"kind": "python", "function": "gold_solver:solve"},
-        scorers=[
-            {"kind": "llm_judge", "name": "judge", "base_url": base_url, "model": "mock-judge", **judge}
-        ],
+        scorers=[*others, judge_scorer],
     )
 
 
