@@ -21,6 +21,9 @@
     ├── StageTimeout                a stage of a container attempt ran past its deadline
     ├── TargetUnreachable           the circuit breaker stopped a run whose target refused every
     │                               call so far (recorded `failed`, the rest `cancelled`)
+    ├── ScorerNotApplicable         a scorer declined an item it cannot judge (a remote evaluator
+    │                               needing a trajectory the target did not give): a neutral
+    │                               `skipped` row, not a failure
     └── ScorerError                 a scorer could not score; its `metadata` is kept on the
         │                           failed score row
         ├── JudgeError              an LLM judge could not be asked, or its reply not read
@@ -142,6 +145,11 @@ class StageTimeout(AssayError):
 class TargetUnreachable(AssayError):
     """A run's first items all failed to connect to the target: the run stops early rather than
     retry every item (`assay.run.breaker`). Recorded as the run's error; `assay resume` continues."""
+
+
+class ScorerNotApplicable(AssayError):
+    """A scorer declined an item it cannot judge; the message says why and becomes the `skipped`
+    row's explanation."""
 
 
 class ScorerError(AssayError):

@@ -176,6 +176,8 @@ class LlmJudge(Scorer):
         max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
+        gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
+            off. On by default it is skipped when the dataset has no expected answer.
     """
 
     version: ClassVar[str] = "1"
@@ -198,6 +200,9 @@ class LlmJudge(Scorer):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
+    # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
+    # makes every score meaningless, and finding out costs one call.
+    gold_check: bool = True
 
     _clients: _Clients = PrivateAttr(default_factory=_Clients)
 

@@ -330,6 +330,9 @@ def judged_spec(
                 "model": "mock-judge",
                 "rubric": "Grade {output} for {input}.",
                 "scale": 10,
+                # The self-check (on by default) is tested in test_gold_check.py: here its one
+                # extra call would blur the figures under test.
+                "gold_check": False,
                 **(judge or {}),
             },
         ],

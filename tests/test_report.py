@@ -74,6 +74,7 @@ def _spec(folder: Path, base_url: str, name: str, gate: float) -> Path:
                 "model": "mock-judge",
                 "rubric": "Grade {output} for {input}.",
                 "scale": 10,
+                "gold_check": False,  # the mock judge grades the gold answer 8/10
             },
         ],
         prices=PRICES,

@@ -100,7 +100,7 @@ class RunSummary(_Summary, total=False):
         gauges: per gauge, the statistics of its measurements (`gauge_stats`).
         teardown_errors: the first few sandbox teardown failures.
         n_teardown_errors: how many there were.
-        duration_ms: mean, min, p50, p95 and max of the items' durations.
+        duration_ms: mean, min, p50, p95 and max of the completed items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
         batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
@@ -216,12 +216,17 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         .to_dicts()
     )
     gauges = gauge_stats(store.run_scores(run_id, kind=RowKind.GAUGE))
-    duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
+    # Over completed items only, as the seed: a failure's duration (a timeout, a refused
+    # connection) measures the failure, not the target.
+    duration = items.select(
+        _quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED))
+    ).to_dicts()[0]
     caller_cost = items.select(
         # null, not 0, when no item reported one: "unknown" and "none" differ.
         pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
     ).item()
-    accounting = run_accounting(items, scores)
+    # What was spent counts every row, the failed ones a retry replaced included.
+    accounting = run_accounting(store.run_items(run_id, history=True), scores)
     timing = model_timing(items, store.run_requests(run_id))
     batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:

@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     from assay.run.plan import validate
 
     compare = {"compare_to": args.compare_to} if args.compare_to else {}
-    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare)
+    keys = {"check_keys": True} if args.check_keys else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare, **keys)
 
 
 def rescore(args: argparse.Namespace) -> int:
@@ -146,15 +147,20 @@ def rescore(args: argparse.Namespace) -> int:
         source_run_id=args.source_run_id,
         spec=args.spec,
         scorers=args.scorer or None,
+        budget=args.budget,
+        concurrency=args.concurrency,
+        capture_requests=args.capture_requests,
     )
 
 
 def resume(args: argparse.Namespace) -> int:
     """`assay resume RUN_ID`: a run, or a rescore, finished with the spec it started with."""
-    from assay.run.plan import spec_for_resume, validate
+    from assay.run.plan import failure_selector, spec_for_resume, validate
     from assay.store import Store
 
     record = Store(args.store).read_run(args.run_id)
+    if record["kind"] == RunKind.RESCORE and args.retry_failed is not None:
+        raise InputError("--retry-failed: a rescore calls no target; resume its source run instead")
     if record["kind"] == RunKind.RESCORE:
         return _execute(
             args,
@@ -166,6 +172,9 @@ def resume(args: argparse.Namespace) -> int:
             resume=True,
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
+    retry = None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
+    if retry is not None:
+        failure_selector(retry)  # a word that is no failure kind: exit 2 before anything runs
     return _execute(
         args,
         _run_flow,
@@ -174,6 +183,7 @@ def resume(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         resume=True,
         cell=record["cell"],
+        **({"retry_failed": retry} if retry is not None else {}),
     )
 
 

@@ -272,7 +272,12 @@ class _Batch:
 
     def add(self, finished: Finished) -> None:
         rows = self._rows
-        rows.items.append(finished.item)
+        item = finished.item
+        # 0, or with `--retry-failed` the next after the failed row it replaces (kept as history).
+        item.update(self._plan.retry_columns(item["item_id"], item["trial"]))
+        for turn in finished.turns:
+            turn["retry"] = item["retry"]
+        rows.items.append(item)
         rows.gauges.append(finished.gauges)
         rows.scores.extend(finished.scores)
         rows.requests.extend(finished.requests)
