@@ -73,7 +73,11 @@ _ACCOUNTING = (
     *((spend_column(kind), pa.float64(), _SPEND_MEANINGS[kind]) for kind in SpendKind),
     ("cost_completeness", pa.string(), f"{_words(Completeness)}: how far cost_usd can be trusted"),
     ("cost_reasons", pa.string(), 'why incomplete, with counts (JSON text, e.g. {"unpriced": 3})'),
-    ("operations", pa.int64(), "model calls attempted (each HTTP attempt, denied calls included)"),
+    (
+        "operations",
+        pa.int64(),
+        "model calls attempted (each HTTP attempt, denied and refused calls included)",
+    ),
     ("operations_settled", pa.int64(), "calls that got an answer (success or error status)"),
     ("operations_unknown", pa.int64(), "calls whose fate is unknown (timeouts, dropped connections)"),
     ("operations_denied", pa.int64(), "calls the budget refused before they were sent"),
@@ -128,7 +132,11 @@ ITEMS = _schema(
         "streamed model calls: from sending the attempt that succeeded to its first answer token; null otherwise",
     ),
     ("retry_ms", pa.float64(), "time spent in failed attempts and backoff before it"),
-    ("retries", pa.int32(), "how many attempts failed before the last"),
+    (
+        "retries",
+        pa.int32(),
+        "how many attempts failed before the last (failed items too); null if not counted",
+    ),
     *_TOKENS,
     ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
     *_ACCOUNTING,
@@ -165,6 +173,25 @@ ITEMS = _schema(
         "attempts_made",
         pa.int32(),
         "with a policy or attempts: how many attempts ran (every one is in `turns`); null for a plain run",
+    ),
+    (
+        "retry",
+        pa.int32(),
+        (
+            "which execution of the item x trial the row is, from 0: `assay resume RUN --retry-failed` "
+            "adds a row with the next number for each failed one it runs again, the earlier row kept "
+            "as history. The current row of an item x trial is its highest `retry`"
+        ),
+    ),
+    ("retry_of", pa.int32(), "for a retry: the `retry` of the failed row it replaced; null otherwise"),
+    (
+        "tokens_known",
+        pa.bool_(),
+        (
+            "with a policy or attempts: whether `tokens_*` are the whole count; false when some "
+            "prompt's were not known (it broke off, timed out or was cancelled: `turns.tokens_known`), "
+            "and `tokens_*` then sum the counts that were; null for a plain run"
+        ),
     ),
 )
 
@@ -262,6 +289,19 @@ RUNS = _schema(
     ("target_hash", pa.string(), "hash of the target's result-deciding config"),
     ("scorers_hash", pa.string(), "hash of the scorers' names, versions and params"),
     ("source_run_id", pa.string(), "for a rescore: the run it rescored"),
+    (
+        "source_generation_usd",
+        pa.float64(),
+        (
+            "for a rescore: the source's measured generation spend (its source's, for a rescore of a "
+            "rescore), beside this run's own judging in `cost_*`; never added to them"
+        ),
+    ),
+    (
+        "source_generation_completeness",
+        pa.string(),
+        f"for a rescore: {_words(Completeness)}, how far `source_generation_usd` holds",
+    ),
     (
         "matrix_id",
         pa.string(),
@@ -374,6 +414,8 @@ class RunRecord(TypedDict, total=False):
     target_hash: str
     scorers_hash: str
     source_run_id: str | None
+    source_generation_usd: float | None
+    source_generation_completeness: str | None
     matrix_id: str | None
     cell: str | None
     target_kind: str
@@ -485,6 +527,7 @@ TURNS = _schema(
     ("attempt_passed", pa.bool_(), "whether the attempt passed (every scorer that scored gave 1)"),
     ("attempt_scores", pa.string(), "the attempt's scores by scorer (JSON text); null unless it completed"),
     ("best", pa.bool_(), "whether this attempt is the one kept in `items` and `scores`"),
+    ("retry", pa.int32(), "the item row's `retry` these turns belong to (0 unless it was retried)"),
 )
 
 COMPARISONS = _schema(

@@ -19,6 +19,11 @@
     ├── EgressError                 a sandbox's egress network or sidecar could not be set up,
     │                               read or torn down
     ├── StageTimeout                a stage of a container attempt ran past its deadline
+    ├── TargetUnreachable           the circuit breaker stopped a run whose target refused every
+    │                               call so far (recorded `failed`, the rest `cancelled`)
+    ├── ScorerNotApplicable         a scorer declined an item it cannot judge (a remote evaluator
+    │                               needing a trajectory the target did not give): a neutral
+    │                               `skipped` row, not a failure
     └── ScorerError                 a scorer could not score; its `metadata` is kept on the
         │                           failed score row
         ├── JudgeError              an LLM judge could not be asked, or its reply not read
@@ -137,6 +142,16 @@ class StageTimeout(AssayError):
         self.stage = stage
 
 
+class TargetUnreachable(AssayError):
+    """A run's first items all failed to connect to the target: the run stops early rather than
+    retry every item (`assay.run.breaker`). Recorded as the run's error; `assay resume` continues."""
+
+
+class ScorerNotApplicable(AssayError):
+    """A scorer declined an item it cannot judge; the message says why and becomes the `skipped`
+    row's explanation."""
+
+
 class ScorerError(AssayError):
     """A scorer could not score. The failed score row keeps `metadata` (what the scorer knew:
     a judge's model and raw reply, the checks that ran).
@@ -173,6 +188,7 @@ class TargetFailure(Exception):
         artifacts: files kept for the failed attempt (a sandbox's transcript), relative to the
             run's artifacts partition.
         sandbox: a container attempt's facts.
+        retries: how many attempts failed before the last, when the caller counted them.
     """
 
     def __init__(
@@ -187,8 +203,10 @@ class TargetFailure(Exception):
         usage: Any = None,
         artifacts: list[str] | None = None,
         sandbox: dict[str, Any] | None = None,
+        retries: int | None = None,
     ) -> None:
         super().__init__(message)
+        self.retries = retries
         self.artifacts = artifacts
         self.sandbox = sandbox
         self.message = message

@@ -30,6 +30,7 @@ class Sample:
         trajectory: an agent's steps (role, content, tool calls…), when the target recorded them.
         workspace: the exported workspace folder of a sandboxed attempt.
         sandbox: the attempt's live sandbox (`exec(argv)`), while scorers run; None otherwise.
+        item_id: the item's id (a remote evaluator's `case.id`).
     """
 
     output: Any
@@ -40,6 +41,7 @@ class Sample:
     trajectory: list[dict[str, Any]] | None = None
     workspace: Path | None = None
     sandbox: Any = None
+    item_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class Score:
         name: set when a scorer returns several named scores (a remote evaluator): each is stored
             as its own row, `<scorer>.<name>`.
         label: a remote evaluator's label for the score (`error` marks an evaluator that failed).
+        gauge: with a `name`: the value is a measurement in its own unit, not a score (a remote
+            evaluator's gauge), stored as a gauge row `gauge.<scorer>.<name>`.
     """
 
     value: float
@@ -77,6 +81,7 @@ class Score:
     metadata: dict[str, Any] | None = None
     name: str | None = None
     label: str | None = None
+    gauge: bool = False
 
 
 class Scorer(BaseModel):

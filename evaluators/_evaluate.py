@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from assay.errors import BudgetDenied
-from assay.outcomes import ScorerOutcome
+from assay.errors import BudgetDenied, ScorerNotApplicable
+from assay.outcomes import GAUGE_PREFIX, ScorerOutcome
 from evaluators._base import Sample, Score, Scorer
 from evaluators._imports import add_search_path, import_callable
 
@@ -28,8 +29,9 @@ class ScoreRecord:
         scorer: the scorer's name (its score column).
         scorer_kind: its `kind`.
         scorer_version: its class's `version`.
-        score: the value in [0, 1]; None unless the outcome is `scored`.
-        outcome: scored, failed or skipped.
+        score: the value in [0, 1]; None unless the outcome is `scored` (or, for a remote
+            evaluator's gauge, `measured`: then the measurement, in its own unit).
+        outcome: scored, failed, skipped or measured.
         error: why it failed, or None.
         duration_ms: wall time of `applies` and `score` together.
         explanation: the scorer's explanation, if it gave one.
@@ -111,6 +113,8 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
         result = await _resolve(scorer.score(sample))
     except BudgetDenied as exc:
         return record(ScorerOutcome.BUDGET_INTERRUPTED, error=str(exc))
+    except ScorerNotApplicable as exc:
+        return record(ScorerOutcome.SKIPPED, explanation=str(exc))
     except Exception as exc:  # noqa: BLE001
         # An exception may carry the scorer's metadata (an LLM judge's unreadable reply): keep it.
         metadata = getattr(exc, "metadata", None)
@@ -130,11 +134,38 @@ def _fields(record: ScoreRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in ScoreRecord.__slots__}
 
 
+def _measured(record: Any, scorer: Scorer, sample: Sample, gauge: Score) -> ScoreRecord:
+    """A named gauge's record: `measured` when its value is a finite number (in any unit), under
+    `gauge.<scorer>.<name>`; failed otherwise."""
+    value = gauge.value
+    if not (type(value) in _REAL or isinstance(value, numbers.Real)) or not math.isfinite(value):
+        return record(
+            ScorerOutcome.FAILED,
+            error=(
+                f"scorer {scorer.name!r} returned gauge {gauge.name!r} = {_cut(value)} for input "
+                f"{_cut(sample.input)}: a gauge must be a finite number"
+            ),
+            name=gauge.name,
+            label=gauge.label,
+        )
+    measured = record(
+        ScorerOutcome.MEASURED,
+        score=float(value),
+        explanation=gauge.explanation,
+        metadata=gauge.metadata,
+        name=gauge.name,
+        label=gauge.label,
+    )
+    return ScoreRecord(**{**_fields(measured), "scorer": f"{GAUGE_PREFIX}{measured.scorer}"})
+
+
 def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreRecord:
     """The record of one answer: scored when it is a finite number in [0, 1], failed otherwise."""
     explanation = metadata = name = label = None
     if isinstance(result, Score):
         name, label, explanation, metadata = result.name, result.label, result.explanation, result.metadata
+        if result.gauge and name and label != "error":
+            return _measured(record, scorer, sample, result)
         result = result.value
     if label == "error":
         return record(

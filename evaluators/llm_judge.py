@@ -1,12 +1,15 @@
 """The `llm_judge` scorer: a model grades each output against a rubric.
 
 The rubric is a template over the item (`{input}`, `{output}`, `{expected}`, the annotations'
-keys, the dataset row's fields, and `{scale}`, which describes the scale in words). The judge's
-reply is read robustly (`evaluators/_judge_reply.py`): a JSON object `{"score": ...,
-"explanation": ...}` first (bare, in a ```json fence, or embedded in text), else a labelled number
-(`Score: 7/10`, `score = 0.8`, `Rating: [[4]]`), else `8 out of 10`, else a reply that is only a
-number. A reply with no score, or one off the scale, fails the scorer; the raw reply is kept in
-the score's metadata.
+keys, the dataset row's fields, and `{scale}`, which describes the scale in words). A rubric that
+names no field at all ("Is the answer correct?") is a criterion: it is wrapped in the standard
+grading template, which shows the input, the expected answer and the output before it (as
+inspect_ai's model-graded QA does). A rubric that names fields but never `{output}` could not show
+the judge what it grades: that is a spec error. The judge's reply is read robustly
+(`evaluators/_judge_reply.py`): a JSON object `{"score": ..., "explanation": ...}` first (bare, in
+a ```json fence, or embedded in text), else a labelled number (`Score: 7/10`, `score = 0.8`,
+`Rating: [[4]]`), else `8 out of 10`, else a reply that is only a number. A reply with no score,
+or one off the scale, fails the scorer; the raw reply is kept in the score's metadata.
 
 The judge speaks OpenAI's chat completions (`provider: openai`, the default: any compatible
 endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at the top level,
@@ -23,6 +26,7 @@ import asyncio
 import json
 import os
 import re
+import string
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal
@@ -56,6 +60,26 @@ You are an impartial grader. Grade the answer an AI model gave to the question b
 
 Judge the model's answer on correctness first (against the reference answer, when one is given), \
 then on completeness and clarity. Score it on {scale}.
+Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
+
+# A rubric naming no field is the criterion in this template (inserted as text, not formatted).
+GRADING_TEMPLATE = """\
+You are an impartial grader. Grade the answer an AI model gave to the question below against the \
+criterion.
+
+[Question]
+{input}
+
+[Reference answer]
+{expected}
+
+[Model's answer]
+{output}
+
+[Criterion]
+<criterion>
+
+Score the model's answer on {scale}.
 Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
 
 
@@ -93,6 +117,12 @@ async def _closed_with_the_loop(client: ChatClient, forget: Callable[[], object]
     finally:
         forget()
         await client.aclose()
+
+
+def _field_names(template: str) -> list[str]:
+    """The fields `template` names, e.g. `["input", "output[answer]"]`. Raises ValueError when it
+    does not parse."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
 
 class _Value:
@@ -146,6 +176,8 @@ class LlmJudge(Scorer):
         max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
+        gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
+            off. On by default it is skipped when the dataset has no expected answer.
     """
 
     version: ClassVar[str] = "1"
@@ -168,6 +200,9 @@ class LlmJudge(Scorer):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
+    # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
+    # makes every score meaningless, and finding out costs one call.
+    gold_check: bool = True
 
     _clients: _Clients = PrivateAttr(default_factory=_Clients)
 
@@ -192,6 +227,27 @@ class LlmJudge(Scorer):
             cut = value if len(value) <= 80 else value[:77] + "..."
             raise ValueError(f"bad {info.field_name} template {cut!r}: {problem}")
         return value
+
+    @model_validator(mode="after")
+    def _rubric_shows_the_output(self) -> LlmJudge:
+        named = {re.split(r"[.\[]", name, maxsplit=1)[0] for name in _field_names(self.rubric)}
+        if self.system is not None:
+            named |= {re.split(r"[.\[]", name, maxsplit=1)[0] for name in _field_names(self.system)}
+        if named and "output" not in named:
+            shown = ", ".join(f"{{{name}}}" for name in sorted(named))
+            raise ValueError(
+                f"rubric names {shown} but never {{output}}, so the judge would not see what it grades: "
+                "add {output}, or name no field at all to use the standard grading template"
+            )
+        return self
+
+    @property
+    def prompt_template(self) -> str:
+        """The judge's prompt template: the rubric, or, when it names no field, the standard
+        grading template with the rubric as its criterion."""
+        if _field_names(self.rubric):
+            return self.rubric
+        return GRADING_TEMPLATE.replace("<criterion>", self.rubric)
 
     @field_validator("scale", mode="before")
     @classmethod
@@ -235,7 +291,7 @@ class LlmJudge(Scorer):
     def request_body(self, sample: Sample) -> dict[str, Any]:
         return self._api.prompt_body(
             model=self.model,
-            prompt=self._render(self.rubric, sample, "rubric"),
+            prompt=self._render(self.prompt_template, sample, "rubric"),
             system=None if self.system is None else self._render(self.system, sample, "system"),
             temperature=self.temperature,
             max_tokens=self.max_tokens,

@@ -1,22 +1,28 @@
 """The `remote` scorer: an evaluator behind HTTP that returns several named scores at once.
 
-`POST {url}` with `{"case": {"input", "expected", "annotations"}, "answer", "output", "trajectory"}`
-(`trajectory`: the agent's steps, `Sample.trajectory`, or null);
-the evaluator answers a list (or `{"results": [...]}`) of `{name, score, label, explanation}`. Each
-becomes its own score row, `<scorer>.<name>`; an entry labelled `error` is a failed row with its
-explanation as the error. An evaluator that cannot be reached, or answers something else, fails
-the scorer as a whole.
+`POST {url}` with `{"case": {"id", "input", "expected", "annotations", "config", "files"},
+"answer", "output", "trajectory"}`, as evalkit's custom evaluators receive it: `id` the item's id,
+`config` the scorer's own `config`, `files` the item's fixture files (its dataset field `files`,
+`[]` without; an object input carries them too, as `input.files`, where evalkit puts them), and
+`trajectory` the agent's steps (`Sample.trajectory`) or null. The evaluator answers a list (or
+`{"results": [...]}`) of `{name, score, label, explanation, kind}`. Each entry becomes its own
+row, `<scorer>.<name>`; an entry labelled `error` is a failed row with its explanation as the
+error; one of `kind: "gauge"` is a gauge row, `gauge.<scorer>.<name>`, its `score` a measurement
+in any unit. An evaluator that cannot be reached, or answers something else, fails the scorer as a
+whole. With `requires_trajectory`, an item whose target gave no trajectory is a neutral skip
+(outcome `skipped`), as in evalkit: no request is sent.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from assay.calls.http import HttpURL
+from assay.errors import ScorerNotApplicable
 from evaluators._base import Sample, Score, Scorer
 
 
@@ -27,6 +33,8 @@ class Remote(Scorer):
         url: the evaluator's endpoint (POST).
         api_key_env: the environment variable holding a bearer key, if the evaluator wants one.
         timeout: seconds for the request.
+        config: sent to the evaluator as `case.config` (its settings for this eval).
+        requires_trajectory: skip (neutrally) items whose target gave no trajectory.
     """
 
     deterministic: ClassVar[bool] = False
@@ -36,21 +44,35 @@ class Remote(Scorer):
     url: HttpURL
     api_key_env: str | None = None
     timeout: float = Field(default=30.0, gt=0)
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    requires_trajectory: bool = False
 
     async def score(self, sample: Sample) -> list[Score]:
+        trajectory = sample.trajectory if sample.trajectory is not None else sample.fields.get("trajectory")
+        if self.requires_trajectory and not trajectory:
+            raise ScorerNotApplicable("the target gave no trajectory, and this evaluator needs one")
         headers = {}
         if self.api_key_env and os.environ.get(self.api_key_env):
             headers["authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        files = _files(sample.fields.get("files"))
+        case_input = sample.input
+        if isinstance(case_input, dict) and files and "files" not in case_input:
+            case_input = {**case_input, "files": files}
         body = {
-            "case": {"input": sample.input, "expected": sample.expected, "annotations": sample.annotations},
+            "case": {
+                "id": sample.item_id,
+                "input": case_input,
+                "expected": sample.expected,
+                "annotations": sample.annotations,
+                "config": self.config,
+                "files": files,
+            },
             "answer": sample.output if isinstance(sample.output, str) else json.dumps(sample.output),
             "output": sample.output,
             # The agent's steps as its target recorded them (an http_agent's validated trajectory);
             # null for targets that record none, and for a rescore (outputs only are stored).
             # (else a `trajectory` field of the dataset row, for evals that carry recorded ones).
-            "trajectory": sample.trajectory
-            if sample.trajectory is not None
-            else sample.fields.get("trajectory"),
+            "trajectory": trajectory,
         }
         import httpx  # here: a run without a remote scorer need not load httpx (~0.1 s)
 
@@ -72,12 +94,24 @@ class Remote(Scorer):
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
                 raise ValueError(f"evaluator result {str(entry)[:200]!r} has no name")
             value = entry.get("score")
+            gauge = entry.get("kind") == "gauge"
             scores.append(
                 Score(
                     value=value if value is not None else float("nan"),
                     explanation=entry.get("explanation"),
                     name=entry["name"],
                     label=entry.get("label"),
+                    gauge=gauge,
                 )
             )
         return scores
+
+
+def _files(raw: Any) -> list[Any]:
+    """The item's fixture files as the dataset gives them (a list, or its JSON text in a CSV)."""
+    if isinstance(raw, str) and raw.strip():
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return []
+    return raw if isinstance(raw, list) else []

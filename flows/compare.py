@@ -8,8 +8,8 @@ from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.states import Failed
 
-from assay.analysis.compare import CompareOptions, compare, load_sides, write_comparison
-from assay.store import Store
+from assay.analysis.compare import CompareOptions
+from assay.orchestrate.compare import compare_and_store
 from tasks import current_flow_run
 from tasks.publish import name_flow_run, publish_comparison
 
@@ -29,15 +29,10 @@ def compare_runs(
         store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
         options: thresholds, gate limits, bootstrap settings.
     """
-    # Read both sides; runs of different datasets or unknown runs stop here.
-    the_store = Store(store)
-    base, cand = load_sides(the_store, baseline, candidate)
+    # Read both sides, compare them per scorer, gate, and store the comparison beside the runs.
+    comparison = compare_and_store(baseline, candidate, store, options)
 
-    # Per scorer: paired statistics and a verdict; then the gates, timing and cost deltas.
-    comparison = compare(base, cand, options or CompareOptions())
-
-    # Store it beside the runs, for the report and for analysts; show it in the Prefect UI.
-    write_comparison(the_store, comparison)
+    # Show it in the Prefect UI.
     name_flow_run(f"compare {'+'.join(baseline)} → {'+'.join(candidate)}")
     publish_comparison(comparison)
 

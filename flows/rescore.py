@@ -22,6 +22,9 @@ async def rescore_run(
     store: str | None = None,
     run_id: str | None = None,
     resume: bool = False,
+    budget: str | None = None,
+    concurrency: int | None = None,
+    capture_requests: bool | None = None,
 ) -> dict[str, Any]:
     """Score a stored run again with new scorers and return the rescore's summary.
 
@@ -31,6 +34,21 @@ async def rescore_run(
         scorers: inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind.
         store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
         run_id: the rescore's id; default a new one (under Prefect: derived from the flow run).
-        resume: continue `run_id` with its stored scorers.
+        resume: continue `run_id` with its stored scorers and settings.
+        budget: the rescore's own USD budget for its judging (default: the source's).
+        concurrency: items scored at once (default: the source's).
+        capture_requests: capture the judges' requests and carry the source's forward (default:
+            as the source did).
     """
-    return await drive_rescore(source_run_id, spec, scorers, store, run_id, resume, host=prefect_host())
+    return await drive_rescore(
+        source_run_id,
+        spec,
+        scorers,
+        store,
+        run_id,
+        resume,
+        budget=budget,
+        concurrency=concurrency,
+        capture_requests=capture_requests,
+        host=prefect_host(),
+    )

@@ -24,6 +24,8 @@ async def run_eval(
     cell: str | None = None,
     extra_tags: list[str] | None = None,
     compare_to: str | None = None,
+    retry_failed: list[str] | None = None,
+    check_keys: bool = False,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -36,5 +38,19 @@ async def run_eval(
         cell: with `resume`, the one cell of a matrix spec that `run_id` is.
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
         compare_to: a baseline run to compare with sequentially (`--compare-to`).
+        retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
+            every kind); their failed rows stay as history (`assay resume --retry-failed`).
+        check_keys: try each agent's provider key with one cheap request before anything starts.
     """
-    return await drive_run(spec, store, run_id, resume, cell, extra_tags, compare_to, host=prefect_host())
+    return await drive_run(
+        spec,
+        store,
+        run_id,
+        resume,
+        cell,
+        extra_tags,
+        compare_to,
+        retry_failed=retry_failed,
+        check_keys=check_keys,
+        host=prefect_host(),
+    )

@@ -10,6 +10,7 @@ from typing import Any
 from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
 
+from assay import numbers
 from assay.analysis.compare import gauge_line
 from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
@@ -31,7 +32,8 @@ def _key(text: str) -> str:
 
 async def publish_run_summary(summary: dict[str, Any]) -> None:
     """The run's summary as a table artifact: one row per scorer, then one per gauge (its `scored`
-    is how many items measured it), with the item outcomes."""
+    is how many items measured it), with the item outcomes and the cost. Figures are written as
+    the terminal and the report write them (`assay.numbers`)."""
     if current_flow_run() is None:
         return
     counts = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
@@ -39,9 +41,9 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         {
             "kind": RowKind.SCORE.value,
             "scorer": row["scorer"],
-            "mean": row["mean"],
-            "p50": row["p50"],
-            "p95": row["p95"],
+            "mean": numbers.num(row["mean"]),
+            "p50": numbers.num(row["p50"]),
+            "p95": numbers.num(row["p95"]),
             "scored": row["scored"],
             "failed": row["failed"],
             "skipped": row["skipped"],
@@ -51,9 +53,9 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         {
             "kind": RowKind.GAUGE.value,
             "scorer": row["gauge"],
-            "mean": row["mean"],
-            "p50": row["p50"],
-            "p95": row["p95"],
+            "mean": numbers.gauge(row["gauge"], row["mean"]),
+            "p50": numbers.gauge(row["gauge"], row["p50"]),
+            "p95": numbers.gauge(row["gauge"], row["p95"]),
             "scored": row["n"],
             "failed": None,
             "skipped": None,
@@ -65,7 +67,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
         key=_key(f"assay-run-{summary['name']}"),
         description=(
             f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
-            f"item error rate {summary['item_error_rate']}"
+            f"item error rate {numbers.pct(summary['item_error_rate'])}; {numbers.cost_line(summary['cost'])}"
             + (f". {why}" if (why := compare_line(summary)) else "")
         ),
     )

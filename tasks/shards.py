@@ -16,11 +16,13 @@ CODE_VERSION = "1"
 
 
 def shard_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    """(task, code version, run, identity, shard contents): a resumed run skips finished shards;
-    a new run of the same spec, having its own run id, never inherits another run's results."""
+    """(task, code version, run, identity, shard contents, retried items): a resumed run skips
+    finished shards, unless `--retry-failed` runs some of their items again; a new run of the same
+    spec, having its own run id, never inherits another run's results."""
     plan = parameters["executor"].plan
     shard = parameters["shard"]
-    return f"assay-run-shard-v{CODE_VERSION}-{plan.run_id}-{plan.identity.digest}-{shard.digest}"
+    retry = f"-r{plan.retry_digest}" if plan.retry_digest else ""
+    return f"assay-run-shard-v{CODE_VERSION}-{plan.run_id}-{plan.identity.digest}-{shard.digest}{retry}"
 
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:

@@ -19,6 +19,15 @@ from assay.testing.mock_anthropic import MockAnthropicServer
 from assay.testing.mock_openai import MockOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
+_HEAVY = ("docker", "prefect", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs Docker, a Prefect server or Chromium is slow too: `-m "not slow"` leaves
+    it out without every such test saying so twice."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in _HEAVY):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")

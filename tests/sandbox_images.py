@@ -214,3 +214,8 @@ def _debootstrap_rootfs(target: Path) -> None:
             capture_output=True,
         )
         partial.rename(target)
+
+
+if __name__ == "__main__":
+    # scripts/test builds both images before pytest starts (a no-op when the engine has them).
+    print(f"test images: {busybox_image()}, {python_image()}")

@@ -183,12 +183,14 @@ def test_the_doc_has_eleven_worked_queries_in_both_languages():
 
 
 @pytest.mark.parametrize("heading, code", PYTHON, ids=[f"py{n}" for n in range(len(PYTHON))])
+@pytest.mark.slow
 def test_python_snippet_runs(store, heading, code):
     result = run_python(code, store)
     assert result.height > 0, f"{heading!r}: empty result"
 
 
 @pytest.mark.parametrize("heading, code", SQL, ids=[f"sql{n}" for n in range(len(SQL))])
+@pytest.mark.slow
 def test_sql_snippet_runs(store, heading, code):
     _, rows = run_sql(code, store)
     assert rows, f"{heading!r}: empty result"
@@ -203,6 +205,7 @@ def same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("heading", QUERIES)
+@pytest.mark.slow
 def test_polars_and_duckdb_agree(store, heading):
     (py,) = [code for h, code in PYTHON if h == heading]
     (sql,) = [code for h, code in SQL if h == heading]
@@ -214,6 +217,7 @@ def test_polars_and_duckdb_agree(store, heading):
         assert all(same(a, b) for a, b in zip(got, want, strict=True)), (heading, got, want)
 
 
+@pytest.mark.slow
 def test_the_store_has_what_the_queries_need(store):
     """Guards the fixture: each query has something real to find."""
     items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)
@@ -235,3 +239,46 @@ def test_the_store_has_what_the_queries_need(store):
     assert {"gauge.duration_ms", "gauge.tokens_input", "gauge.cost_usd"} <= set(gauges["scorer"])
     # Gauge rows would count as scorers without the `kind` filter of queries 6 and 9.
     assert gauges.filter(pl.col("outcome") == "measured").height == gauges.height
+
+
+def test_schema_md_and_this_guide_list_the_same_store_folders_and_globs():
+    """The two pages an analyst reads first agree on what the store holds and how to glob it."""
+    import pyarrow as pa
+
+    from assay import _schema
+
+    def layout(doc: str, prefix: str) -> dict[str, str]:
+        block = doc.split("```\n" + prefix, 1)[1].split("```", 1)[0]
+        folders: dict[str, str] = {}
+        for line in (prefix + block).splitlines():
+            for path in re.findall(re.escape(prefix) + r"[^\s,]+", line):
+                name, _, rest = path.removeprefix(prefix).partition("/")
+                folders.setdefault(name, rest.rsplit("/", 1)[-1] if rest.endswith(".parquet") else "")
+        return folders
+
+    schema_doc = (REPO / "docs/schema.md").read_text()
+    schema = layout(schema_doc, "<store>/")
+    guide = layout(DOC_PATH.read_text(), "assay-store/")
+    assert set(schema) == set(guide), (sorted(schema), sorted(guide))
+    for name, glob in guide.items():
+        if glob and schema[name]:
+            assert glob == schema[name], (name, glob, schema[name])
+    parquet = [
+        name for name, value in vars(_schema).items() if name.isupper() and isinstance(value, pa.Schema)
+    ]
+    assert (
+        f"writes {['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight'][len(parquet) - 1]} Parquet datasets"
+        in schema_doc
+    )
+    assert "leases/" in schema_doc and "lease" in schema_doc.split("leases/", 1)[1].split("\n", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_regression_query_compares_each_cell_of_a_matrix_only_with_itself(store):
+    """Query 4 on a matrix spec's name: its cells are runs of one name, and none is the "run
+    before" another (each cell ran once here, so no cell has a change)."""
+    (code,) = [c for h, c in PYTHON if h.startswith("4. ")]
+    assert 'NAME = "arith"' in code
+    result = run_python(code.replace('NAME = "arith"', 'NAME = "arith-models"'), store)
+    assert sorted(result["cell"]) == ["large", "small", "unpriced"]
+    assert result["change"].null_count() == result.height, result

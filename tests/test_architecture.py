@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("assay", "evaluators", "flows", "tasks")
 
@@ -77,6 +79,7 @@ def _room(module: str) -> tuple[str, int]:
     return best
 
 
+@pytest.mark.slow
 def test_imports_run_only_downward() -> None:
     modules = _modules()
     upward = []
@@ -89,6 +92,7 @@ def test_imports_run_only_downward() -> None:
     assert upward == []
 
 
+@pytest.mark.slow
 def test_no_import_circles() -> None:
     modules = _modules()
     graph = {name: {t for t, _ in _imports(name, path, set(modules))} for name, path in modules.items()}

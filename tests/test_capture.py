@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 from assay.calls.capture import Redactor
 from assay.cli import main
@@ -110,6 +111,7 @@ def test_limits_are_hard_and_said(tmp_path, mock, capsys):
     assert listed <= set(requests["operation_id"]), "no item lists an operation whose records were dropped"
 
 
+@pytest.mark.slow
 def test_export_validate_and_rescore_carry_forward(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3, capture_requests=True)
     summary = run(capsys, spec, tmp_path / "s")

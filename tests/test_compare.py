@@ -14,7 +14,7 @@ from assay.analysis.stats import PairedEstimate
 from assay.cli import main
 from assay.outcomes import Gate
 from assay.store import Store
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import openai_spec, write_jsonl, write_spec
 
 N = 200
 SOLVERS = """
@@ -31,6 +31,11 @@ def mostly_right(x):
 
 def flaky(x):
     if _bucket(x) < 30:
+        raise RuntimeError("provider down")
+    return str(int(x) * 2)
+
+def one_in_ten(x):
+    if int(x) % 10 == 0:
         raise RuntimeError("provider down")
     return str(int(x) * 2)
 """
@@ -57,6 +62,7 @@ def evals(tmp_path_factory):
         ("right2", "right", "data.jsonl"),
         ("worse", "mostly_right", "data.jsonl"),
         ("flaky", "flaky", "data.jsonl"),
+        ("tenth", "one_in_ten", "data.jsonl"),
         ("other", "right", "other.jsonl"),
     ):
         sub = folder / name
@@ -133,6 +139,28 @@ def test_item_error_rate_gate_names_side_run_and_figures(evals, capsys):
     assert code == 0
 
 
+def test_item_error_rate_gate_is_per_run_and_names_the_run(evals, capsys):
+    """A baseline run failing 10 % beside a clean repeat pools to exactly 5 % and would pass a
+    5 % gate; the seed evaluates each run, so the failing run fails the gate, by name."""
+    store, runs = evals
+    code, doc, _ = compare_json(
+        capsys, store, runs["right"], runs["tenth"], "--candidate", runs["right"], runs["right2"]
+    )
+    assert code == 1 and doc["passed"] is False
+    gates = [g for g in doc["gates"] if g["gate"] == "item_error_rate"]
+    assert [(g["side"], g["runs"]) for g in gates] == [
+        ("baseline", [runs["right"]]),
+        ("baseline", [runs["tenth"]]),
+        ("candidate", [runs["right"]]),
+        ("candidate", [runs["right2"]]),
+    ]
+    (failing,) = [g for g in gates if not g["passed"]]
+    assert failing["runs"] == [runs["tenth"]] and failing["value"] == pytest.approx(0.1)
+    assert failing["message"].startswith(f"baseline run 2 ({runs['tenth']}): item error rate 10.0%")
+    assert "20 failed of 200 attempted" in failing["message"]
+    assert failing["message"] in doc["failed_gates"]
+
+
 def test_fail_on_inconclusive_and_thresholds(evals, capsys):
     store, runs = evals
     code, doc, _ = compare_json(
@@ -179,3 +207,71 @@ def test_nothing_paired_is_bad_input(evals, capsys):
     rescore_id = json.loads(capsys.readouterr().out)["run_id"]
     code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
     assert code == 2 and "nothing paired" in err
+
+
+def test_the_terminal_labels_the_comparison_id(evals, capsys):
+    store, runs = evals
+    assert main(["compare", runs["right"], "--candidate", runs["right2"], "--store", store]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    (comparison_id,) = (
+        pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
+        .sort("created_at")["comparison_id"]
+        .tail(1)
+    )
+    assert head == (
+        f"compare {runs['right']} → {runs['right2']}  · comparison {comparison_id} "
+        "(stored in the store's comparisons/)"
+    ), head
+
+
+PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
+
+
+def _priced_run(capsys, folder, mock, store, **overrides) -> str:
+    """A run of 10 arithmetic items against the mock server, every call priced."""
+    folder.mkdir()
+    (folder / "skips.py").write_text(
+        "def not_q3(output, input, annotations):\n    return '3 + 3' not in input\n"
+    )
+    spec = openai_spec(folder, mock.base_url, n=10, prices=PRICES, fail_on_item_error_rate=1, **overrides)
+    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
+    return json.loads(capsys.readouterr().out)["run_id"]
+
+
+def test_cost_is_certified_only_when_every_run_did_the_same_work(tmp_path, mock, capsys):
+    """The seed's certifyCost: per-item scorer coverage and per-run work, not pooled sets; and
+    the summary line speaks of cost only when it is certified."""
+    store = str(tmp_path / "store")
+    full = _priced_run(capsys, tmp_path / "full", mock, store)
+    again = _priced_run(capsys, tmp_path / "again", mock, store)
+    _, doc, _ = compare_json(capsys, store, full, "--candidate", again)
+    assert doc["cost"]["certified"] is True and doc["cost"]["reason"] is None
+    assert doc["cost"]["change_pct"] == 0
+
+    # Same scorers scored somewhere on each side, but the candidate skipped one on item q3.
+    skipping = _priced_run(
+        capsys,
+        tmp_path / "skipping",
+        mock,
+        store,
+        scorers=[
+            {"kind": "exact_match", "name": "exact"},
+            {"kind": "regex", "name": "digits", "pattern": "\\d+", "applies": "skips:not_q3"},
+        ],
+    )
+    _, doc, _ = compare_json(capsys, store, full, "--candidate", skipping)
+    assert doc["cost"]["certified"] is False
+    assert doc["cost"]["reason"] == (
+        f"scorer coverage differs for 'digits' at q3 trial 0: only baseline run {full} produced a score"
+    )
+
+    # A budget-stopped repeat on the baseline: pooled, the side completed every item; per run, it
+    # did not, and its side's mean cost per run is no measure of the target.
+    stopped = _priced_run(capsys, tmp_path / "stopped", mock, store, budget="$0.0007", concurrency=1)
+    _, doc, _ = compare_json(capsys, store, full, stopped, "--candidate", again)
+    assert doc["cost"]["certified"] is False
+    assert doc["cost"]["reason"] == (
+        f"item coverage differs at q4 trial 0: only baseline run {full} completed it"
+    )
+    assert doc["cost"]["change_pct"] > 1
+    assert not any("expensive" in line or "cheaper" in line for line in doc["lines"])

@@ -260,8 +260,8 @@ def test_missing_or_empty_id(tmp_path, value):
     rows = [{"id": "x", "input": "a"}, {"id": value, "input": "b"}, {"input": "c"}]
     write_jsonl(tmp_path / "d.jsonl", rows)
     found = problems(tmp_path, path="d.jsonl", id="id")
-    assert [p.split(":", 1)[0] for p in found] == ["line 2", "line 3"]
-    assert all("'id'" in p and "dataset.id" in p for p in found)
+    # The same problem on two lines is one problem naming both.
+    assert found == ["lines 2, 3 (2 rows): field 'id' (dataset.id) is missing or empty"]
 
 
 def test_missing_expected_when_explicitly_mapped(tmp_path):
@@ -415,3 +415,28 @@ def test_cli_prompt_naming_a_missing_field(tmp_path, capsys):
     assert "target.prompt" in lines[0] and "'{topic}: {question}'" in lines[0], "names the template"
     assert "topic" in lines[0]
     assert not store.exists()
+
+
+def test_the_same_problem_on_many_rows_is_one_line_and_a_cut_list_says_what_it_left_out(tmp_path, capsys):
+    rows = [{"id": f"q{i}", "q": "x"} for i in range(40)] + [{"id": "z", "question": "3"}]
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    spec = write_spec(
+        tmp_path,
+        name="bad",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question"},
+        target={"kind": "python", "function": "m:f"},
+        scorers=[{"kind": "exact_match"}],
+    )
+    (tmp_path / "m.py").write_text("def f(x):\n    return x\n")
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'data.jsonl'}: lines 1, 2, 3, 4, 5 and 35 more (40 rows): field 'question' "
+        "(dataset.input) is missing; the row has 'id', 'q'\n"
+    )
+
+    # Sixty different problems: fifty shown, then how many were not.
+    write_jsonl(tmp_path / "data.jsonl", [{"id": f"q{i}", f"f{i}": "x"} for i in range(60)])
+    with pytest.raises(DatasetError) as caught:
+        load_items(DatasetSpec(path="data.jsonl", id="id", input="question"), tmp_path)
+    assert len(caught.value.problems) == 51
+    assert caught.value.problems[-1] == "... and 10 more problems not shown"

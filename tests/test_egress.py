@@ -1,5 +1,5 @@
 """Egress allowlisting: the proxy's pure rules, the proxy program on the host, and the whole
-sidecar on the real Docker engine (.ci/run starts it; a missing engine fails these tests).
+sidecar on the real Docker engine (scripts/test starts it; a missing engine fails these tests).
 
 Nothing here reaches beyond this machine: the "outside" hosts are busybox httpd containers on a
 network the test creates, reachable from the sidecar only.
@@ -30,9 +30,10 @@ from assay.sandbox import _egress_proxy as proxy
 from assay.sandbox.egress import _docker_name, parse_denials, sanitize_host, start_egress
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
-from flows.run import run_eval
 from tests import sandbox_images
 from tests.conftest import write_jsonl, write_spec
+
+pytestmark = [pytest.mark.docker]
 
 SECRET_PATH = "/very-secret-path.txt"
 SECRET_QUERY = "token=hunter2"
@@ -95,8 +96,11 @@ def test_host_sanitizing() -> None:
     assert sanitize_host("allowed.test") == "allowed.test"
     assert sanitize_host("*.example.com") == "*.example.com"
     assert sanitize_host("[::1]:443") == "[::1]:443"
-    for bad in ("a.test/path", "a.test?q=1", "a b", "", "x" * 254, None, 42, ["a.test"], "a.test\nb"):
+    for bad in ("a.test/path", "a.test?q=1", "a b", "", None, 42, ["a.test"], "a.test\nb"):
         assert sanitize_host(bad) == "invalid-host"
+    # As the seed: a host name over 253 characters (a DNS name's longest) is cut to 253.
+    assert sanitize_host("x" * 253) == "x" * 253
+    assert sanitize_host("a." * 200 + "test") == ("a." * 200)[:253]
 
 
 def test_denials_parsed_from_an_untrusted_log() -> None:
@@ -226,7 +230,9 @@ def client() -> docker.DockerClient:
     try:
         return sandbox_images.engine()
     except docker.errors.DockerException as error:
-        pytest.fail(f"no Docker engine answers ({error}); .ci/run installs and starts one", pytrace=False)
+        pytest.fail(
+            f"no Docker engine answers ({error}); ./scripts/test installs and starts one", pytrace=False
+        )
 
 
 def _run(
@@ -492,6 +498,8 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         scorers=[{"kind": "includes", "value": "status 403 via http://egress-proxy:3128"}],
         fail_on_item_error_rate=1,
     )
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
     run_id = summary["run_id"]
     try:
@@ -506,5 +514,43 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         assert f"run_id={run_id}/a/0/egress-denials.json" in row["artifacts"]
         assert json.loads(row["sandbox"])["egress_denied"] == 1
         assert leftovers(run_id) == []
+    finally:
+        clean(run_id)
+
+
+def test_unreadable_egress_evidence_is_a_teardown_note_not_a_failure(tmp_path: Path, client: Any) -> None:
+    """As the seed: when the sidecar's log cannot be read, the attempt keeps its result and the
+    teardown error says the evidence is unavailable. The "sidecar" here is a real container whose
+    logging driver keeps no log, so the engine refuses to read it."""
+    from docker.types import LogConfig
+
+    from assay.calls.capture import Redactor
+    from assay.sandbox._docker import ImageFacts
+    from assay.sandbox.egress import Egress
+    from assay.targets.container.attempt import AttemptState
+
+    run_id = f"assay-test-{uuid.uuid4().hex[:12]}"
+    image = sandbox_images.busybox_image(client)
+    container = client.containers.create(
+        image, ["true"], labels={"assay.run_id": run_id}, log_config=LogConfig(type="none")
+    )
+    try:
+        state = AttemptState(
+            tmp_path,
+            image=ImageFacts(image, "sha256:x", "root", 0, 0),
+            artifacts_root=tmp_path,
+            redactor=Redactor([], []),
+            cleanup_seconds=30,
+            offload=lambda function, *args: asyncio.to_thread(function, *args),
+        )
+        state.egress = Egress(client, f"{run_id}-net", container.id)
+
+        async def scenario() -> str | None:
+            await state.keep_egress_evidence()
+            return await state.teardown()
+
+        teardown_error = asyncio.run(scenario())
+        assert teardown_error is not None and teardown_error.startswith("egress evidence unavailable: ")
+        assert "egress_denied" not in state.facts and state.kept == []
     finally:
         clean(run_id)

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, openai_spec
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 # Runs the CLI's `main` in this interpreter, then reports what it imported.
 _PROBE = """
@@ -17,7 +21,8 @@ import json, sys
 from assay.cli import main
 code = main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m == "prefect" or m.startswith("prefect."))
-print(json.dumps({"code": code, "prefect": loaded[:5]}))
+scipy = sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy."))
+print(json.dumps({"code": code, "prefect": loaded[:5], "scipy": scipy[:5]}))
 """
 
 
@@ -46,10 +51,28 @@ def test_run_and_resume_embedded_import_no_prefect(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=5)
     store = tmp_path / "store"
     ran = _probe("run", str(spec), "--store", str(store), "--quiet", cwd=tmp_path)
-    assert ran == {"code": 0, "prefect": []}
+    assert ran == {"code": 0, "prefect": [], "scipy": []}
     run_id = next((store / "runs").iterdir()).name.removeprefix("run_id=")
     resumed = _probe("resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path)
-    assert resumed == {"code": 0, "prefect": []}
+    assert resumed == {"code": 0, "prefect": [], "scipy": []}
+
+
+def test_the_reading_commands_import_neither_prefect_nor_scipy(tmp_path, mock):
+    """`ls`, `show`, `compare`, `power` and `estimate` start fast: Prefect and SciPy cost seconds of
+    imports (benchmarks/cli_startup.py measures the whole processes)."""
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    store = str(tmp_path / "store")
+    for _ in range(2):
+        assert _probe("run", str(spec), "--store", store, "--quiet", cwd=tmp_path)["code"] == 0
+    first, second = sorted(p.name.removeprefix("run_id=") for p in (tmp_path / "store" / "runs").iterdir())
+    for argv in (
+        ["ls"],
+        ["show", first],
+        ["compare", first, "--candidate", second],
+        ["power", first, "--mde", "0.05"],
+        ["estimate", str(spec)],
+    ):
+        assert _probe(*argv, "--store", store, cwd=tmp_path) == {"code": 0, "prefect": [], "scipy": []}, argv
 
 
 def test_rescore_embedded_imports_no_prefect(tmp_path, mock):

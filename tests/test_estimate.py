@@ -47,7 +47,7 @@ def test_unpriced_models_are_named(tmp_path, mock, capsys):
     report = estimate(capsys, spec, tmp_path / "s")
     assert report["unpriced_models"] == ["mock-1"] and report["lines"][0]["cost_usd_expected"] is None
     assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
-    assert "not in the price table" in capsys.readouterr().out
+    assert "cost unknown: mock-1 is unpriced" in capsys.readouterr().out
 
 
 def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, capsys):

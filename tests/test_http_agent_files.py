@@ -457,6 +457,7 @@ def test_assay_run_keeps_files_uploads_fixtures_and_the_remote_scorer_sees_the_t
     assert len(evaluator.app.bodies) == 4 and all(len(b["trajectory"]) == 2 for b in evaluator.app.bodies)
 
 
+@pytest.mark.slow
 def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, harness):
     # q0 ends at once, q1 after the batch's 2 s (so both are committed), q2 and q3 never.
     harness.configure(

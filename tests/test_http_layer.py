@@ -170,10 +170,10 @@ def test_a_refused_connection_reads_the_same_from_both_clients(closed_port):
     with pytest.raises(TargetFailure) as failed:
         chat(f"{base}/v1", max_retries=0)
     assert failed.value.kind == "connection" and failed.value.retryable is True
-    assert failed.value.message.startswith("connection error: ")
+    assert failed.value.message == f"connection refused by 127.0.0.1:{closed_port}"
     with pytest.raises(HarnessError) as refused:
         agent_prepare(base, max_retries=0)
-    assert refused.value.problems[0].startswith("GET /capabilities: connection error: ")
+    assert refused.value.problems == [f"GET /capabilities: connection refused by 127.0.0.1:{closed_port}"]
 
 
 def test_a_timeout_is_found_under_the_exception_a_library_wraps_it_in():

@@ -31,6 +31,8 @@ from tests.conftest import (
     wait_for,
 )
 
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
+
 SHORT_TTL = {"ASSAY_LEASE_TTL_S": "2"}
 
 

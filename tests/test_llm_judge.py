@@ -165,6 +165,42 @@ def test_a_rubric_naming_a_missing_field_fails_without_a_call(mock):
     assert mock.stats()["requests"] == 0
 
 
+def test_a_rubric_naming_no_field_is_the_criterion_of_the_grading_template(mock):
+    """ "Is the answer correct?" alone would show the judge nothing to grade."""
+    mock.configure(answers={"*": '{"score": 1, "explanation": "ok"}'})
+    record = grade(judge(mock.base_url, rubric="Is the answer correct? Mind {{units}}."), sample("Lyon"))
+    assert record.outcome == "scored", record.error
+    [message] = mock.stats()["bodies"][-1]["messages"]
+    text = message["content"]
+    shown = [
+        "[Question]\nWhat is the capital of France?",
+        "[Reference answer]\nParis",
+        "[Model's answer]\nLyon",
+        "[Criterion]\nIs the answer correct? Mind {units}.",
+        "from 0 (worst) to 1 (best)",
+        '{"score": <number>',
+    ]
+    assert [text.find(part) for part in shown] == sorted(text.find(part) for part in shown)
+    assert all(part in text for part in shown), text
+
+
+def test_a_rubric_that_never_shows_the_output_is_a_spec_error(tmp_path, capsys):
+    write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "b"}])
+    rubric = {"kind": "llm_judge", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    spec = write_spec(
+        tmp_path,
+        name="x",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "m:f"},
+        scorers=[{**rubric, "rubric": "Is {input} answered well, on {scale}?"}],
+    )
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    error = capsys.readouterr().err
+    assert "scorers.0: rubric names {input}, {scale} but never {output}" in error, error
+    assert "name no field at all to use the standard grading template" in error
+    assert not (tmp_path / "s").exists()
+
+
 def test_api_key_is_read_from_the_env(mock, monkeypatch):
     mock.configure(answers={"*": "1"})
     monkeypatch.setenv("ASSAY_JUDGE_KEY", "sk-judge-secret")
@@ -294,6 +330,9 @@ def judged_spec(
                 "model": "mock-judge",
                 "rubric": "Grade {output} for {input}.",
                 "scale": 10,
+                # The self-check (on by default) is tested in test_gold_check.py: here its one
+                # extra call would blur the figures under test.
+                "gold_check": False,
                 **(judge or {}),
             },
         ],

@@ -74,6 +74,7 @@ def test_every_cell_is_its_own_run_under_one_matrix(matrix, capsys):
     assert set(stored["revision"]) == {1}
 
 
+@pytest.mark.slow
 def test_leaderboard_command_with_another_baseline(matrix, capsys):
     _, spec, store = matrix
     main(["run", str(spec), "--store", store, "--json"])
@@ -116,6 +117,7 @@ def test_leaderboard_command_with_another_baseline(matrix, capsys):
     assert main(["leaderboard", "no-such-matrix", "--store", store]) == 2
 
 
+@pytest.mark.slow
 def test_a_cell_resumes_alone(matrix, capsys):
     _, spec, store = matrix
     main(["run", str(spec), "--store", store, "--json"])
@@ -134,3 +136,37 @@ def test_target_and_targets_together_is_bad_input(matrix, capsys):
     assert main(["run", str(folder / "bad.yaml"), "--store", str(folder / "bad-store")]) == 2
     assert "either `target` or `targets`" in capsys.readouterr().err
     assert not (folder / "bad-store").exists()
+
+
+def test_a_rescore_of_a_cell_keeps_its_cell(tmp_path, capsys):
+    (tmp_path / "cells.py").write_text(SOLVERS)
+    write_jsonl(
+        tmp_path / "data.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(4)]
+    )
+    spec = write_spec(
+        tmp_path,
+        name="matrix",
+        dataset={"path": "data.jsonl", "id": "id"},
+        targets={"perfect": {"kind": "python", "function": "cells:perfect"}},
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+    )
+    store = str(tmp_path / "store")
+    assert main(["run", str(spec), "--store", store, "--json"]) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert (
+        main(
+            [
+                "rescore",
+                cell["run_id"],
+                "--scorer",
+                "{kind: includes, value: '2'}",
+                "--store",
+                store,
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rescore = Store(store).read_run(json.loads(capsys.readouterr().out)["run_id"])
+    assert rescore["kind"] == "rescore" and rescore["cell"] == "perfect"
+    assert rescore["matrix_id"] is None, "a rescore is no cell of the matrix's leaderboard"

@@ -267,6 +267,7 @@ def test_malformed_chat_request_gets_400(server: MockOpenAIServer, client: httpx
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.slow
 def test_cli_serves_in_a_subprocess() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "assay.testing.mock_openai", "--port", "0", "--latency-ms", "5"],

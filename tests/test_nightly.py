@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 from assay.cli import main
 from assay.store import Store
@@ -16,6 +17,7 @@ def nightly(capsys, spec, store, *extra) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_nights_compare_with_the_last_good_one_and_old_ones_are_pruned(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=30, fail_on_item_error_rate=1)
     store = tmp_path / "s"

@@ -21,11 +21,14 @@ from typing import IO, Any
 import httpx
 import psutil
 import pyarrow.parquet as pq
+import pytest
 
 from assay.run.plan import MAX_SHARDS
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
 from tests.prefect_server import prefect_env, prefect_server
+
+pytestmark = [pytest.mark.prefect]
 
 N_ITEMS = 300
 PREFECT = str(Path(sys.executable).with_name("prefect"))

@@ -14,10 +14,13 @@ from pathlib import Path
 import httpx
 import polars as pl
 import psutil
+import pytest
 
 from assay.store import Store
 from tests.conftest import REPO
 from tests.prefect_server import _free_port, prefect_env
+
+pytestmark = [pytest.mark.prefect]
 
 ASSAY = str(Path(sys.executable).with_name("assay"))
 PREFECT = str(Path(sys.executable).with_name("prefect"))
@@ -73,7 +76,12 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         text=True,
     )
     try:
-        line = ui.stdout.readline()
+        # "starting" at once, then progress while it boots, then "ready".
+        lines = [ui.stdout.readline() for _ in range(3)]
+        why = (lines, ui.stderr.read() if ui.poll() is not None else "")
+        assert lines[0].startswith(f"starting: a Prefect server on 127.0.0.1:{port}"), why
+        assert lines[1].startswith("server answers; deploying"), why
+        line = lines[2]
         assert line.startswith("ready:"), (line, ui.stderr.read() if ui.poll() is not None else "")
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
         assert {d["name"] for d in deployments} == {

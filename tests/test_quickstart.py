@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from assay.store import Store
 from tests.conftest import REPO, run_assay
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 
 def test_quickstart_runs_offline_on_a_fresh_prefect_home(tmp_path):

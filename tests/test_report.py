@@ -24,6 +24,8 @@ from assay.report import money
 from assay.store import Store
 from tests.conftest import mock_target, write_jsonl, write_spec
 
+pytestmark = [pytest.mark.browser]
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -72,6 +74,7 @@ def _spec(folder: Path, base_url: str, name: str, gate: float) -> Path:
                 "model": "mock-judge",
                 "rubric": "Grade {output} for {input}.",
                 "scale": 10,
+                "gold_check": False,  # the mock judge grades the gold answer 8/10
             },
         ],
         prices=PRICES,
@@ -108,7 +111,7 @@ def runs(tmp_path_factory, mock_server) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package; .ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package; ./scripts/test installs it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

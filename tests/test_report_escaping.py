@@ -19,6 +19,8 @@ from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
 from tests.test_report import Opened, browser, report  # noqa: F401  (browser is a fixture)
 
+pytestmark = [pytest.mark.browser]
+
 
 def hostile(field: str) -> str:
     """A string that runs script if any context of the page treats it as markup."""

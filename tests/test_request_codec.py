@@ -230,13 +230,23 @@ def test_v_is_2(tmp_path: Path) -> None:
     assert_third_line_bad(tmp_path, json.dumps(GOOD | {"v": 2}), "unsupported version: v is 2, expected 1")
 
 
-@pytest.mark.parametrize("v", [True, 1.0, "1"])
-def test_v_equal_to_1_in_python_but_not_the_integer_1(tmp_path: Path, v: Any) -> None:
+@pytest.mark.parametrize("v", [True, "1"])
+def test_v_equal_to_1_in_python_but_not_the_number_1(tmp_path: Path, v: Any) -> None:
     assert_third_line_bad(tmp_path, json.dumps(GOOD | {"v": v}), f"v is {json.dumps(v)}")
 
 
+def test_v_written_1_0_is_1_as_javascript_reads_it(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.jsonl", [json.dumps(GOOD | {"v": 1.0})])
+    assert validate_jsonl(path) == (1, None)
+    assert encode(next(read_jsonl(path))).startswith('{"v":1,')
+
+
 def test_operation_id_missing(tmp_path: Path) -> None:
-    assert_third_line_bad(tmp_path, json.dumps({"v": 1, "phase": "end"}), "'operation_id' is missing")
+    assert_third_line_bad(
+        tmp_path,
+        json.dumps({"v": 1, "phase": "end"}),
+        "field 'operationId' (or Assay's 'operation_id') is missing",
+    )
 
 
 def test_operation_id_empty(tmp_path: Path) -> None:
@@ -334,14 +344,13 @@ def test_non_utf8_bytes(tmp_path: Path) -> None:
     assert_third_line_bad(tmp_path, line, f"not UTF-8 text (byte {at} of the line is b'\\xff')")
 
 
-def test_a_blank_line_in_the_middle(tmp_path: Path) -> None:
-    assert_third_line_bad(tmp_path, "", "blank line")
-
-
-def test_blank_lines_in_the_middle_name_the_first(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "r.jsonl", [good_line(1), good_line(2), "", "   ", good_line(5)])
-    count, message = validate_jsonl(path)
-    assert count == 2 and message is not None and message.startswith("line 3: blank line")
+def test_blank_lines_anywhere_are_skipped_and_not_counted(tmp_path: Path) -> None:
+    """As the seed: blank lines are skipped wherever they are, and "line N" counts the others
+    (the file's own line number is added when it differs)."""
+    path = write_lines(tmp_path / "r.jsonl", ["", good_line(1), "  \u00a0", good_line(2), "\t", good_line(3)])
+    assert validate_jsonl(path) == (3, None)
+    path = write_lines(tmp_path / "r.jsonl", [good_line(1), "", "   ", "[]"])
+    assert validate_jsonl(path) == (1, "line 2 (file line 4): expected a JSON object, got an array")
 
 
 def test_deep_nesting_is_reported_not_raised(tmp_path: Path) -> None:

@@ -121,8 +121,96 @@ def test_a_crashing_rescore_ends_as_failed(source, tmp_path, capsys, monkeypatch
     assert rescore["n_completed"] + rescore["n_failed"] + rescore["n_cancelled"] == rescore["n_planned"]
 
 
+@pytest.mark.slow
 def test_rescore_in_a_subprocess_matches(source):
     store, source_id = source
     result = run_assay("rescore", source_id, "--store", store, "--scorer", "exact_match", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["scorers"][0]["scorer"] == "exact_match"
+
+
+PRICES = {"mock-1": {"input": 10.0, "output": 30.0}, "mock-judge": {"input": 1.0, "output": 1.0}}
+JUDGE = "{kind: llm_judge, name: judge, base_url: '%s', model: mock-judge, gold_check: false}"
+
+
+@pytest.fixture
+def captured_source(tmp_path, mock, capsys):
+    """A priced run of 4 items with its requests captured."""
+    mock.configure(answers={"*": '{"score": 1, "explanation": "ok"}'})
+    spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, capture_requests=True)
+    store = str(tmp_path / "store")
+    code, summary = run_json(capsys, "run", str(spec), "--store", store)
+    assert code == 0
+    mock.reset()
+    return store, summary["run_id"]
+
+
+def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(
+    captured_source, mock, capsys
+):
+    """As the seed: capture `unavailable`, with a reason, and no reference to a record that is
+    not there."""
+    import shutil
+
+    store, source_id = captured_source
+    assert Store(store).run_items(source_id)["operation_ids"].list.len().min() > 0
+    shutil.rmtree(f"{store}/requests/run_id={source_id}")
+    code, summary = run_json(capsys, "rescore", source_id, "--scorer", "exact_match", "--store", store)
+    assert code == 0
+    record = Store(store).read_run(summary["run_id"])
+    assert record["capture_status"] == "unavailable"
+    assert record["capture_reason"] == f"the source run {source_id}'s captured requests are no longer available"
+    items = Store(store).run_items(summary["run_id"])
+    assert items["operation_ids"].null_count() == items.height, "no dangling reference"
+
+
+def test_a_rescore_without_capture_carries_no_references(captured_source, mock, capsys):
+    store, source_id = captured_source
+    code, summary = run_json(
+        capsys, "rescore", source_id, "--scorer", "exact_match", "--no-capture-requests", "--store", store
+    )
+    assert code == 0
+    assert Store(store).read_run(summary["run_id"])["capture_status"] == "off"
+    assert Store(store).run_requests(summary["run_id"]).is_empty()
+    assert Store(store).run_items(summary["run_id"])["operation_ids"].null_count() == 4
+
+
+def test_a_rescore_takes_its_own_budget_and_concurrency_and_records_the_source_generation(
+    captured_source, mock, capsys
+):
+    store, source_id = captured_source
+    source = Store(store).read_run(source_id)
+    assert source["cost_generation_usd"] > 0 and source["cost_completeness"] == "complete"
+    mock.configure(answers={"*": '{"score": 1, "explanation": "ok"}'})
+    code, summary = run_json(
+        capsys,
+        "rescore",
+        source_id,
+        "--scorer",
+        JUDGE % mock.base_url,
+        "--budget",
+        "$0.000001",
+        "--concurrency",
+        "1",
+        "--store",
+        store,
+    )
+    assert code == 0
+    record = Store(store).read_run(summary["run_id"])
+    spec = json.loads(record["spec_json"])
+    assert spec["budget"] == "$0.000001" and spec["concurrency"] == 1
+    assert record["budget_limit_usd"] == 0.000001 and record["budget_status"] == "closed"
+    scores = Store(store).run_scores(summary["run_id"])
+    assert sorted(scores["outcome"].to_list()) == ["budget_skipped"] * 3 + ["scored"], "one judge, then closed"
+    # The source's generation beside this run's own judging, never added to it.
+    assert record["source_generation_usd"] == pytest.approx(source["cost_generation_usd"])
+    assert record["source_generation_completeness"] == "complete"
+    assert record["cost_generation_usd"] == 0 and record["cost_judging_usd"] > 0
+    # A rescore of that rescore still knows the generation it stands on.
+    code, again = run_json(capsys, "rescore", summary["run_id"], "--scorer", "exact_match", "--store", store)
+    assert Store(store).read_run(again["run_id"])["source_generation_usd"] == record["source_generation_usd"]
+    # A bad setting is bad input, nothing written.
+    runs = Store(store).runs().collect().height
+    code = main(["rescore", source_id, "--scorer", "exact_match", "--concurrency", "0", "--store", store])
+    assert code == 2 and "concurrency" in capsys.readouterr().err
+    assert Store(store).runs().collect().height == runs

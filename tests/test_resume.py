@@ -8,9 +8,12 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from assay.store import Store
 from tests.conftest import only_run_id, openai_spec, run_assay, start_run_until_committed
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 N_ITEMS = 300
 

@@ -111,6 +111,75 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
     assert ids_again == items["item_id"].sort().to_list()
 
 
+def test_an_invalid_caller_cost_is_ignored_with_a_warning(tmp_path, capsys, caplog):
+    """As the seed: a bad caller-reported cost is a report to ignore, not a failure of the item;
+    the seed's reserved metadata keys are kept apart as Assay's are."""
+    (tmp_path / "bad_cost_solver.py").write_text(
+        "COSTS = {'a': -1, 'b': float('nan'), 'c': 'free', 'd': True}\n"
+        "def solve(x):\n"
+        "    meta = {'models': ['m'], 'modelCallCounts': {'m': 2}, 'workflows': ['w'],\n"
+        "            'workflowCallCounts': {'w': 1}, 'tokens': 9, 'agentCalls': 3, 'note': x}\n"
+        "    return {'output': x, 'cost': COSTS[x], 'metadata': meta}\n"
+    )
+    write_jsonl(tmp_path / "d.jsonl", [{"input": x, "expected": x} for x in "abcd"])
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "bad_cost_solver:solve"},
+        scorers=[{"kind": "exact_match"}],
+    )
+    with caplog.at_level("WARNING", logger="assay.targets.python"):
+        code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0 and summary["items"]["completed"] == 4
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    assert items["caller_cost_usd"].to_list() == [None] * 4
+    warnings = sorted(r.getMessage() for r in caplog.records if r.name == "assay.targets.python")
+    assert len(warnings) == 4
+    assert warnings[0].startswith("ignoring the cost ") and "bad_cost_solver:solve" in warnings[0]
+    assert {w.split()[3] for w in warnings} == {"-1", "nan", "'free'", "True"}
+    for text in items["caller_reserved"]:
+        assert set(json.loads(text)) == {
+            "models",
+            "modelCallCounts",
+            "workflows",
+            "workflowCallCounts",
+            "tokens",
+            "agentCalls",
+        }
+    assert sorted(json.loads(m)["note"] for m in items["caller_metadata"]) == list("abcd")
+
+
+def test_the_timing_summary_is_over_completed_items(tmp_path, capsys):
+    """As the seed: a failure's duration measures the failure, not the target."""
+    (tmp_path / "slow_fail.py").write_text(
+        "import time\n"
+        "def solve(x):\n"
+        "    if x.startswith('fail'):\n"
+        "        time.sleep(0.3)\n"
+        "        raise RuntimeError('gave up')\n"
+        "    return x\n"
+    )
+    write_jsonl(
+        tmp_path / "d.jsonl", [{"input": x, "expected": x} for x in ("a", "b", "c", "fail1", "fail2")]
+    )
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "slow_fail:solve"},
+        scorers=[{"kind": "exact_match"}],
+        fail_on_item_error_rate=1,
+    )
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0 and summary["items"] == {**summary["items"], "completed": 3, "failed": 2}
+    items = Store(tmp_path / "s").run_items(summary["run_id"])
+    done = items.filter(pl.col("outcome") == "completed")["duration_ms"]
+    assert items.filter(pl.col("outcome") == "failed")["duration_ms"].min() >= 300
+    assert summary["duration_ms"]["max"] == done.max()
+    assert summary["duration_ms"]["mean"] == pytest.approx(done.mean())
+
+
 def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"delay_ms": 3000, "times": 1, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=3, item_timeout=0.5, fail_on_item_error_rate=1)
@@ -199,3 +268,22 @@ def test_a_crash_ends_the_run_as_failed_and_resume_finishes_it(tmp_path, capsys)
     assert code == 0 and summary["status"] == "completed" and summary["error"] is None
     assert summary["items"]["completed"] == 25
     assert Store(store).run_items(run_id)["item_id"].n_unique() == 25
+
+
+def test_scores_are_stored_at_full_precision(tmp_path, capsys):
+    """Decided (docs/seed-differences.md): the seed rounds stored scores to 3 decimals; Assay keeps
+    the scorer's number, so paired deltas and CIs are not made of rounding."""
+    (tmp_path / "third_scorer.py").write_text("def third(output):\n    return 1 / 3\n")
+    write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "a"}])
+    spec = write_spec(
+        tmp_path,
+        name="py",
+        dataset={"path": "d.jsonl"},
+        target={"kind": "python", "function": "third_scorer:third"},
+        scorers=[{"kind": "user_code", "name": "third", "function": "third_scorer:third"}],
+    )
+    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert code == 0
+    scores = Store(tmp_path / "s").run_scores(summary["run_id"])
+    assert scores["score"].to_list() == [1 / 3] and scores["value"].to_list() == [1 / 3]
+    assert summary["scorers"][0]["mean"] == 1 / 3

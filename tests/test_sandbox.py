@@ -21,9 +21,10 @@ from assay.outcomes import RowKind
 from assay.sandbox.hygiene import clean, leftovers
 from assay.store import Store
 from assay.targets.container.workspace import workspace_diff
-from flows.run import run_eval
 from tests.conftest import only_run_id, run_assay, write_jsonl, write_spec
 from tests.sandbox_images import busybox_image, busybox_with, engine, python_image
+
+pytestmark = [pytest.mark.docker]
 
 SECRET = "sk-sandbox-secret-7f3a9c"
 
@@ -68,6 +69,8 @@ def _eval(
 
 
 def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))
     run_id = summary["run_id"]
     data = Store(store)
@@ -441,8 +444,9 @@ def test_a_resumed_run_uses_the_image_id_it_started_with(tmp_path: Path, image: 
 
 
 _FAKE_CLAUDE = b"""#!/bin/sh
-# A stand-in for Claude Code (the real CLI cannot run offline): needs its key, leaves work in the
-# workspace, and replays a recorded stream-json transcript.
+# A stand-in for Claude Code (the real CLI cannot run offline): says its version, needs its key,
+# leaves work in the workspace, and replays a recorded stream-json transcript.
+[ "$1" = "--version" ] && { echo "1.0.99-fake (Claude Code)"; exit 0; }
 [ -n "$ANTHROPIC_API_KEY" ] || { echo "no ANTHROPIC_API_KEY" >&2; exit 9; }
 echo "$*" > argv.txt
 echo "using $ANTHROPIC_API_KEY" >&2
@@ -504,6 +508,43 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert "--output-format stream-json" in argv and "claude-sonnet-4-20250514" in argv
     stored = _stored(tmp_path / "store")
     assert SECRET.encode() not in stored and b"using [REDACTED]" in stored
+    # Preflight asked the CLI its version in the image, and the run records it.
+    snapshot = json.loads(Store(tmp_path / "store").read_run(summary["run_id"])["target_snapshot"])
+    assert snapshot["agent_version"] == "1.0.99-fake (Claude Code)"
+
+
+def test_an_agent_cli_that_cannot_say_its_version_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = busybox_with("no-claude", {"usr/local/bin/other": (b"#!/bin/sh\nexit 0\n", 0o755)})
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    spec = _eval(tmp_path, image, "unused")
+    spec.write_text(
+        spec.read_text().replace(
+            "  command:\n  - sh\n  - -c\n  - unused\n",
+            "  agent: {adapter: claude-code, model: claude-sonnet-4-20250514}\n",
+        )
+    )
+    result = run_assay("run", str(spec), "--store", str(tmp_path / "store"))
+    assert result.returncode == 2, result.stderr
+    assert f"target.agent: `claude --version` in image {image!r} could not run" in result.stderr
+    assert '"claude": executable file not found' in result.stderr
+    assert not (tmp_path / "store" / "runs").exists(), "nothing written"
+
+
+def test_an_adapters_provider_endpoint_joins_the_egress_allowlist() -> None:
+    from assay.spec import ContainerTarget
+    from assay.targets.container.preflight import egress_allowlist
+
+    def target(**fields: Any) -> ContainerTarget:
+        return ContainerTarget(kind="container", image="x", egress_proxy_image="py", **fields)
+
+    agent = {"adapter": "claude-code", "model": "claude-sonnet-4-20250514"}
+    assert egress_allowlist(target(agent=agent, egress=["pypi.org"])) == ["pypi.org", "api.anthropic.com"]
+    codex = {"adapter": "codex", "model": "gpt-5-2025-08-07"}
+    assert egress_allowlist(target(agent=codex, egress=["api.openai.com"])) == ["api.openai.com"]
+    assert egress_allowlist(target(agent=agent)) == [], "no egress set: no proxy to widen"
+    assert egress_allowlist(target(command=["true"], egress=["pypi.org"])) == ["pypi.org"]
 
 
 def test_agent_preflight_refuses_moving_models_and_missing_keys(tmp_path: Path, image: str) -> None:
@@ -544,6 +585,7 @@ def test_the_report_links_each_item_to_what_its_attempt_kept(tmp_path: Path, ima
             assert target.is_file(), target
 
 
+@pytest.mark.browser
 def test_the_reports_file_links_work_in_chromium(tmp_path: Path, image: str) -> None:
     from urllib.parse import unquote, urlparse
 
@@ -785,3 +827,75 @@ def test_a_secret_in_a_denied_hostname_is_not_stored(
     )
     assert [entry["host"] for entry in denied] == ["[REDACTED].denied.test"]
     assert NAME_SECRET.encode() not in _stored(tmp_path / "store")
+
+
+class _Provider:
+    """A stand-in for the provider's model listing on 127.0.0.1: 200 for one key, 401 otherwise."""
+
+    def __init__(self, good_key: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        seen: list[tuple[str, str | None]] = []
+        self.seen = seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, self.headers.get("x-api-key")))
+                ok = self.headers.get("x-api-key") == good_key
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+                self.wfile.write(b'{"data": []}' if ok else b'{"error": "invalid x-api-key"}')
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_check_keys_tries_the_provider_key_before_any_container_starts(tmp_path: Path) -> None:
+    stream = (Path(__file__).parent / "data" / "agent_streams" / "claude_success.jsonl").read_bytes()
+    image = busybox_with(
+        "fake-claude",
+        {"usr/local/bin/claude": (_FAKE_CLAUDE, 0o755), "opt/recorded/stream.jsonl": (stream, 0o644)},
+    )
+    spec = _eval(tmp_path, image, "unused", output="report")
+    spec.write_text(
+        spec.read_text().replace(
+            "  command:\n  - sh\n  - -c\n  - unused\n",
+            "  agent: {adapter: claude-code, model: claude-sonnet-4-20250514}\n",
+        )
+    )
+    provider = _Provider(good_key=SECRET)
+    try:
+        env = {"ANTHROPIC_BASE_URL": provider.url, "ANTHROPIC_API_KEY": "sk-ant-revoked-0000"}
+        refused = run_assay("run", str(spec), "--store", str(tmp_path / "store"), "--check-keys", env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert (
+            f"target.agent: ANTHROPIC_API_KEY (--check-keys, GET {provider.url}/v1/models): "
+            "the provider refused the key (HTTP 401)"
+        ) in refused.stderr
+        assert "sk-ant-revoked-0000" not in refused.stderr
+        assert not (tmp_path / "store" / "runs").exists(), "nothing written, nothing started"
+        assert provider.seen == [("/v1/models", "sk-ant-revoked-0000")]
+
+        env["ANTHROPIC_API_KEY"] = SECRET
+        result = run_assay(
+            "run", str(spec), "--store", str(tmp_path / "store"), "--check-keys", "--json", env=env
+        )
+        assert result.returncode == 0, result.stderr
+        assert provider.seen[-1] == ("/v1/models", SECRET) and len(provider.seen) == 2
+        # Without the flag, no request is made.
+        assert run_assay("run", str(spec), "--store", str(tmp_path / "store"), env=env).returncode == 0
+        assert len(provider.seen) == 2
+    finally:
+        provider.close()
+        for partition in (tmp_path / "store" / "runs").glob("run_id=*"):
+            clean(partition.name.removeprefix("run_id="))

@@ -244,7 +244,9 @@ def test_cancellation_stops_the_policy_sets_its_signal_and_cancels_the_prompt_in
     turns = store.run_turns(summary["run_id"]).sort("index")
     assert turns["outcome"].to_list() == ["completed", "cancelled"]
     assert turns["tokens_known"].to_list() == [True, False]
-    assert item["tokens_input"] is None, "a prompt cancelled in flight leaves the item's tokens unknown"
+    # As the seed: the counts that are known are kept, flagged as not the whole count.
+    assert item["tokens_known"] is False
+    assert item["tokens_input"] == turns["tokens_input"][0] > 0, "the first prompt's tokens are kept"
 
 
 def test_a_broken_answer_marks_tokens_unknown(tmp_path, mock, capsys):
@@ -276,10 +278,17 @@ def test_a_broken_answer_marks_tokens_unknown(tmp_path, mock, capsys):
     assert by_item["q1"]["outcome"].to_list() == ["completed", "failed"]
     assert by_item["q1"]["failure_kind"].to_list() == [None, "connection"]
     assert by_item["q1"]["tokens_known"].to_list() == [True, False]
-    assert items["q1"]["output_text"] == "gave up" and items["q1"]["outcome"] == "completed"
-    for row in items.values():
-        assert row["tokens_input"] is None and row["tokens_output"] is None
+    # q1's policy returned after its last prompt failed: as the seed, not ok, with that failure.
+    assert items["q1"]["outcome"] == "failed" and items["q1"]["failure_kind"] == "connection"
+    assert items["q0"]["outcome"] == "completed"
+    for item_id, row in items.items():
+        # The sums of every count a prompt reported (a lower bound), flagged as not the whole count.
+        assert row["tokens_known"] is False
+        assert row["tokens_input"] == by_item[item_id]["tokens_input"].sum() > 0
+        assert row["tokens_output"] == by_item[item_id]["tokens_output"].sum() > 0
         assert json.loads(row["cost_reasons"])["unknown_outcome"] >= 1
+    gauges = store.run_scores(summary["run_id"], kind=RowKind.GAUGE).filter(pl.col("item_id") == "q0")
+    assert "gauge.tokens_input" not in gauges["scorer"].to_list(), "a lower bound is not a measurement"
 
 
 ATTEMPT_TARGET = """
@@ -369,6 +378,7 @@ def test_resume_refuses_a_changed_policy_or_attempts(tmp_path, mock, capsys):
     assert f"policy ({first} -> {second})" in err and "attempts (2 -> 3)" in err
 
 
+@pytest.mark.slow
 def test_turns_are_committed_with_their_items_and_orphans_removed_on_resume(tmp_path, mock):
     mock.configure(latency_ms=20)
     n = 300
@@ -469,8 +479,26 @@ def test_a_policy_that_sends_nothing_or_raises_fails_the_attempt():
         raise ValueError("boom")
 
     async def scenario() -> None:
-        with pytest.raises(TargetFailure, match="without sending a prompt"):
+        with pytest.raises(TargetFailure, match="returned without a completed prompt"):
             await drive(Session(_Echo(), ITEM, 0), nothing)
+
+        async def answers_itself(session: Session) -> str:
+            return "made up"
+
+        with pytest.raises(TargetFailure, match="returned without a completed prompt"):
+            await drive(Session(_Echo(), ITEM, 0), answers_itself)
+
+        async def gives_up(session: Session) -> str:
+            await session.start(session.prompt)
+            try:
+                await session.resume("bad")
+            except TargetFailure:
+                return "gave up"
+            return "unreachable"
+
+        with pytest.raises(TargetFailure, match="refused") as failed:
+            await drive(Session(_Echo(fail="bad"), ITEM, 0), gives_up)
+        assert failed.value.provider == "echo", "the last prompt's own failure"
         session = Session(_Echo(delay=5), ITEM, 0)
         with pytest.raises(TargetFailure, match="the policy raised ValueError: boom") as failed:
             await drive(session, raises)

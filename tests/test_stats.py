@@ -53,6 +53,7 @@ def _continuous_pairs(rng: np.random.Generator, true_delta: float) -> tuple[np.n
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
+@pytest.mark.slow
 def test_bootstrap_ci_covers_true_delta_about_95_percent(kind: str) -> None:
     rng = np.random.default_rng(20241101)
     covered = 0
@@ -69,6 +70,7 @@ def test_bootstrap_ci_covers_true_delta_about_95_percent(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
+@pytest.mark.slow
 def test_regressed_rarely_fires_under_the_null(kind: str) -> None:
     rng = np.random.default_rng(7)
     counts = dict.fromkeys(Verdict, 0)
@@ -375,6 +377,7 @@ def test_sd_for_power_from_single_run_is_conservative() -> None:
         sd_for_power_from_single_run([1.0])
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_and_thread_count_does_not_matter(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(8)
     n = 3_000
@@ -423,6 +426,7 @@ def test_summing_by_matmul_or_by_gather_sees_the_same_resamples() -> None:
     assert together[0].ci_high == pytest.approx(alone.ci_high, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_both_bootstrap_paths_give_the_same_distribution() -> None:
     rng = np.random.default_rng(6)
     d = rng.choice([-1.0, 0.0, 1.0], size=5_000, p=[0.2, 0.5, 0.3])

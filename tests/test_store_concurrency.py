@@ -30,12 +30,15 @@ from typing import Self
 import duckdb
 import polars as pl
 import pyarrow.dataset as ds
+import pytest
 
 from assay.cli import main
 from assay.store import STAGING, Store
 from tests.conftest import REPO, run_assay, write_jsonl, write_spec
 from tests.helpers import store_writer
 from tests.test_analysts_doc import PYTHON, SQL, run_python, run_sql
+
+pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
 Read = Callable[[], object]
 

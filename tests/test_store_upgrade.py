@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from assay import _schema
 from assay.analysis.summary import summarise
@@ -18,6 +19,7 @@ def _drop(path, columns: list[str]) -> None:
     pq.write_table(table.drop_columns([c for c in columns if c in table.column_names]), path)
 
 
+@pytest.mark.slow
 def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> None:
     spec = openai_spec(tmp_path, mock.base_url, n=4)
     store = tmp_path / "store"

@@ -75,6 +75,7 @@ def kind_checks(source: str, classes: set[str]) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_product_code_asks_which_kind_a_target_is() -> None:
     classes = SPEC_MODELS | PROTOCOLS | _live_target_classes()
     assert {
@@ -164,6 +165,7 @@ print(sorted(m for m in sys.modules if m == "docker" or m.startswith("docker."))
 """
 
 
+@pytest.mark.slow
 def test_only_a_container_run_that_prepares_or_opens_loads_the_docker_sdk(tmp_path) -> None:
     # The registry, planning and a container's identity (its fixture files) need no Docker.
     done = subprocess.run(

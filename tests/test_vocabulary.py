@@ -224,6 +224,7 @@ PRIVATE_EXCEPTIONS = {
 }
 
 
+@pytest.mark.slow
 def test_every_exception_is_defined_in_errors_or_listed_as_private() -> None:
     found = set()
     for path in _sources():
@@ -254,6 +255,7 @@ def test_every_exception_of_errors_is_drawn_in_its_tree() -> None:
 # -- files written whole --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_files_are_renamed_or_linked_into_place_only_by_assay_files_and_the_store() -> None:
     allowed = {
         "assay/_files.py",

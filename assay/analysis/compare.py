@@ -57,7 +57,8 @@ class CompareOptions(BaseModel):
     Args:
         thresholds: per-scorer practical-significance thresholds (default: 0.05 for model-graded
             scorers, 0 for deterministic ones).
-        max_item_error_rate: a side whose failed / attempted exceeds this fails its gate (1 disables).
+        max_item_error_rate: a run (of either side) whose failed / attempted exceeds this fails its
+            gate, which names it (1 disables).
         max_scorer_error_rate: a scorer whose failed / (scored + failed) on a side exceeds this fails.
         fail_on: verdicts that fail the comparison.
         cluster: the annotation naming each item's cluster (default: `cluster` when items have it).
@@ -78,7 +79,7 @@ class CompareOptions(BaseModel):
         default=0.05,
         ge=0,
         le=1,
-        description="A side whose failed / attempted exceeds this fails (1 disables).",
+        description="A run whose failed / attempted exceeds this fails, on either side (1 disables).",
     )
     max_scorer_error_rate: float = Field(
         default=0.05, ge=0, le=1, description="A scorer whose failed / (scored + failed) exceeds this fails."
@@ -132,8 +133,8 @@ class _GateOutcome(TypedDict):
 
 
 class GateResult(_GateOutcome, total=False):
-    """One gate of a comparison (`Gate`): a side's item or scorer error rate against its limit,
-    or a scorer's verdict against `fail_on`."""
+    """One gate of a comparison (`Gate`): one run's item error rate (`runs` names it) or a side's
+    scorer error rate against its limit, or a scorer's verdict against `fail_on`."""
 
     side: str
     runs: list[str]
@@ -400,24 +401,7 @@ def _gates(
 ) -> list[GateResult]:
     gates: list[GateResult] = []
     for side in (base, cand):
-        counts = dict(side.items.group_by("outcome").len().iter_rows())
-        rate = item_error_rate(counts)
-        gates.append(
-            {
-                "gate": Gate.ITEM_ERROR_RATE.value,
-                "side": side.name,
-                "runs": side.run_ids,
-                "value": rate,
-                "limit": options.max_item_error_rate,
-                "passed": rate is None or rate <= options.max_item_error_rate,
-                "message": (
-                    f"{side.label}: item error rate {_pct(rate)} "
-                    f"({counts.get(ItemOutcome.FAILED, 0)} failed of "
-                    f"{counts.get(ItemOutcome.FAILED, 0) + counts.get(ItemOutcome.COMPLETED, 0)} attempted), "
-                    f"limit {_pct(options.max_item_error_rate)}"
-                ),
-            }
-        )
+        gates.extend(_item_error_gates(side, options.max_item_error_rate))
         by_scorer = side.scores.group_by("scorer").agg(
             (pl.col("outcome") == ScorerOutcome.FAILED).sum().alias("failed"),
             (pl.col("outcome") == ScorerOutcome.SCORED).sum().alias("scored"),
@@ -448,6 +432,38 @@ def _gates(
                 "value": row["verdict"],
                 "passed": not failing,
                 "message": f"{cand.label} vs {base.label}: {human_line(row)}",
+            }
+        )
+    return gates
+
+
+def _item_error_gates(side: Side, limit: float) -> list[GateResult]:
+    """The item-error-rate gate of each run of a side, naming the run: a run whose failed /
+    attempted exceeds `limit` fails, however clean the side's other runs are (pooling them would
+    let a clean repeat hide a failing one, as the seed's per-run gate does not)."""
+    counts_by_run: dict[str, dict[str, int]] = {run_id: {} for run_id in side.run_ids}
+    for run_id, outcome, n in side.items.group_by("run_id", "outcome").len().iter_rows():
+        counts_by_run[run_id][outcome] = n
+    several = len(side.run_ids) > 1
+    gates: list[GateResult] = []
+    for index, run_id in enumerate(side.run_ids):
+        counts = counts_by_run[run_id]
+        rate = item_error_rate(counts)
+        failed = counts.get(ItemOutcome.FAILED, 0)
+        attempted = failed + counts.get(ItemOutcome.COMPLETED, 0)
+        which = f"{side.name} run {index + 1} ({run_id})" if several else f"{side.name} {run_id}"
+        gates.append(
+            {
+                "gate": Gate.ITEM_ERROR_RATE.value,
+                "side": side.name,
+                "runs": [run_id],
+                "value": rate,
+                "limit": limit,
+                "passed": rate is None or rate <= limit,
+                "message": (
+                    f"{which}: item error rate {_pct(rate)} ({failed} failed of {attempted} attempted), "
+                    f"limit {_pct(limit)}"
+                ),
             }
         )
     return gates
@@ -485,26 +501,11 @@ def _cost(base: Side, cand: Side) -> CostDelta:
 
     b, c = per_run(base), per_run(cand)
     change = (c - b) / b * 100 if b else None
-
-    def completed(side: Side) -> set[tuple[str, int]]:
-        done = side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)
-        return set(done.select("item_id", "trial").iter_rows())
-
-    def scored(side: Side) -> set[str]:
-        return set(side.scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)["scorer"])
-
     kinds = {side.name: {r["kind"] for r in side.records} for side in (base, cand)}
-    reasons = [
-        (incomplete(base) is not None, incomplete(base)),
-        (incomplete(cand) is not None, incomplete(cand)),
-        (
-            kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1,
-            "different scopes (run vs rescore)",
-        ),
-        (completed(base) != completed(cand), "different items completed on each side"),
-        (scored(base) != scored(cand), "different scorers scored on each side"),
-    ]
-    reason = next((why for failed, why in reasons if failed), None)
+    reason = incomplete(base) or incomplete(cand)
+    if reason is None and (kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1):
+        reason = "different scopes (run vs rescore)"
+    reason = reason or _different_work(base, cand)
     return {
         "baseline_usd": b,
         "candidate_usd": c,
@@ -512,6 +513,52 @@ def _cost(base: Side, cand: Side) -> CostDelta:
         "certified": reason is None,
         "reason": reason,
     }
+
+
+def _different_work(base: Side, cand: Side) -> str | None:
+    """Why the two sides' runs did not do the same work, or None when they did: every run (of
+    either side) holds the same number of item x trials, completed the same ones, and has the same
+    scorers scoring each of them. Each run is held to the first baseline run, since a side's cost
+    is a mean over its runs: one that did less would make its side look cheaper."""
+    reference = base.run_ids[0]
+
+    def work(side: Side, run_id: str) -> tuple[int, set[tuple[str, int]], set[tuple[str, int, str]]]:
+        # Unique per (item_id, trial): a run named twice on a side is read twice.
+        items = side.items.filter(pl.col("run_id") == run_id).unique(["item_id", "trial"])
+        done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED).select("item_id", "trial")
+        scored = side.scores.filter(
+            (pl.col("run_id") == run_id) & (pl.col("outcome") == ScorerOutcome.SCORED)
+        )
+        return (
+            items.height,
+            set(done.iter_rows()),
+            set(scored.select("item_id", "trial", "scorer").iter_rows()),
+        )
+
+    count, done, scored = work(base, reference)
+    for side in (base, cand):
+        for run_id in side.run_ids:
+            if side is base and run_id == reference:
+                continue
+            other_count, other_done, other_scored = work(side, run_id)
+            who = f"{side.name} run {run_id}"
+            if other_count != count:
+                return (
+                    f"item counts differ (baseline run {reference} {count} vs {who} {other_count}): "
+                    "the runs did different amounts of work"
+                )
+            if other_done != done:
+                item_id, trial = min(other_done ^ done)
+                ran = f"baseline run {reference}" if (item_id, trial) in done else who
+                return f"item coverage differs at {item_id} trial {trial}: only {ran} completed it"
+            if other_scored != scored:
+                item_id, trial, scorer = min(other_scored ^ scored)
+                ran = f"baseline run {reference}" if (item_id, trial, scorer) in scored else who
+                return (
+                    f"scorer coverage differs for {scorer!r} at {item_id} trial {trial}: "
+                    f"only {ran} produced a score"
+                )
+    return None
 
 
 def human_line(
@@ -534,10 +581,11 @@ def human_line(
     if timing and timing["change_pct"] is not None:
         change = timing["change_pct"]
         parts.append(f"{abs(change):.0f}% {'slower' if change > 0 else 'faster'}")
-    if cost and cost["change_pct"] is not None:
+    # As the seed: the cost only when certified (an uncertified delta is not a fact about the
+    # target) and above 1 %.
+    if cost and cost["certified"] and cost["change_pct"] is not None and abs(cost["change_pct"]) > 1:
         change = cost["change_pct"]
-        certified = "" if cost["certified"] else " (uncertified)"
-        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}{certified}")
+        parts.append(f"{abs(change):.0f}% {'more expensive' if change > 0 else 'cheaper'}")
     return " · ".join(parts)
 
 

@@ -135,7 +135,9 @@ def _generation(
         note += "; batch prices" + (
             f" (online ${online:.4f})" if online is not None else ", none for this model"
         )
-    line.update(cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec))
+    line.update(
+        cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec), bounded=bool(ceiling)
+    )
     return _with_attempts(line, spec.attempts)
 
 
@@ -166,6 +168,7 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
                 kind=SpendKind.JUDGING.value,
                 scorer=scorer.name,
                 note="output bounded by max_tokens",
+                bounded=getattr(scorer, "max_tokens", None) is not None,
             )
             lines.append(_with_attempts(judge, cell_spec.attempts))
     known = [line for line in lines if line.get("cost_usd_expected") is not None]
@@ -176,6 +179,9 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
         "lines": lines,
         "cost_usd_expected": sum(line["cost_usd_expected"] for line in known),
         "cost_usd_max": sum(line["cost_usd_max"] for line in known),
+        # A true maximum only when every measured call's output is capped by a max_tokens.
+        "cost_usd_max_bounded": all(line.get("bounded", True) for line in lines),
+        "priced_calls": sum(line["calls"] for line in known),
         "unpriced_models": sorted(
             {line["model"] for line in lines if line.get("model") and not line.get("priced")}
         ),

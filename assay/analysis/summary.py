@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import polars as pl
 
 from assay import _schema
-from assay.calls.accounting import Budget, BudgetColumns
+from assay.calls.accounting import Budget, BudgetColumns, Price, PriceTable
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
@@ -42,6 +42,7 @@ class CostSummary(TypedDict):
     generation_usd: float
     judging_usd: float
     operations: int
+    unpriced_models: list[str]
 
 
 class _Summary(TypedDict):
@@ -49,10 +50,12 @@ class _Summary(TypedDict):
     name: str
     matrix_id: str | None
     cell: str | None
+    source_run_id: str | None
     status: str
     error: str | None
     planned: int
     items: dict[str, int]
+    failures: list[dict[str, Any]]
     item_error_rate: float | None
     fail_on_item_error_rate: float
     gate_passed: bool
@@ -84,18 +87,21 @@ class RunSummary(_Summary, total=False):
         name: the spec's name.
         matrix_id: the matrix the run is a cell of, if any.
         cell: its cell's name.
+        source_run_id: for a rescore, the run it rescored.
         status: the run's status (`RunStatus`).
         error: why it failed (status `failed`).
         planned: items x trials planned.
         items: item x trials by outcome, every outcome a key.
+        failures: the failed items grouped by error, most frequent first (`failure_groups`).
         item_error_rate: failed / (completed + failed); None when nothing was attempted.
         fail_on_item_error_rate: the gate's limit.
         gate_passed: whether the item error rate is within it.
-        scorers: per scorer, the statistics of its scores and its outcome counts.
+        scorers: per scorer, the statistics of its scores, its outcome counts and its first error
+            (`first_error`, in dataset order; None when it never failed).
         gauges: per gauge, the statistics of its measurements (`gauge_stats`).
         teardown_errors: the first few sandbox teardown failures.
         n_teardown_errors: how many there were.
-        duration_ms: mean, min, p50, p95 and max of the items' durations.
+        duration_ms: mean, min, p50, p95 and max of the completed items' durations.
         timing_by_model: per generation model, the calls' timing (`model_timing`).
         batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
@@ -121,6 +127,31 @@ def item_error_rate(counts: dict[str, int]) -> float | None:
     """failed / attempted, where attempted excludes cancelled and budget-stopped items."""
     attempted = counts.get(ItemOutcome.COMPLETED, 0) + counts.get(ItemOutcome.FAILED, 0)
     return counts.get(ItemOutcome.FAILED, 0) / attempted if attempted else None
+
+
+FAILURE_GROUPS = 5
+
+
+def failure_groups(items: pl.DataFrame, limit: int = FAILURE_GROUPS) -> list[dict[str, Any]]:
+    """The failed items grouped by their error message, most frequent first (ties in dataset
+    order): `[{"error": "connection refused by 127.0.0.1:8799", "n": 30}]`. Past `limit` groups,
+    the rest are one last group with `error` None.
+
+    Args:
+        items: a run's item rows.
+        limit: how many groups to name.
+    """
+    groups = (
+        items.filter(pl.col("outcome") == ItemOutcome.FAILED)
+        .group_by("error")
+        .agg(pl.len().alias("n"), pl.col("item_index").min().alias("first"))
+        .sort(["n", "first"], descending=[True, False])
+        .select("error", "n")
+        .to_dicts()
+    )
+    if len(groups) > limit:
+        groups = [*groups[:limit], {"error": None, "n": sum(g["n"] for g in groups[limit:])}]
+    return groups
 
 
 def _quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
@@ -175,17 +206,30 @@ def summarise(store: Store, run_id: str) -> RunSummary:
                 (pl.col("outcome") == outcome.value).sum().alias(outcome.value)
                 for outcome in _SCORER_OUTCOMES
             ),
+            pl.col("error")
+            .filter(pl.col("outcome") == ScorerOutcome.FAILED)
+            .sort_by(
+                pl.col("item_index").filter(pl.col("outcome") == ScorerOutcome.FAILED),
+                pl.col("trial").filter(pl.col("outcome") == ScorerOutcome.FAILED),
+            )
+            .first()
+            .alias("first_error"),
         )
         .sort("scorer")
         .to_dicts()
     )
     gauges = gauge_stats(store.run_scores(run_id, kind=RowKind.GAUGE))
-    duration = items.select(_quantiles(pl.col("duration_ms"))).to_dicts()[0]
+    # Over completed items only, as the seed: a failure's duration (a timeout, a refused
+    # connection) measures the failure, not the target.
+    duration = items.select(
+        _quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED))
+    ).to_dicts()[0]
     caller_cost = items.select(
         # null, not 0, when no item reported one: "unknown" and "none" differ.
         pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
     ).item()
-    accounting = run_accounting(items, scores)
+    # What was spent counts every row, the failed ones a retry replaced included.
+    accounting = run_accounting(store.run_items(run_id, history=True), scores)
     timing = model_timing(items, store.run_requests(run_id))
     batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
@@ -194,15 +238,18 @@ def summarise(store: Store, run_id: str) -> RunSummary:
             row.update(trials_stats.get(row["scorer"], {}))
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
+    reasons = json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {}
     return {
         "run_id": run_id,
         "name": record["name"],
         "matrix_id": record["matrix_id"],
         "cell": record["cell"],
+        "source_run_id": record.get("source_run_id"),
         "status": record["status"],
         "error": record.get("error"),
         "planned": record["n_planned"],
         "items": counts,
+        "failures": failure_groups(items),
         "item_error_rate": rate,
         "fail_on_item_error_rate": limit,
         "gate_passed": rate is None or rate <= limit,
@@ -218,10 +265,11 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "cost": {
             "usd": accounting["cost_usd"],
             "completeness": accounting["cost_completeness"],
-            "reasons": json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {},
+            "reasons": reasons,
             "generation_usd": accounting[spend_column(SpendKind.GENERATION)],
             "judging_usd": accounting[spend_column(SpendKind.JUDGING)],
             "operations": accounting["operations"],
+            "unpriced_models": unpriced_models(record, items, scores) if "unpriced" in reasons else [],
         },
         "accounting": accounting,
         "budget": {
@@ -245,6 +293,21 @@ def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}
     }
+
+
+def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.DataFrame) -> list[str]:
+    """The models that answered in a run (targets and judges) but have no price in its table
+    (the shipped one under the spec's `prices`), sorted.
+
+    Args:
+        record: the run's record.
+        items: its item rows.
+        scores: its score rows.
+    """
+    spec = json.loads(record["spec_json"]) if record.get("spec_json") else {}
+    table = PriceTable.shipped({name: Price.model_validate(p) for name, p in (spec.get("prices") or {}).items()})
+    used = set(items["model"].drop_nulls().to_list()) | set(scores["model"].drop_nulls().to_list())
+    return sorted(model for model in used if model not in table.prices)
 
 
 _SUMMED = (

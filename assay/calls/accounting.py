@@ -189,6 +189,11 @@ class Accounting:
         )
 
     @classmethod
+    def of_unsent_call(cls, kind: SpendKind) -> Accounting:
+        """A call that never left (its connection was refused): it cost nothing, for certain."""
+        return cls(operations=1, by_kind={kind.value: 1})
+
+    @classmethod
     def of_denied_call(cls, kind: SpendKind) -> Accounting:
         """A call the budget refused before it was sent: it cost nothing."""
         return cls(operations=1, denied=1, by_kind={kind.value: 1})

@@ -39,7 +39,7 @@ from yarl import URL
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, request_id
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
@@ -160,8 +160,10 @@ class ChatClient:
         content = pydantic_core.to_json(sent_body)
         wire: list[float] = [0.0]
         first: list[float | None] = [None]
+        attempts: list[int] = [0]
 
         async def attempt(number: int) -> dict[str, Any]:
+            attempts[0] = number
             sent = time.perf_counter()
             reply, first[0] = await self._attempt(content, op, number)
             wire[0] = (time.perf_counter() - sent) * 1000
@@ -176,6 +178,7 @@ class ChatClient:
                     error=exc.failure.message,
                     total_ms=(time.perf_counter() - started) * 1000,
                 )
+            exc.failure.retries = attempts[0] - 1  # the failed item's `retries`, like a success's
             raise exc.failure from None
         except BudgetDenied as exc:
             if op is not None:
@@ -221,8 +224,10 @@ class ChatClient:
                     else:
                         raw = await response.read()
         except (aiohttp.ClientError, TimeoutError, StreamFailed) as exc:
-            # The request may have reached the provider and been billed: its cost is unknown.
-            self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
+            if refused(exc):  # never sent: $0, known
+                self._measure(lambda ledger: Accounting.of_unsent_call(ledger.kind))
+            else:  # the request may have reached the provider and been billed: its cost is unknown
+                self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             self._endpoint.observe(None, {})
             if isinstance(exc, StreamFailed):
                 failed = AttemptFailed(self._endpoint.failure(exc.message, exc.kind, retryable=exc.retryable))

@@ -26,7 +26,9 @@ first attempt runs outside tenacity: most calls succeed at once, and tenacity's 
 
 Failures (`Endpoint`): a status is `HTTP <status>: <the body's error message>`; a transport error
 is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — aiohttp's
-own, or the one under httpx's) and a *connection* error otherwise (refused, reset, cut short).
+own, or the one under httpx's) and a *connection* error otherwise (refused, reset, cut short). A
+refused connection (`refused`) reads `connection refused by <host:port>`: the request was never
+sent, so it cost nothing.
 Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
 it was retryable and the provider's request id.
 
@@ -41,6 +43,7 @@ controller (`assay.calls.rate`) reads 429s, `Retry-After` and `x-ratelimit-*`.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -159,6 +162,24 @@ def is_timeout(exc: BaseException) -> bool:
     return False
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether the connection was refused, so the request was never sent (nor billed).
+
+    aiohttp's connector error is an `OSError` carrying the socket's errno; httpx's error has it
+    in its cause chain.
+    """
+    link: BaseException | None = exc
+    for _ in range(8):
+        if link is None:
+            return False
+        if isinstance(link, ConnectionRefusedError) or (
+            isinstance(link, OSError) and link.errno == errno.ECONNREFUSED
+        ):
+            return True
+        link = link.__cause__
+    return False
+
+
 def error_message(body: bytes, reason: str | None = None) -> str:
     """What an error reply says, for people: its JSON `error.message` (OpenAI, Anthropic), or its
     `error` (text, else as JSON), else the body's text, else the reason phrase; cut to 300."""
@@ -244,6 +265,9 @@ class Endpoint:
         if is_timeout(exc):
             setting = f" ({self.timeout_setting})" if self.timeout_setting else ""
             message, kind = f"timed out after {self.timeout_s:g}s{setting}", FailureKind.TIMEOUT
+        elif refused(exc):
+            host = self.provider.partition(":")[2] or self.provider
+            message, kind = f"connection refused by {host}", FailureKind.CONNECTION
         else:
             message, kind = f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION
         return AttemptFailed(self.failure(f"{_prefix(what)}{message}", kind, retryable=True), again=again)

@@ -13,7 +13,18 @@ from assay.cli._output import emit, emit_summary
 from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_OK
 from assay.outcomes import RunStatus
 
-_LISTED = ("run_id", "name", "kind", "cell", "status", "created_at", "n_planned", "n_completed", "n_failed")
+_LISTED = (
+    "run_id",
+    "name",
+    "kind",
+    "source_run_id",
+    "cell",
+    "status",
+    "created_at",
+    "n_planned",
+    "n_completed",
+    "n_failed",
+)
 
 
 def show(args: argparse.Namespace) -> int:
@@ -91,7 +102,8 @@ def requests(args: argparse.Namespace) -> int:
     if args.requests_command == "export":
         store = Store(args.store)
         store.read_run(args.run_id)
-        write_jsonl(stored_records(store.run_requests(args.run_id).to_dicts()), sys.stdout)
+        records = stored_records(store.run_requests(args.run_id).to_dicts())
+        write_jsonl(records, sys.stdout, v1=args.format == "v1")
         return EXIT_OK
     count, problem = validate_jsonl(Path(args.file))
     if problem is not None:

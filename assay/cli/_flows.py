@@ -68,7 +68,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
             print(json.dumps(summary, default=str, indent=2))
         return EXIT_INPUT
     emit_summary(args, summary)
-    return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
+    # A run stopped early by the circuit breaker is `failed`, with its summary: exit 1 like a gate.
+    return EXIT_GATE if summary["status"] in (RunStatus.FAILED_GATE, RunStatus.FAILED) else EXIT_OK
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     from assay.run.plan import validate
 
     compare = {"compare_to": args.compare_to} if args.compare_to else {}
-    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare)
+    keys = {"check_keys": True} if args.check_keys else {}
+    return _execute(args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare, **keys)
 
 
 def rescore(args: argparse.Namespace) -> int:
@@ -145,15 +147,20 @@ def rescore(args: argparse.Namespace) -> int:
         source_run_id=args.source_run_id,
         spec=args.spec,
         scorers=args.scorer or None,
+        budget=args.budget,
+        concurrency=args.concurrency,
+        capture_requests=args.capture_requests,
     )
 
 
 def resume(args: argparse.Namespace) -> int:
     """`assay resume RUN_ID`: a run, or a rescore, finished with the spec it started with."""
-    from assay.run.plan import spec_for_resume, validate
+    from assay.run.plan import failure_selector, spec_for_resume, validate
     from assay.store import Store
 
     record = Store(args.store).read_run(args.run_id)
+    if record["kind"] == RunKind.RESCORE and args.retry_failed is not None:
+        raise InputError("--retry-failed: a rescore calls no target; resume its source run instead")
     if record["kind"] == RunKind.RESCORE:
         return _execute(
             args,
@@ -165,6 +172,9 @@ def resume(args: argparse.Namespace) -> int:
             resume=True,
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
+    retry = None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
+    if retry is not None:
+        failure_selector(retry)  # a word that is no failure kind: exit 2 before anything runs
     return _execute(
         args,
         _run_flow,
@@ -173,6 +183,7 @@ def resume(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         resume=True,
         cell=record["cell"],
+        **({"retry_failed": retry} if retry is not None else {}),
     )
 
 
@@ -184,7 +195,6 @@ def compare(args: argparse.Namespace) -> int:
     from assay.errors import SpecError
     from assay.spec import describe_errors
     from assay.store import Store
-    from flows.compare import compare_runs
 
     thresholds = {}
     for text in args.threshold:
@@ -210,9 +220,13 @@ def compare(args: argparse.Namespace) -> int:
     if _orchestrated(args):
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
+        from flows.compare import compare_runs
+
         comparison = _flow_run_result(compare_runs(**params, return_state=True))
     else:
-        comparison = compare_runs.fn(**params)
+        from assay.orchestrate.compare import compare_and_store  # the flow's body, without Prefect
+
+        comparison = compare_and_store(**params)
     emit(args, comparison, "print_comparison")
     return EXIT_OK if comparison["passed"] else EXIT_GATE
 

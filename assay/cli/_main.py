@@ -67,5 +67,18 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOST
     except KeyboardInterrupt:
-        print("interrupted: finished items are stored; `assay resume RUN_ID` continues", file=sys.stderr)
+        print(_interrupted_hint(), file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _interrupted_hint() -> str:
+    """What Ctrl-C left behind, naming the runs it cancelled and the command that continues each."""
+    from assay.run import progress
+
+    run_ids = progress.take_cancelled()
+    if not run_ids:
+        return "interrupted before a run started: nothing was stored"
+    resumes = ", ".join(f"`assay resume {run_id}`" for run_id in run_ids)
+    return f"interrupted: finished items are stored; {resumes} " + (
+        "continues it" if len(run_ids) == 1 else "continue them"
+    )

@@ -21,7 +21,9 @@ class _ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The command line: every command, its arguments and its help."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", help="store root (default: $ASSAY_STORE or ./assay-store)")
+    common.add_argument(
+        "--store", help="store root: a folder or s3://bucket/prefix (default: $ASSAY_STORE or ./assay-store)"
+    )
     common.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no table")
     common.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
@@ -38,12 +40,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
+    run.add_argument(
+        "--check-keys",
+        action="store_true",
+        help="try each agent's provider key with one cheap request before any container starts",
+    )
     estimate = commands.add_parser(
         "estimate", parents=[common], help="calls, tokens and cost a spec will take"
     )
     estimate.add_argument("spec")
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
     resume.add_argument("run_id")
+    resume.add_argument(
+        "--retry-failed",
+        nargs="?",
+        const="",
+        metavar="KINDS",
+        help="also run failed items again (only these failure kinds, comma-separated: http, timeout, "
+        "connection, protocol, exception, rate_limit); each failed row is kept as history",
+    )
     resume.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
@@ -54,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--spec", help="a YAML file whose `scorers` list is used (an eval spec will do)")
     rescore.add_argument(
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
+    )
+    rescore.add_argument(
+        "--budget", help="the rescore's own USD budget for its judging (default: the source's)"
+    )
+    rescore.add_argument("--concurrency", type=int, help="items scored at once (default: the source's)")
+    rescore.add_argument(
+        "--capture-requests",
+        action=argparse.BooleanOptionalAction,
+        help="capture the judges' requests and carry the source's forward (default: as the source did)",
     )
     rescore.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
@@ -67,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
     )
     compare.add_argument(
-        "--max-item-error-rate", type=float, default=0.05, help="per side; 1 disables (default 0.05)"
+        "--max-item-error-rate", type=float, default=0.05, help="per run; 1 disables (default 0.05)"
     )
     compare.add_argument(
         "--max-scorer-error-rate", type=float, default=0.05, help="per side and scorer (default 0.05)"
@@ -111,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         "export", parents=[common], help="a run's records as JSONL on stdout"
     )
     export.add_argument("run_id")
+    export.add_argument(
+        "--format",
+        choices=["assay", "v1"],
+        default="assay",
+        help="field names: Assay's (default) or the seed's request sidecar v1 (operationId, …)",
+    )
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
     report = commands.add_parser(

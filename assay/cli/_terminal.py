@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -18,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from assay import numbers
 from assay.outcomes import ItemOutcome, ScorerOutcome
 
 
@@ -65,19 +67,6 @@ def progress_bar() -> Any:
     return _ProgressBar() if sys.stderr.isatty() else None
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _measure(value: float | None) -> str:
-    # Gauges span units from USD fractions to thousands of ms: significant digits, not decimals.
-    return "–" if value is None else f"{value:.6g}"
-
-
 def _console() -> Console:
     # Rich assumes 80 columns when stdout is not a terminal; a piped table should not be cut.
     return Console() if sys.stdout.isatty() else Console(width=160)
@@ -103,8 +92,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     rate = summary["item_error_rate"]
     gate = "passed" if summary["gate_passed"] else "FAILED"
+    source = summary.get("source_run_id")
     console.print(
-        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]  status [bold]{summary['status']}[/bold]"
+        f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]"
+        + (f" (rescore of [cyan]{source}[/cyan])" if source else "")
+        + f"  status [bold]{summary['status']}[/bold]"
     )
     if summary.get("error"):
         console.print(
@@ -112,27 +104,22 @@ def print_summary(summary: dict[str, Any]) -> None:
         )
     console.print(
         f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
-        f"{_fmt(rate and rate * 100, 1)}% (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
+        f"{numbers.pct(rate)} (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
     )
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 
         console.print(escape(compare_line(summary) or ""))
-    table = _table(
-        ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"), left=("scorer",)
-    )
-    for row in summary["scorers"]:
-        table.add_row(
-            row["scorer"],
-            *(_fmt(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
-            *(str(row[k]) for k in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)),
-        )
-    console.print(table)
+    if summary.get("failures"):
+        console.print(escape(failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
+    _print_scorers(console, summary)
     if summary.get("gauges"):
         gauges = _table(("gauge", "n", "mean", "min", "p50", "p95", "max"), left=("gauge",))
         for row in summary["gauges"]:
             gauges.add_row(
-                row["gauge"], str(row["n"]), *(_measure(row[k]) for k in ("mean", "min", "p50", "p95", "max"))
+                row["gauge"],
+                str(row["n"]),
+                *(numbers.gauge(row["gauge"], row[k]) for k in ("mean", "min", "p50", "p95", "max")),
             )
         console.print(gauges)
     if summary.get("n_teardown_errors"):
@@ -149,19 +136,64 @@ def print_summary(summary: dict[str, Any]) -> None:
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
     console.print(
-        "item duration ms: "
-        + " · ".join(f"{k} {_fmt(duration[k], 1)}" for k in ("mean", "p50", "p95", "max"))
+        "item duration: "
+        + " · ".join(f"{k} {numbers.ms(duration[k])}" for k in ("mean", "p50", "p95", "max"))
         + (f" · wall {wall / 1000:.2f} s" if wall else "")
     )
+    console.print(escape(numbers.cost_line(summary["cost"])))
     rate = summary.get("rate_control")
     if rate and rate["rate_limited"]:
         rows = rate["history"]["rows"]
         lowest = min((row[1] for row in rows), default=rate["limit"])
         console.print(
             f"rate control ({rate['endpoint']}): {rate['rate_limited']} of {rate['responses']} answers "
-            f"rate-limited; window {_fmt(lowest, 1)}..{_fmt(rate['limit'], 1)} of {rate['ceiling']}"
+            f"rate-limited; window {numbers.num(lowest)}..{numbers.num(rate['limit'])} of {rate['ceiling']}"
             + (f", paced to {rate['rpm']:g} rpm" if rate.get("rpm") else "")
         )
+
+
+def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
+    """The failed items in one line, grouped by error: `30 failed: connection refused by
+    127.0.0.1:8799 (30)`.
+
+    Args:
+        n_failed: how many items failed.
+        groups: `summary.failure_groups`, most frequent first; a group with error None is the rest.
+    """
+    named = [f"{_cut(g['error'])} ({g['n']})" if g["error"] else f"other errors ({g['n']})" for g in groups]
+    return f"{n_failed} failed: " + " · ".join(named)
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _print_scorers(console: Console, summary: dict[str, Any]) -> None:
+    """The scorers' table, then a line per scorer that failed (how often, and its first error) —
+    or, when nothing was scored, why the table is empty."""
+    if not summary["scorers"]:
+        completed = summary["items"].get(ItemOutcome.COMPLETED, 0)
+        console.print("no scores: " + ("no item completed" if not completed else "no scorer ran"))
+        return
+    table = Table(show_header=True, header_style="bold")
+    for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
+        table.add_column(column, justify="left" if column == "scorer" else "right", no_wrap=True)
+    for row in summary["scorers"]:
+        table.add_row(
+            row["scorer"],
+            *(numbers.num(row[k]) for k in ("mean", "min", "p50", "p95", "max")),
+            *(str(row[k]) for k in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)),
+        )
+    console.print(table)
+    for row in summary["scorers"]:
+        if row[ScorerOutcome.FAILED]:
+            total = sum(
+                row.get(outcome, 0) for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED
+            )
+            console.print(
+                f"[yellow]{escape(row['scorer'])}: {row[ScorerOutcome.FAILED]} of {total} failed — "
+                f"{escape(_cut(row.get('first_error') or 'no error recorded'))}[/yellow]"
+            )
 
 
 def print_matrix_summary(summary: dict[str, Any]) -> None:
@@ -172,11 +204,16 @@ def print_matrix_summary(summary: dict[str, Any]) -> None:
 
 
 def print_runs(runs: pl.DataFrame) -> None:
+    if "source_run_id" in runs.columns:  # a rescore is labelled as one, naming its source
+        label = pl.lit("rescore of ") + pl.col("source_run_id")
+        runs = runs.with_columns(
+            kind=pl.when(pl.col("source_run_id").is_not_null()).then(label).otherwise(pl.col("kind"))
+        ).drop("source_run_id")
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("run_id", "kind", "created_at"))
     for row in runs.iter_rows():
-        table.add_row(*(_fmt(v) for v in row))
+        table.add_row(*(f"{v:%Y-%m-%d %H:%M:%S}" if isinstance(v, datetime) else numbers.num(v) for v in row))
     _console().print(table)
 
 
@@ -186,7 +223,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     console = _console()
     console.print(
         f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
-        f"  ([cyan]{comparison['comparison_id']}[/cyan])"
+        f"  · comparison [cyan]{comparison['comparison_id']}[/cyan] (stored in the store's comparisons/)"
     )
     table = _table(
         ("scorer", "n", "baseline", "candidate", "delta", "95% CI", "p", "verdict"),
@@ -199,11 +236,11 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         table.add_row(
             row["scorer"],
             str(row["n_pairs"]),
-            _fmt(row["baseline_mean"]),
-            _fmt(row["candidate_mean"]),
+            numbers.num(row["baseline_mean"]),
+            numbers.num(row["candidate_mean"]),
             f"{row['delta']:+.3f}",
             f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}",
-            _fmt(row["p_value"]),
+            numbers.num(row["p_value"]),
             row["verdict"] + (f" ({row['adjustment']})" if row.get("p_adjusted") is not None else ""),
         )
     console.print(table)
@@ -228,9 +265,9 @@ def print_power(report: dict[str, Any]) -> None:
     for row in report["scorers"]:
         table.add_row(
             row["scorer"],
-            _fmt(row["mean"]),
-            _fmt(row["sd_of_differences"]),
-            _fmt(row["items_needed"]),
+            numbers.num(row["mean"]),
+            numbers.num(row["sd_of_differences"]),
+            numbers.num(row["items_needed"]),
             str(row["n_scored"]),
         )
     console.print(table)
@@ -274,14 +311,14 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             row["scorer"],
             str(row["rank"]),
             row["cell"],
-            _fmt(row["mean"]),
-            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}] {row.get('ci_method') or ''}",
-            _fmt(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
+            numbers.num(row["mean"]),
+            f"[{numbers.num(row['ci_low'])}, {numbers.num(row['ci_high'])}] {row.get('ci_method') or ''}",
+            numbers.num(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
             if row["item_error_rate"] is not None
             else "–",
-            _fmt(row["cost_per_item_usd"], 5),
-            _fmt(row["latency_p50_ms"], 1),
-            _fmt(row["latency_p95_ms"], 1),
+            numbers.num(row["cost_per_item_usd"], 5),
+            numbers.num(row["latency_p50_ms"], 1),
+            numbers.num(row["latency_p95_ms"], 1),
             versus,
         )
     console.print(table)
@@ -300,21 +337,35 @@ def print_estimate(report: dict[str, Any]) -> None:
             line["kind"] + (f" ({line['scorer']})" if line.get("scorer") else ""),
             line.get("model") or "–",
             str(line["calls"]),
-            _fmt(line.get("input_tokens")),
-            _fmt(line.get("output_tokens_expected")),
-            _fmt(line.get("cost_usd_expected"), 4),
-            _fmt(line.get("cost_usd_max"), 4),
+            numbers.num(line.get("input_tokens")),
+            numbers.num(line.get("output_tokens_expected")),
+            numbers.usd(line.get("cost_usd_expected")),
+            numbers.usd(line.get("cost_usd_max")),
             line.get("note", ""),
         )
     console.print(table)
-    console.print(
-        f"expected ${report['cost_usd_expected']:.4f}, at most ${report['cost_usd_max']:.4f}"
-        + (f" · budget {report['budget']}" if report["budget"] else "")
-    )
-    if report["unpriced_models"]:
-        console.print(
-            f"[yellow]not in the price table (cost unknown):[/yellow] {', '.join(report['unpriced_models'])}"
-        )
+    console.print(escape(estimate_line(report)))
+
+
+def estimate_line(report: dict[str, Any]) -> str:
+    """The estimate's cost in one line: "unknown" first when a model has no price; "at most" only
+    for a real maximum (every call's output capped by max_tokens).
+
+    Args:
+        report: `assay.analysis.estimate.estimate`'s report.
+    """
+    expected, most = numbers.usd(report["cost_usd_expected"]), numbers.usd(report["cost_usd_max"])
+    if report["cost_usd_max_bounded"]:
+        figures = f"expected {expected}, at most {most}"
+    else:
+        figures = f"expected {expected}, no upper bound (a call without max_tokens)"
+    budget = f" · budget {report['budget']}" if report["budget"] else ""
+    unpriced = report["unpriced_models"]
+    if unpriced:
+        names = ", ".join(unpriced)
+        head = f"cost unknown: {names} {'is' if len(unpriced) == 1 else 'are'} unpriced (add it to the spec's `prices`)"
+        return head + (f"; the priced calls: {figures}" if report["priced_calls"] else "") + budget
+    return f"cost {figures}{budget}"
 
 
 def print_nightly(report: dict[str, Any]) -> None:

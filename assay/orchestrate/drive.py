@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.analysis.summary import mark_unavailable
+from assay.errors import TargetUnreachable
 from assay.orchestrate.finish import finish_run
 from assay.run import progress
 from assay.run.execute import ShardExecutor, ShardReport
@@ -144,6 +145,8 @@ async def _hold(
     try:
         async with plan.lease.holding():
             await execute(plan, host)
+    except TargetUnreachable as stop:  # the circuit breaker: a failed run with a summary, no crash
+        return finish_run(plan, _ms_since(started), stop)
     except BaseException as stop:
         finish_run(plan, _ms_since(started), stop)
         raise

@@ -15,6 +15,7 @@ from assay.analysis.summary import close_run
 from assay.calls.rate import rate_history
 from assay.errors import LeaseLostError, describe
 from assay.outcomes import RunStatus
+from assay.run import progress
 from assay.run.plan import RunPlan, mark_failed
 
 
@@ -49,6 +50,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
             status, error = None, None
         elif is_cancellation(stop):
             status, error = RunStatus.CANCELLED, None
+            progress.cancelled(plan.run_id)
         else:
             status, error = RunStatus.FAILED, describe(stop)
             stop.add_note(

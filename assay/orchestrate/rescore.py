@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.run.plan import RunPlan
-from assay.run.rescore import open_rescore, parse_scorers, rescore_executor
+from assay.run.rescore import RescoreSettings, open_rescore, parse_scorers, rescore_executor
 from assay.sandbox.hygiene import clean_after
 from assay.store import Store
 
@@ -25,6 +25,9 @@ async def drive_rescore(
     run_id: str | None = None,
     resume: bool = False,
     *,
+    budget: str | None = None,
+    concurrency: int | None = None,
+    capture_requests: bool | None = None,
     host: Host = EMBEDDED,
 ) -> dict[str, Any]:
     """Score a stored run again with new scorers and return the rescore's summary.
@@ -35,7 +38,11 @@ async def drive_rescore(
         scorers: inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind.
         store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
         run_id: the rescore's id; default `host.default_run_id`, else a new one.
-        resume: continue `run_id` with its stored scorers.
+        resume: continue `run_id` with its stored scorers and settings.
+        budget: the rescore's own USD budget for its judging (default: the source's).
+        concurrency: items scored at once (default: the source's).
+        capture_requests: capture the judges' requests and carry the source's forward (default:
+            as the source did).
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -52,6 +59,7 @@ async def drive_rescore(
         run_id=run_id or host.default_run_id,
         resume=resume,
         flow_run_id=host.flow_run_id,
+        settings=RescoreSettings(budget=budget, concurrency=concurrency, capture_requests=capture_requests),
     )
 
     # Score every completed source item in shards; failed ones pass through unscored.

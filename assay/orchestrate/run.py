@@ -35,6 +35,8 @@ async def drive_run(
     extra_tags: list[str] | None = None,
     compare_to: str | None = None,
     *,
+    retry_failed: list[str] | None = None,
+    check_keys: bool = False,
     host: Host = EMBEDDED,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
@@ -49,6 +51,9 @@ async def drive_run(
         extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
         compare_to: a baseline run to compare with as items finish, stopping at the verdict
             (`--compare-to`; the spec's `compare_to` says how).
+        retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
+            every kind), keeping their failed rows as history (`open_runs`).
+        check_keys: try each agent's provider key with one cheap request before anything starts.
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -63,6 +68,8 @@ async def drive_run(
         cell=cell,
         extra_tags=extra_tags,
         compare_to=compare_to,
+        retry_failed=retry_failed,
+        check_keys=check_keys,
     )
     for plan in plans:
         plan.monitor = monitor_for(plan)

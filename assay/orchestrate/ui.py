@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +41,19 @@ def _wait_healthy(server: subprocess.Popen[bytes], api_url: str, log: Path) -> N
     raise RuntimeError(f"prefect server did not answer within {BOOT_TIMEOUT_S:g} s; see {log}")
 
 
+def _check_port_free(port: int) -> None:
+    """Refuse a busy port before starting anything: a second server would fail to bind, while the
+    health check answered from the first one."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise InputError(
+                f"--port {port}: 127.0.0.1:{port} is already in use (another `assay ui` or Prefect server?); "
+                "stop it, or pass another --port"
+            ) from None
+
+
 def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -54,6 +68,8 @@ def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
     """
     if not Path("prefect.yaml").is_file():
         raise InputError("run `assay ui` from the Assay checkout: no prefect.yaml in the current folder")
+    _check_port_free(port)
+    print(f"starting: a Prefect server on 127.0.0.1:{port} (logs in {log_dir}/) …", flush=True)
     api_url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_API_URL": api_url, "DO_NOT_TRACK": "1"}
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -75,6 +91,7 @@ def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
                 )
             )
         _wait_healthy(processes[0], api_url, server_log)
+        print("server answers; deploying the flows of prefect.yaml …", flush=True)
         # An existing pool is fine: `create` then fails harmlessly and deploy reuses it.
         subprocess.run(
             [_prefect(), "work-pool", "create", POOL, "--type", "process"],
@@ -109,6 +126,12 @@ def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
         )
         while all(p.poll() is None for p in processes):
             time.sleep(0.5)
+        ended = next(p for p in processes if p.poll() is not None)
+        which = "server" if ended is processes[0] else "worker"
+        print(
+            f"error: the Prefect {which} exited ({ended.returncode}); see {server_log if which == 'server' else worker_log}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 0

@@ -14,9 +14,10 @@ from typing import Any
 
 import polars as pl
 
+from assay.numbers import num
 from assay.outcomes import ItemOutcome, ScorerOutcome, Verdict
 from assay.report.data import RunData, scored_values, scorer_outcomes
-from assay.report.style import ACCENT, OUTCOME_COLOURS, VERDICT_COLOURS, num
+from assay.report.style import ACCENT, OUTCOME_COLOURS, VERDICT_COLOURS
 
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 HORIZONTAL_LEGEND = {"orientation": "h", "y": -0.3, "traceorder": "normal"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from assay import __version__
+from assay import __version__, numbers
 from assay._files import write_atomic
 from assay.outcomes import TOKEN_KINDS
 from assay.report import figures, sections, style
@@ -33,17 +33,21 @@ def environment() -> Environment:
     # `tojson` escapes <, >, & and ' itself; these make it strict (no NaN) and compact.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": True, "allow_nan": False, "separators": (",", ":")}
     env.filters.update(
-        dash=style.dash,
-        num=style.num,
+        dash=numbers.dash,
+        num=numbers.num,
+        pct=numbers.pct,
+        ms=numbers.ms,
+        usd=numbers.usd,
         signed=style.signed,
         when=style.when,
-        reasons=style.reasons_text,
+        reasons=numbers.reasons_text,
         cut=cut,
         json_text=json_text,
     )
     env.tests["long"] = sections.is_long
     env.globals.update(
-        money_parts=style.money_parts,
+        money_parts=numbers.money_parts,
+        gauge_value=numbers.gauge,
         TOKEN_KINDS=TOKEN_KINDS,
         TOKEN_HEADINGS=style.TOKEN_HEADINGS,
         NEUTRAL=style.NEUTRAL,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from assay.errors import InputError
+from assay.numbers import pct, reasons_text
 from assay.outcomes import ItemOutcome, ScorerOutcome
 from assay.report import data as queries
 from assay.report import figures
 from assay.report.data import RunData
-from assay.report.style import pct, reasons_text
 from assay.store import Store
 
 # Long text is cut in the page (with a "more" toggle) past this many characters or five lines.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from assay.calls.accounting import Accounting
 from assay.calls.capture import Scope
-from assay.outcomes import TOKEN_KINDS, ItemOutcome, ScorerOutcome, token_column
+from assay.outcomes import TOKEN_COLUMNS, TOKEN_KINDS, ItemOutcome, ScorerOutcome, token_column
 from assay.run.admit import Gate
 from assay.run.rows import (
     Finished,
@@ -43,8 +43,9 @@ from evaluators._imports import import_callable
 
 def attempt_passes(score_rows: list[ScoreRow]) -> bool:
     """Whether an attempt's scores pass: at least one scorer scored, and every scorer that did
-    not skip the item scored 1 (a failed scorer is not a pass)."""
-    judged = [r for r in score_rows if r["outcome"] != ScorerOutcome.SKIPPED]
+    not skip the item scored 1 (a failed scorer is not a pass; a remote evaluator's gauge, a
+    measurement, does not count)."""
+    judged = [r for r in score_rows if r["outcome"] not in (ScorerOutcome.SKIPPED, ScorerOutcome.MEASURED)]
     return bool(judged) and all(r["outcome"] == ScorerOutcome.SCORED and r["score"] >= 1.0 for r in judged)
 
 
@@ -156,9 +157,12 @@ def _finished(attempts: list[_Attempt]) -> Finished:
     best = best_attempt(attempts)
     row = dict(best.row)
     turns = [t for a in attempts if a.session is not None for t in a.session.turns]
-    known = bool(turns) and all(t.tokens_known for t in turns)
+    # As the seed: the sums of the counts that are known, flagged when some were not (a
+    # prompt that broke off or was cancelled may have been billed for more).
     for name in TOKEN_KINDS:
-        row[token_column(name)] = sum(t.tokens.get(name) or 0 for t in turns) if known else None
+        known = [t.tokens[name] for t in turns if t.tokens.get(name) is not None]
+        row[token_column(name)] = sum(known) if known else None
+    row["tokens_known"] = bool(turns) and all(t.tokens_known for t in turns)
     spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
     operation_ids, requests = captured([s for a in attempts for s in a.scopes])
     row.update(
@@ -172,8 +176,10 @@ def _finished(attempts: list[_Attempt]) -> Finished:
     )
     item_row: ItemRow = row
     # Gauges measure the item as a whole: every attempt's duration, tokens and generation cost.
+    # A gauge is a measurement or no row: a lower bound of the tokens is not one.
+    measured: ItemRow = item_row if row["tokens_known"] else {**item_row, **dict.fromkeys(TOKEN_COLUMNS)}  # type: ignore[typeddict-item]
     gauges = (
-        gauge_values(item_row, best.result, Accounting.total([a.generation for a in attempts]))
+        gauge_values(measured, best.result, Accounting.total([a.generation for a in attempts]))
         if best.completed and best.result is not None
         else []
     )
@@ -183,7 +189,8 @@ def _finished(attempts: list[_Attempt]) -> Finished:
 
 def _turn_rows(attempt: _Attempt, best: bool) -> list[TurnRow]:
     row = attempt.row
-    scores = to_json({r["scorer"]: r["score"] for r in attempt.scores}) if attempt.completed else None
+    judged = [r for r in attempt.scores if r["outcome"] != ScorerOutcome.MEASURED]
+    scores = to_json({r["scorer"]: r["score"] for r in judged}) if attempt.completed else None
     common = {
         "item_id": row["item_id"],
         "item_index": row["item_index"],

@@ -30,6 +30,7 @@ from assay.calls.accounting import Accounting
 from assay.run import progress
 from assay.run.admit import Gate
 from assay.run.attempts import SessionItems
+from assay.run.breaker import CircuitBreaker
 from assay.run.plan import RunPlan, Shard
 from assay.run.rows import (
     ITEMS,
@@ -85,6 +86,7 @@ class ShardExecutor:
         self.plan = plan
         self._run_item = run_item
         self.width = width or plan.spec.concurrency
+        self._breaker = CircuitBreaker()
 
     @classmethod
     def for_target(cls, plan: RunPlan, target: Any) -> ShardExecutor:
@@ -126,6 +128,7 @@ class ShardExecutor:
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
                 batch.add(finished)
                 progress.current().item_done(outcome, finished.item.get("cost_usd"))
+                self._breaker.observe(finished.item)
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in the gate still bounds the target calls in flight.
@@ -269,7 +272,12 @@ class _Batch:
 
     def add(self, finished: Finished) -> None:
         rows = self._rows
-        rows.items.append(finished.item)
+        item = finished.item
+        # 0, or with `--retry-failed` the next after the failed row it replaces (kept as history).
+        item.update(self._plan.retry_columns(item["item_id"], item["trial"]))
+        for turn in finished.turns:
+            turn["retry"] = item["retry"]
+        rows.items.append(item)
         rows.gauges.append(finished.gauges)
         rows.scores.extend(finished.scores)
         rows.requests.extend(finished.requests)

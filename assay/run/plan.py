@@ -14,17 +14,27 @@ import os
 import random
 import secrets
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from assay import __version__
 from assay.calls.accounting import Budget, PriceTable
 from assay.calls.capture import Recorder, Redactor, secrets_of
 from assay.calls.response_cache import ResponseCache
-from assay.errors import DatasetError, ResumeRefusedError, RunNotFoundError, SpecError, describe
-from assay.outcomes import RunKind, RunStatus
+from assay.errors import (
+    DatasetError,
+    InputError,
+    ResumeRefusedError,
+    RunNotFoundError,
+    SpecError,
+    describe,
+)
+from assay.outcomes import FailureKind, RunKind, RunStatus
 from assay.run.compare_to import CommitMonitor, check_baseline, compare_columns, seeded_order, with_compare_to
 from assay.run.identity import Identity, identity_of, spec_hash
 from assay.spec import EvalSpec, load_spec
@@ -65,6 +75,8 @@ class RunPlan:
         done: (item_id, trial) already committed when execution started.
         lease: this process's hold on the run.
         work: (item position, trial) pairs to execute; default every item x every trial.
+        retried: for `--retry-failed`: the (item_id, trial) run again, each with the `retry` of
+            its failed row (not in `done`); their new rows take the next `retry`.
 
     Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
     `capture` (the request sidecar's recorder).
@@ -83,8 +95,10 @@ class RunPlan:
         done: set[tuple[str, int]],
         lease: Lease,
         work: list[tuple[int, int]] | None = None,
+        retried: dict[tuple[str, int], int] | None = None,
     ) -> None:
-        committed = store.run_items(run_id)["cost_usd"].sum() if done else 0.0
+        # Every row's spend, history included: the money was spent.
+        committed = store.run_items(run_id, history=True)["cost_usd"].sum() if done or retried else 0.0
         self.run_id = run_id
         self.spec = spec
         self.spec_dir = spec_dir
@@ -93,10 +107,11 @@ class RunPlan:
         self.store = store
         self.record = record
         self.done = done
+        self.retried = retried or {}
         self.lease = lease
         self.prices = PriceTable.shipped(spec.prices)
         self.response_cache = ResponseCache(store.location)
-        stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done else 0
+        stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done or retried else 0
         self.capture = Recorder(
             spec.capture_settings,
             Redactor(secrets_of(spec), spec.redact),
@@ -111,6 +126,20 @@ class RunPlan:
     @property
     def total(self) -> int:
         return len(self.work)
+
+    @property
+    def retry_digest(self) -> str:
+        """A digest of what this execution retries ("" when nothing): part of a shard's cache key,
+        so that a shard that finished before is run again for its failed items."""
+        if not self.retried:
+            return ""
+        return hashlib.sha256(canonical_json(sorted(self.retried.items())).encode()).hexdigest()[:16]
+
+    def retry_columns(self, item_id: str, trial: int) -> dict[str, int | None]:
+        """An item row's `retry` and `retry_of`: the next after its failed row's when it is a retry,
+        else 0 and null."""
+        previous = self.retried.get((item_id, trial))
+        return {"retry": 0 if previous is None else previous + 1, "retry_of": previous}
 
     def shards(self, max_shards: int = MAX_SHARDS) -> list[Shard]:
         """Cut the work into at most `max_shards` shards (of at least 25 items), in order."""
@@ -244,6 +273,39 @@ def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
         )
 
 
+# `--retry-failed` words beyond the failure kinds: an HTTP failure whose last answer was 429.
+RATE_LIMIT = "rate_limit"
+
+
+def failure_selector(kinds: list[str]) -> Callable[[pl.DataFrame], pl.Series]:
+    """Which failed items `assay resume --retry-failed KINDS` runs again: a mask over failed item
+    rows. No kinds: every failed item. A kind is a `FailureKind` word, or `rate_limit` (an `http`
+    failure whose last status was 429).
+
+    Raises:
+        InputError: a word that is neither (the message lists the words).
+    """
+    words = [*FailureKind, RATE_LIMIT]
+    unknown = [kind for kind in kinds if kind not in words]
+    if unknown:
+        raise InputError(
+            f"--retry-failed: unknown failure kind {', '.join(map(repr, unknown))}; expected a comma-"
+            f"separated list of {', '.join(words)}"
+        )
+
+    def selected(failed: pl.DataFrame) -> pl.Series:
+        if not kinds:
+            return pl.Series([True] * failed.height, dtype=pl.Boolean)
+        mask = failed["failure_kind"].is_in([kind for kind in kinds if kind != RATE_LIMIT])
+        if RATE_LIMIT in kinds:
+            mask = mask | (
+                (failed["failure_kind"] == FailureKind.HTTP) & (failed["failure_http_status"] == 429)
+            )
+        return mask.fill_null(False)
+
+    return selected
+
+
 def new_record(
     spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int
 ) -> dict[str, Any]:
@@ -350,6 +412,8 @@ def open_runs(
     cell: str | None = None,
     extra_tags: list[str] | None = None,
     compare_to: str | None = None,
+    retry_failed: list[str] | None = None,
+    check_keys: bool = False,
 ) -> list[RunPlan]:
     """Validate, fix each run's identity and record it as `running`: one run, or one per cell of
     a matrix spec (run ids `<matrix id>-<cell>`).
@@ -363,7 +427,14 @@ def open_runs(
         cell: only this cell of a matrix spec, and `run_id` is that cell's own run id (resume).
         extra_tags: tags added to the spec's on a new run (the nightly flow adds `nightly`).
         compare_to: a baseline run to compare with sequentially (`--compare-to`), over the spec's.
+        retry_failed: with `resume`: also run again the items whose current row failed, of these
+            failure kinds (`failure_selector`; empty: every kind). Each earlier row stays, as history.
+        check_keys: try each agent's provider key with one cheap request first, before any
+            container starts (`TargetKind.key_problems`); a key refused is bad input.
     """
+    if retry_failed is not None and not resume:
+        raise InputError("--retry-failed: only a resumed run has failed items to run again")
+    selected = failure_selector(retry_failed) if retry_failed is not None else None
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
     spec = with_compare_to(spec, compare_to, store, run_id)
@@ -379,6 +450,10 @@ def open_runs(
     for name, cell_spec in cells:
         this_id = f"{matrix_id}-{name}" if matrix_id else (run_id or new_run_id())
         identity = identity_of(cell_spec, items, spec_path.parent)
+        if check_keys:
+            refused = kind_of(cell_spec.target).key_problems(cell_spec.target)
+            if refused:
+                raise SpecError(refused, source=str(spec_path))
         # The target's preflight (an HTTP agent's capabilities, a container's image) is done once
         # and snapshotted on the run (a resume reuses the snapshot); items it cannot take (fixture
         # files) leave the plan, listed.
@@ -416,6 +491,8 @@ def open_runs(
                 restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
             )
             opened.append((this_id, lease))
+            done = store.done_keys(this_id, parts=lease.accepted)
+            retried = store.failed_keys(this_id, selected, parts=lease.accepted) if selected else {}
             plans.append(
                 RunPlan(
                     run_id=this_id,
@@ -425,9 +502,10 @@ def open_runs(
                     identity=identity,
                     store=store,
                     record=record,
-                    done=store.done_keys(this_id, parts=lease.accepted),
+                    done=done - retried.keys(),
                     work=work,
                     lease=lease,
+                    retried=retried,
                 )
             )
     except BaseException as exc:

@@ -25,6 +25,8 @@ class _Silent:
 
 
 _reporter: Reporter = _Silent()
+# Runs this process stopped on a cancellation (Ctrl-C, SIGTERM): the CLI names them in its hint.
+_cancelled: list[str] = []
 
 
 def current() -> Reporter:
@@ -35,3 +37,15 @@ def install(reporter: Reporter | None) -> None:
     """Install `reporter` for runs in this process (None restores the silent one)."""
     global _reporter
     _reporter = reporter or _Silent()
+
+
+def cancelled(run_id: str) -> None:
+    """Note that this process recorded `run_id` as cancelled."""
+    _cancelled.append(run_id)
+
+
+def take_cancelled() -> list[str]:
+    """The runs noted by `cancelled` since the last call, in order; forgets them."""
+    taken = list(_cancelled)
+    _cancelled.clear()
+    return taken

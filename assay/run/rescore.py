@@ -6,6 +6,12 @@ error and failure description, and get no scores. Timing and the source's gauge 
 steps, tokens…) are carried forward from the source (the rescore made no generation calls) and
 spend is zero. Resume works as for a run: the
 rescore's identity is the source's dataset and target with the new scorers.
+
+As the seed's `rescore`: a rescore takes its own budget, concurrency and capture settings
+(`RescoreSettings`; the source's otherwise), records the source's generation spend beside its own
+judging (`runs.source_generation_usd`), and carries the source's captured requests forward only
+when it captures: an item keeps only the source operation ids whose records it holds, and a
+source whose records are gone makes its capture `unavailable`, saying so.
 """
 
 from __future__ import annotations
@@ -32,6 +38,33 @@ from assay.spec import EvalSpec, describe_errors
 from assay.spec.dataset import Item
 from assay.store import Store
 from evaluators import ScorerSpec
+
+
+class RescoreSettings(BaseModel):
+    """A rescore's own settings, each over the source's (`assay rescore --budget/--concurrency/
+    --capture-requests`). None keeps the source's.
+
+    Args:
+        budget: a USD limit on the rescore's judging spend (`"$5"`).
+        concurrency: items scored at once.
+        capture_requests: whether (with the source's limits, or the defaults) to capture the
+            judges' requests, and carry the source's forward.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: str | None = None
+    concurrency: int | None = None
+    capture_requests: bool | None = None
+
+    def apply(self, spec: dict[str, Any]) -> None:
+        """Set these on a spec's fields (a dict, before validation names a bad value)."""
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if name == "capture_requests" and value and isinstance(spec.get(name), dict):
+                continue  # on, with the source's limits
+            spec[name] = value
 
 
 class RescoreSpec(BaseModel):
@@ -105,6 +138,7 @@ def open_rescore(
     run_id: str | None = None,
     resume: bool = False,
     flow_run_id: str | None = None,
+    settings: RescoreSettings | None = None,
 ) -> tuple[RunPlan, dict[tuple[str, int], dict[str, Any]]]:
     """Plan a rescore of `source_run_id` and record it as `running`.
 
@@ -117,6 +151,7 @@ def open_rescore(
         run_id: the rescore's id; new when None.
         resume: continue `run_id`.
         flow_run_id: the Prefect flow run executing this, if any.
+        settings: the rescore's own budget, concurrency and capture (a resume keeps its first).
 
     Returns:
         The plan, and the source's item rows by (item_id, trial).
@@ -127,13 +162,17 @@ def open_rescore(
             f"run {source_run_id} has not finished (status running): `assay resume {source_run_id}` first"
         )
     stored_spec = json.loads(source["spec_json"])
-    if scorers is None:  # resuming: the rescore's own stored scorers
+    if scorers is None:  # resuming: the rescore's own stored spec (its scorers and settings)
         if run_id is None:
             raise InputError("resuming a rescore needs its run id")
-        stored_spec["scorers"] = json.loads(store.read_run(run_id)["spec_json"])["scorers"]
+        stored_spec = json.loads(store.read_run(run_id)["spec_json"])
     else:
         stored_spec["scorers"] = [s.model_dump(mode="json") for s in scorers]
-    spec = EvalSpec.model_validate(stored_spec)
+        (settings or RescoreSettings()).apply(stored_spec)
+    try:
+        spec = EvalSpec.model_validate(stored_spec)
+    except ValidationError as exc:
+        raise SpecError(describe_errors(exc, stored_spec), source="assay rescore") from None
     problems = scorer_problems(spec.scorers, str(spec_dir))
     if problems:
         raise SpecError(problems, source=str(spec_path) if spec_path else "--scorer")
@@ -161,6 +200,10 @@ def open_rescore(
         source_run_id=source_run_id,
         target_kind=source["target_kind"],
         model=source["model"],
+        # The source's cell, so per-cell queries of a matrix keep a rescore with its cell; not its
+        # matrix_id: a rescore is no cell of the matrix's leaderboard.
+        cell=source.get("cell"),
+        **source_generation(source),
     )
     run_id = run_id or new_run_id()
     record, lease = start_or_resume(
@@ -185,7 +228,10 @@ def open_rescore(
             work=work,
             lease=lease,
         )
-        _carry_requests(store, source_run_id, plan)
+        carried = _carry_requests(store, source_run_id, plan, source_rows)
+        for row in source_rows.values():  # only references to records the rescore holds
+            ids = [i for i in row["operation_ids"] or [] if i in carried]
+            row["operation_ids"] = ids or None
     except BaseException as exc:
         # Recorded as running: it must not stay so.
         mark_failed(store, run_id, f"it did not start: {describe(exc)}")
@@ -194,23 +240,45 @@ def open_rescore(
     return plan, source_rows
 
 
-def _carry_requests(store: Store, source_run_id: str, plan: RunPlan) -> None:
-    """Copy the source's captured requests into the rescore, once (a resume finds them there)."""
+def source_generation(source: dict[str, Any]) -> dict[str, Any]:
+    """The source's generation spend, recorded on a rescore beside its own judging: the source
+    run's measured generation cost and its completeness; for a rescore of a rescore, the one its
+    source recorded (a rescore generates nothing)."""
+    if source["kind"] == RunKind.RESCORE:
+        return {
+            "source_generation_usd": source.get("source_generation_usd"),
+            "source_generation_completeness": source.get("source_generation_completeness"),
+        }
+    return {
+        "source_generation_usd": source.get("cost_generation_usd"),
+        "source_generation_completeness": source.get("cost_completeness"),
+    }
+
+
+def _carry_requests(store: Store, source_run_id: str, plan: RunPlan, source_rows: dict[Any, Any]) -> set[str]:
+    """Copy the source's captured requests into the rescore, once (a resume finds them there);
+    returns the operation ids the rescore holds records of. Without capture, none: an item's
+    reference to a record the rescore does not hold would dangle. A source whose items name
+    operations but whose records are gone makes the capture `unavailable`, saying why."""
     settings = plan.spec.capture_settings
-    if (
-        settings is None
-        or not store.run_requests(plan.run_id).filter(pl.col("operation_id").is_not_null()).is_empty()
-    ):
-        return
+    if settings is None:
+        return set()
+    held = store.run_requests(plan.run_id)
+    if not held.filter(pl.col("operation_id").is_not_null()).is_empty():
+        return set(held["operation_id"].drop_nulls())
     source = store.run_requests(source_run_id)
     if source.is_empty():
-        return
+        if any(row["operation_ids"] for row in source_rows.values()):
+            plan.capture.status = CaptureStatus.UNAVAILABLE
+            plan.capture.reason = f"the source run {source_run_id}'s captured requests are no longer available"
+        return set()
     kept, cut = carry_forward(source.to_dicts(), settings)
     if kept:
         store.write_carried_requests(plan.run_id, pl.DataFrame(kept, schema=source.schema).to_arrow())
         plan.capture.bytes += sum(r["bytes"] or 0 for r in kept)
     if cut:
         plan.capture.status, plan.capture.reason = CaptureStatus.TRUNCATED, cut
+    return {r["operation_id"] for r in kept}
 
 
 def rescore_executor(plan: RunPlan, source_rows: dict[tuple[str, int], dict[str, Any]]) -> ShardExecutor:
@@ -275,7 +343,7 @@ class RescoreItems:
         if trajectory is not None:
             context["trajectory"] = trajectory
         scored = await self._scoring.score(item, trial, output, **context)
-        # The source's operation ids stay as they were (its records are carried forward).
+        # The source's operation ids stay as they were, where its records were carried forward.
         operation_ids = list(source["operation_ids"] or []) + [
             i for scope in scored.scopes for i in scope.operation_ids
         ]

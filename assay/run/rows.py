@@ -83,6 +83,9 @@ class ItemRow(TypedDict, total=False):
     teardown_error: str | None
     attempt: int | None
     attempts_made: int | None
+    tokens_known: bool | None
+    retry: int | None
+    retry_of: int | None
 
 
 class ScoreRow(TypedDict, total=False):
@@ -296,6 +299,7 @@ def failed_row(
         "failure_http_status": failure.http_status,
         "failure_retryable": failure.retryable,
         "failure_request_id": failure.request_id,
+        "retries": failure.retries,
         "duration_ms": (time.perf_counter() - started) * 1000,
         # What a failed attempt kept (a sandbox's transcript) is evidence too.
         "artifacts": failure.artifacts,
@@ -356,6 +360,7 @@ def score_row(
         spend: its judging spend (`NO_SPEND` for none).
         scope: the capture scope of its model calls, if it may have made some.
     """
+    gauge = record.outcome is ScorerOutcome.MEASURED
     return {
         "operation_ids": scope.operation_ids if scope is not None else None,
         "model": record.metadata.get("model") if record.metadata else None,
@@ -363,11 +368,12 @@ def score_row(
         "item_id": item.item_id,
         "item_index": item.item_index,
         "trial": trial,
-        "kind": RowKind.SCORE.value,
+        # A remote evaluator's gauge is a measurement: a gauge row, never read as a score.
+        "kind": (RowKind.GAUGE if gauge else RowKind.SCORE).value,
         "scorer": record.scorer,
-        "scorer_kind": record.scorer_kind,
+        "scorer_kind": RowKind.GAUGE.value if gauge else record.scorer_kind,
         "scorer_version": record.scorer_version,
-        "score": record.score,
+        "score": None if gauge else record.score,
         "value": record.score,
         "outcome": str(record.outcome),
         "error": record.error,

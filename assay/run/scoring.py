@@ -79,6 +79,7 @@ class Scoring:
         """
         sample = Sample(
             output=output,
+            item_id=item.item_id,
             input=item.input,
             expected=item.expected,
             annotations=item.annotations,

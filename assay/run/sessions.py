@@ -19,9 +19,10 @@ Rules the session enforces (docs/sessions.md):
   policy catches it. A call after the policy returned raises `SessionError` ("settled").
 - A prompt the policy started and did not await is awaited before the attempt ends; one still in
   flight when the policy raised or was cancelled is cancelled.
-- The attempt's output is what the policy returned; `None` means the last prompt's answer (and
-  if that prompt failed, the attempt failed with its failure). A policy that sent no prompt and
-  returned None fails the attempt (kind `protocol`).
+- The attempt's output is what the policy returned; `None` means the last prompt's answer. As in
+  the seed, the attempt needs a completed last prompt: if it failed, the attempt fails with its
+  failure; if it was cancelled or refused, or no prompt was sent, the attempt fails "returned
+  without a completed prompt" (kind `protocol`), whatever the policy returned.
 """
 
 from __future__ import annotations
@@ -271,19 +272,21 @@ async def drive(session: Session, policy: Policy | None) -> TargetResult:
 def _result(session: Session, returned: Any) -> TargetResult:
     """The attempt's result: what the policy returned (None: the last prompt's answer), with the
     completed prompts' figures summed and the last one's model and caller metadata."""
+    # As the seed: an attempt is only as good as its last prompt. One that did not complete fails
+    # the attempt with its own failure, whatever the policy returned; no prompt at all is a
+    # protocol failure.
     if not session.turns:
-        if returned is None:
-            raise _policy_failure("the policy returned without sending a prompt", FailureKind.PROTOCOL)
-        done: list[Turn] = []
-    else:
-        last = session.turns[-1]
-        if returned is None and last.outcome is not ItemOutcome.COMPLETED:
-            if last.failure is not None:
-                raise last.failure
-            raise _policy_failure(
-                f"the session's last prompt ended {last.outcome}: {last.error}", FailureKind.PROTOCOL
-            )
-        done = [t for t in session.turns if t.result is not None]
+        raise _policy_failure("the policy returned without a completed prompt", FailureKind.PROTOCOL)
+    last = session.turns[-1]
+    if last.outcome is not ItemOutcome.COMPLETED:
+        if last.failure is not None:
+            raise last.failure
+        raise _policy_failure(
+            f"the policy returned without a completed prompt: its last prompt ended {last.outcome}: "
+            f"{last.error}",
+            FailureKind.PROTOCOL,
+        )
+    done = [t for t in session.turns if t.result is not None]
     results = [t.result for t in done if t.result is not None]
     final = results[-1] if results else None
     costs = [r.caller_cost for r in results if r.caller_cost is not None]

@@ -30,6 +30,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "client",
             "folder_files",
             "inspect_image",
+            "run_once",
         ),
         "egress": ("Egress", "allowlist_problems", "parse_denials", "sanitize_host", "start_egress"),
         "fresh": ("FreshSandbox", "fresh_sandbox"),

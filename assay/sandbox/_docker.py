@@ -147,6 +147,33 @@ def inspect_image(engine: docker.DockerClient, tag: str, user: str | None) -> Im
     return facts
 
 
+def run_once(
+    engine: docker.DockerClient, facts: ImageFacts, argv: list[str], timeout: float = 60.0
+) -> tuple[int, str, str]:
+    """Run `argv` once in a throwaway container of the image, as its user, with no network;
+    returns (exit code, stdout, stderr), each cut to its last 500 characters. For preflight
+    probes (an agent CLI's `--version`), never for an attempt.
+
+    Raises:
+        docker.errors.DockerException: the engine refused.
+        TimeoutError: it did not end within `timeout` seconds (it is removed all the same).
+    """
+    container = engine.containers.create(
+        facts.image_id, argv, user=f"{facts.uid}:{facts.gid}", network_mode="none", labels={RUN_LABEL: "probe"}
+    )
+    try:
+        container.start()
+        try:
+            status = container.wait(timeout=timeout)
+        except Exception as exc:  # the SDK raises requests' ReadTimeout
+            raise TimeoutError(f"{' '.join(argv)} did not end within {timeout:g}s") from exc
+        out = container.logs(stdout=True, stderr=False)
+        err = container.logs(stdout=False, stderr=True)
+        return int(status.get("StatusCode", -1)), _tail(out), _tail(err)
+    finally:
+        container.remove(force=True)
+
+
 def _accounts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, int, int]]:
     probe = engine.containers.create(image_id, ["true"], labels={RUN_LABEL: "probe"})
     try:

@@ -31,7 +31,8 @@ from assay.sandbox._docker import RUN_LABEL
 PROXY_ALIAS = "egress-proxy"
 PROXY_PORT = _egress_proxy.PORT
 
-_SAFE_HOST = re.compile(r"[A-Za-z0-9.*:_\[\]-]{1,253}")
+_SAFE_HOST = re.compile(r"[A-Za-z0-9.*:_\[\]-]+")
+_MAX_HOST = 253  # a DNS name's longest; a longer one is cut to it, as in the seed
 _SAFE_REASON = re.compile(r"[a-z0-9-]{1,64}")
 _DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 _MAX_NAME = 63
@@ -78,13 +79,13 @@ def allowlist_problems(patterns: list[str]) -> list[str]:
 
 
 def sanitize_host(host: Any) -> str:
-    """A host from the sidecar's log as it may be recorded: only hostname characters, at most
-    253 of them, else "invalid-host". Anything path-, query- or header-like cannot pass.
+    """A host from the sidecar's log as it may be recorded: only hostname characters, cut to 253
+    of them (as the seed), else "invalid-host". Anything path-, query- or header-like cannot pass.
 
     Args:
         host: the `host` field of a log line, of any type.
     """
-    return host if isinstance(host, str) and _SAFE_HOST.fullmatch(host) else "invalid-host"
+    return host[:_MAX_HOST] if isinstance(host, str) and _SAFE_HOST.fullmatch(host) else "invalid-host"
 
 
 def parse_denials(log: str) -> list[dict[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,9 +145,40 @@ def _field_list(row: dict[str, Any]) -> str:
 
 
 def _capped(problems: list[str]) -> list[str]:
+    """At most `_MAX_PROBLEMS` lines, the last saying how many more were not shown."""
     if len(problems) <= _MAX_PROBLEMS:
         return problems
-    return [*problems[:_MAX_PROBLEMS], f"... and {len(problems) - _MAX_PROBLEMS} more problems"]
+    return [*problems[:_MAX_PROBLEMS], f"... and {len(problems) - _MAX_PROBLEMS} more problems not shown"]
+
+
+_LINE_PROBLEM = re.compile(r"^(line|row) (\d+): (.*)$", re.DOTALL)
+_LINES_SHOWN = 5
+
+
+def _collapsed(problems: list[str]) -> list[str]:
+    """The same problem on many lines as one line with its count and the first few line numbers:
+    `lines 1, 2, 3, 4, 5 and 35 more (40 rows): field 'question' (dataset.input) is missing`.
+    Problems keep the order of their first line.
+
+    Args:
+        problems: one per row, each `line N: ...` (or `row N: ...`), or anything else (kept as is).
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    for problem in problems:
+        match = _LINE_PROBLEM.match(problem)
+        key = (match[1], match[3]) if match else ("", problem)
+        groups.setdefault(key, []).append(match[2] if match else "")
+    out = []
+    for (unit, message), numbers in groups.items():
+        if not unit:
+            out.extend([message] * len(numbers))
+        elif len(numbers) == 1:
+            out.append(f"{unit} {numbers[0]}: {message}")
+        else:
+            shown = ", ".join(numbers[:_LINES_SHOWN])
+            rest = f" and {len(numbers) - _LINES_SHOWN} more" if len(numbers) > _LINES_SHOWN else ""
+            out.append(f"{unit}s {shown}{rest} ({len(numbers)} rows): {message}")
+    return out
 
 
 def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
@@ -226,7 +258,7 @@ def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
             )
         )
     if problems:
-        raise DatasetError(_capped(problems), source=str(path))
+        raise DatasetError(_capped(_collapsed(problems)), source=str(path))
     return items
 
 

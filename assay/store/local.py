@@ -67,6 +67,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
@@ -76,7 +77,7 @@ import pyarrow as pa
 
 from assay import _schema
 from assay.errors import RunNotFoundError, StoreError
-from assay.outcomes import BatchState, RowKind
+from assay.outcomes import BatchState, ItemOutcome, RowKind
 from assay.store import _revisions
 from assay.store._location import LocalFolder, ObjectPrefix, open_location
 
@@ -332,9 +333,33 @@ class Store:
         frame = self._read(_schema.ITEMS, self._parts("items", run_id, parts), columns=["item_id", "trial"])
         return set(zip(frame["item_id"].to_list(), frame["trial"].to_list(), strict=True))
 
-    def run_items(self, run_id: str) -> pl.DataFrame:
-        """All committed items of one run."""
-        return self._read(_schema.ITEMS, self._parts("items", run_id))
+    def failed_keys(
+        self, run_id: str, selected: Callable[[pl.DataFrame], pl.Series], parts: set[str] | None = None
+    ) -> dict[tuple[str, int], int]:
+        """The (item_id, trial) whose current row failed and is `selected`, with that row's `retry`.
+
+        Args:
+            run_id: the run.
+            selected: which failed rows count (a mask over them: their failure kind, say).
+            parts: only these items parts (by file name); default every one.
+        """
+        columns = ["item_id", "trial", "outcome", "failure_kind", "failure_http_status", "retry"]
+        keys = self._parts("items", run_id, parts)
+        failed = current_items(self._read(_schema.ITEMS, keys, columns=columns)).filter(
+            pl.col("outcome") == ItemOutcome.FAILED
+        )
+        failed = failed.filter(selected(failed))
+        return {(i, t): r for i, t, r in failed.select("item_id", "trial", "retry").iter_rows()}
+
+    def run_items(self, run_id: str, *, history: bool = False) -> pl.DataFrame:
+        """The committed items of one run: the current row of each item x trial (`current_items`).
+
+        Args:
+            run_id: the run.
+            history: every row instead, failed ones a retry replaced included (what was spent).
+        """
+        frame = self._read(_schema.ITEMS, self._parts("items", run_id))
+        return frame if history else current_items(frame)
 
     def run_scores(self, run_id: str, kind: RowKind | None = RowKind.SCORE) -> pl.DataFrame:
         """The committed rows of one run's scores dataset: its scores, by default.
@@ -413,7 +438,7 @@ class Store:
         )
 
     def items(self) -> pl.LazyFrame:
-        """Every item of every run."""
+        """Every item row of every run, history included: `current_items` keeps the current ones."""
         return self._scan("items", "part-*.parquet")
 
     def scores(self) -> pl.LazyFrame:
@@ -503,11 +528,26 @@ _DATASETS = ("runs", "items", "scores", "requests", "turns")
 
 # What a column added later means for rows written before it: every score row of an older store
 # is a score (gauges came later), its value its score; a run record from before revisions is
-# revision 0.
+# revision 0; an item row (and its turns) from before retries is retry 0.
 _DEFAULTS: dict[str, dict[str, pl.Expr]] = {
     "scores": {
         "kind": pl.col("kind").fill_null(RowKind.SCORE.value),
         "value": pl.when(pl.col("kind").is_null()).then(pl.col("score")).otherwise(pl.col("value")),
     },
     "runs": {"revision": pl.col("revision").fill_null(0)},
+    # Rows from before `--retry-failed` are each item x trial's first execution.
+    "items": {"retry": pl.col("retry").fill_null(0)},
+    "turns": {"retry": pl.col("retry").fill_null(0)},
 }
+
+
+def current_items(items: pl.DataFrame | pl.LazyFrame, by: tuple[str, ...] = ()) -> Any:
+    """The current row of each item x trial: its highest `retry` (`assay resume --retry-failed`
+    keeps the failed rows it replaced, as history). Without retries, every row.
+
+    Args:
+        items: items rows (a frame or a lazy one).
+        by: more key columns, e.g. `("run_id",)` over several runs.
+    """
+    keys = [*by, "item_id", "trial"]
+    return items.filter(pl.col("retry") == pl.col("retry").max().over(keys))

@@ -136,6 +136,11 @@ class TargetKind(ABC, Generic[S]):
         """
         return None
 
+    def key_problems(self, spec: S) -> list[str]:
+        """Why the provider keys the target hands its agent do not work, each tried with one cheap
+        request (`assay run --check-keys`), naming the variable; empty when they do or it has none."""
+        return []
+
     def fixture_files(self, spec: S, items: list[Item], spec_dir: Path) -> list[Path]:
         """The local files the target hands its agent; their content belongs to the run's
         identity. Files missing or outside the spec's folder are left out (`prepare` reports them)."""

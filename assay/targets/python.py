@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,10 +21,14 @@ from evaluators._imports import import_callable, resolve_callable
 # Optional keyword arguments a target function may declare to receive more than the input.
 _OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed", "history", "session_id")
 _STRUCTURED_KEYS = {"output", "cost", "metadata"}
-# Metadata keys that look like measurements: kept apart, so nobody mistakes them for measured figures.
+# Metadata keys that look like measurements: kept apart, so nobody mistakes them for measured
+# figures. Assay's own, and the seed's (@axlsdk/eval's RESERVED_METADATA_KEYS), so code written for
+# the seed keeps its counts out of the plain metadata here too.
 RESERVED_METADATA = frozenset(
     {"model", "models", "tokens", "usage", "cost", "cost_usd", "input_tokens", "output_tokens"}
+    | {"modelCallCounts", "workflows", "workflowCallCounts", "agentCalls"}
 )
+_log = logging.getLogger(__name__)
 
 
 class PythonKind(TargetKind[PythonTarget]):
@@ -52,7 +57,8 @@ class PythonFunctionTarget:
     messages, `[]` on a first prompt) and `session_id`. In a session it is called once per prompt,
     with the prompt in place of the item's input.
     It returns the output, or a dict with `output` and optionally `cost` (USD) and `metadata`
-    (a dict), which are stored as caller-reported figures. Sync functions run in a thread pool
+    (a dict), which are stored as caller-reported figures (one that is not a non-negative number,
+    or not a dict, is ignored with a warning). Sync functions run in a thread pool
     as wide as the run's concurrency, so a blocking call does not stall the others.
 
     Args:
@@ -117,18 +123,23 @@ def _result(answer: Any, name: str) -> TargetResult:
         return TargetResult(output=answer)
     cost = answer.get("cost")
     metadata = answer.get("metadata")
-    if cost is not None and (not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0):
-        raise TargetFailure(
-            f"{name} reported cost {cost!r}: expected a non-negative number of USD",
-            kind=FailureKind.PROTOCOL,
-            provider="python",
+    # A caller's figure is a report, not a measurement: a bad one is ignored with a warning, and
+    # the item (whose output is fine) completes, as in the seed.
+    if cost is not None and (
+        isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0
+    ):
+        _log.warning(
+            "ignoring the cost %s reported by %s: expected a non-negative finite number of USD; "
+            "measured spend is unaffected",
+            _cut(cost),
+            name,
         )
+        cost = None
     if metadata is not None and not isinstance(metadata, dict):
-        raise TargetFailure(
-            f"{name} reported metadata of type {type(metadata).__name__}: expected a dict",
-            kind=FailureKind.PROTOCOL,
-            provider="python",
+        _log.warning(
+            "ignoring the metadata reported by %s: expected a dict, got %s", name, type(metadata).__name__
         )
+        metadata = None
     reserved = {k: v for k, v in (metadata or {}).items() if k in RESERVED_METADATA}
     plain = {k: v for k, v in (metadata or {}).items() if k not in RESERVED_METADATA}
     return TargetResult(
@@ -137,3 +148,9 @@ def _result(answer: Any, name: str) -> TargetResult:
         caller_metadata=plain or None,
         caller_reserved=reserved or None,
     )
+
+
+def _cut(value: Any) -> str:
+    """A reported value for a log line, cut to 200 characters."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -61,6 +61,11 @@ class ContainerKind(TargetKind[ContainerTarget]):
 
         return prepare_container(spec, items, spec_dir, stored)
 
+    def key_problems(self, spec: ContainerTarget) -> list[str]:
+        from assay.targets.container.keys import key_problems
+
+        return key_problems(spec)
+
     def fixture_files(self, spec: ContainerTarget, items: list[Item], spec_dir: Path) -> list[Path]:
         return fixture_files(spec, items, spec_dir)
 

@@ -5,6 +5,7 @@ and torn down, and what the executor gets back (`ContainerAttempt`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.calls.capture import Redactor
-from assay.errors import StageTimeout, TargetFailure
+from assay.errors import EgressError, StageTimeout, TargetFailure
 from assay.outcomes import FailureKind
 from assay.sandbox import ImageFacts, Sandbox
 from assay.targets._base import TargetResult
@@ -98,6 +99,9 @@ class AttemptState:
         self.verifier: Sandbox | None = None
         self.baseline: dict[str, bytes] = {}
         self.scoring_started: float | None = None
+        # Problems met along the way that are not the attempt's failure (evidence that could not
+        # be read): reported with the teardown's, in `items.teardown_error`.
+        self.notes: list[str] = []
 
     def save(self, name: str, data: bytes) -> None:
         (self.folder / name).write_bytes(data)
@@ -117,9 +121,24 @@ class AttemptState:
         )
         return ContainerAttempt(None, failure, facts=self.facts, _close=self.teardown)
 
+    async def keep_egress_evidence(self) -> None:
+        """Keep what the agent was refused (`egress-denials.json`, hostnames only, redacted). As in
+        the seed, evidence that cannot be read is a teardown note, never a failed attempt: the
+        agent's work stands whatever the sidecar's log does."""
+        try:
+            denials = await self._offload(self.egress.denials)
+        except EgressError as error:
+            self.notes.append(f"egress evidence unavailable: {error}")
+            return
+        # A denied hostname can carry a secret (`<token>.example.com` is a way out).
+        denied = json.dumps(self._redactor.value(denials), indent=1)
+        await self._offload(self.save, "egress-denials.json", denied.encode())
+        self.facts["egress_denied"] = len(denials)
+
     async def teardown(self) -> str | None:
         """Remove the container, then the egress sidecar and network, each on its own (one
-        failing does not leave the other); returns what failed, or None."""
+        failing does not leave the other); returns what failed (and the notes taken on the way),
+        or None."""
         started = time.perf_counter()
         if self.scoring_started is not None:
             self.timings["scoring"] = ms_since(self.scoring_started)
@@ -135,7 +154,7 @@ class AttemptState:
             except Exception as exc:  # noqa: BLE001 - recorded on the item, never masks its result
                 errors.append(f"teardown failed: {type(exc).__name__}: {exc}")
         self.timings["cleanup"] = ms_since(started)
-        return "; ".join(errors) or None
+        return "; ".join(self.notes + errors) or None
 
 
 def _teardown_of(part: Any) -> Any:

@@ -11,10 +11,10 @@ from typing import Any
 import docker.errors
 
 from assay.errors import SpecError
-from assay.sandbox import ImageFacts, allowlist_problems, client, inspect_image
+from assay.sandbox import ImageFacts, allowlist_problems, client, inspect_image, run_once
 from assay.spec import ContainerTarget
 from assay.spec.dataset import Item
-from assay.targets.container.agents import preflight
+from assay.targets.container.agents import ADAPTERS, preflight
 from assay.targets.container.fixtures import folder
 
 
@@ -64,10 +64,54 @@ def prepare_container(
             problems.append(f"target.image: the Docker engine did not answer: {exc}")
         except ValueError as exc:
             problems.append(f"target.user: {exc}")
+    snapshot: dict[str, Any] = {}
+    if stored is not None:
+        snapshot = {k: v for k, v in stored.items() if k != "image"}
+    elif facts is not None and not problems:
+        version, problem = _agent_version(spec, facts)
+        if problem:
+            problems.append(problem)
+        elif version is not None:
+            snapshot["agent_version"] = version
     if problems:
         raise SpecError(problems)
     assert facts is not None
-    return {"image": dataclasses.asdict(facts)}
+    allowlist = egress_allowlist(spec)
+    if allowlist:
+        snapshot["egress_allowlist"] = allowlist
+    return {"image": dataclasses.asdict(facts), **snapshot}
+
+
+def egress_allowlist(spec: ContainerTarget) -> list[str]:
+    """The attempt's egress allowlist: `target.egress`, plus the agent adapter's own provider
+    endpoint (as quickstudy adds an adapter's `egressHosts`), so an agent is never cut off from
+    the model it runs on. Empty when the spec sets no egress (then there is no proxy at all)."""
+    if not spec.egress:
+        return []
+    adapter = ADAPTERS.get(spec.agent.adapter) if spec.agent is not None else None
+    extra = [host for host in (adapter.egress_hosts if adapter else ()) if host not in spec.egress]
+    return [*spec.egress, *extra]
+
+
+def _agent_version(spec: ContainerTarget, facts: ImageFacts) -> tuple[str | None, str | None]:
+    """The agent CLI's version, asked in the image (recorded with the run), or why it could not be:
+    a CLI that cannot say its version is not there to run the attempts either."""
+    adapter = ADAPTERS.get(spec.agent.adapter) if spec.agent is not None else None
+    if adapter is None or adapter.version_command is None:
+        return None, None
+    argv = list(adapter.version_command)
+    where = f"target.agent: `{' '.join(argv)}` in image {spec.image!r}"
+    try:
+        engine = client()
+        try:
+            code, out, err = run_once(engine, facts, argv)
+        finally:
+            engine.close()
+    except (docker.errors.DockerException, TimeoutError) as exc:
+        return None, f"{where} could not run: {exc}"
+    if code != 0 or not out:
+        return None, f"{where} exited {code}: {err or out or '(no output)'}"
+    return out.splitlines()[0][:200], None
 
 
 def _egress_problems(spec: ContainerTarget) -> list[str]:

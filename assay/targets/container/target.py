@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import time
 import uuid
@@ -49,6 +48,7 @@ from assay.targets.container.attempt import (
     ms_since,
 )
 from assay.targets.container.fixtures import folder
+from assay.targets.container.preflight import egress_allowlist
 from assay.targets.container.verifier import LiveSandbox, Verifier
 
 PROMPT_FILE = f"{CONTROL}/prompt.txt"
@@ -169,11 +169,7 @@ class ContainerAgent:
         await self._run(state.save, "stderr.txt", stderr.encode())
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
-            denials = await self._run(state.egress.denials)
-            # A denied hostname can carry a secret (`<token>.example.com` is a way out).
-            denied = json.dumps(self.redactor.value(denials), indent=1)
-            await self._run(state.save, "egress-denials.json", denied.encode())
-            state.facts["egress_denied"] = len(denials)
+            await state.keep_egress_evidence()
         if outcome.timed_out:
             return state.failed(
                 f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
@@ -241,7 +237,7 @@ class ContainerAgent:
                 self._engine,
                 self.run_id,
                 f"{item.item_index}-{uuid.uuid4().hex[:8]}",
-                list(self.spec.egress),
+                egress_allowlist(self.spec),
                 self.spec.egress_proxy_image,
                 labels,
             )

@@ -60,6 +60,28 @@ class AgentReport:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyProbe:
+    """How one cheap request tells whether a provider key works (`assay run --check-keys`):
+    `GET <base>/<path>` (listing models costs nothing) with the key.
+
+    Args:
+        key: the host variable holding the key.
+        base_url_env: the variable that points the CLI at another endpoint, if set.
+        base_url: the provider's endpoint otherwise.
+        path: appended to the base URL.
+        header: `authorization` (sent as `Bearer <key>`) or the header the key goes in.
+        headers: other headers the provider wants.
+    """
+
+    key: str
+    base_url_env: str
+    base_url: str
+    path: str
+    header: str = "authorization"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Adapter:
     """One agent CLI: how it starts and what it needs.
 
@@ -70,6 +92,11 @@ class Adapter:
         parser: how its stdout is read unless `agent.parser` says otherwise.
         provider_keys: the host variables it needs, passed as secrets.
         needs_model: `agent.model` is required.
+        version_command: how its version is asked in the image at preflight (recorded on the run
+            as the target snapshot's `agent_version`); None when it has no CLI of its own.
+        egress_hosts: its provider's endpoint, added to `target.egress` when there is one (as the
+            seed, quickstudy, adds an adapter's `egressHosts`).
+        key_probe: how `--check-keys` tries its provider key; None when it has none.
     """
 
     name: str
@@ -77,6 +104,9 @@ class Adapter:
     parser: ParserName
     provider_keys: tuple[str, ...]
     needs_model: bool
+    version_command: tuple[str, ...] | None = None
+    egress_hosts: tuple[str, ...] = ()
+    key_probe: KeyProbe | None = None
 
 
 Parser = Callable[[str], AgentReport]

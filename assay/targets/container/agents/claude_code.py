@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.targets.container.agents._base import Adapter, AgentReport, Parser, Stream, message_text, step
+from assay.targets.container.agents._base import (
+    Adapter,
+    AgentReport,
+    KeyProbe,
+    Parser,
+    Stream,
+    message_text,
+    step,
+)
 
 # The container is the sandbox, so the CLIs' own permission prompts and sandboxes are switched off:
 # headless, a prompt would just deny every tool call, and Codex's Landlock sandbox does not work
@@ -26,6 +34,16 @@ ADAPTER = Adapter(
     parser="claude-code",
     provider_keys=("ANTHROPIC_API_KEY",),
     needs_model=True,
+    version_command=("claude", "--version"),
+    egress_hosts=("api.anthropic.com",),
+    key_probe=KeyProbe(
+        key="ANTHROPIC_API_KEY",
+        base_url_env="ANTHROPIC_BASE_URL",
+        base_url="https://api.anthropic.com",
+        path="/v1/models",
+        header="x-api-key",
+        headers=(("anthropic-version", "2023-06-01"),),
+    ),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.targets.container.agents._base import Adapter, AgentReport, Parser, Stream, step
+from assay.targets.container.agents._base import Adapter, AgentReport, KeyProbe, Parser, Stream, step
 
 # The container is the sandbox, so the CLIs' own permission prompts and sandboxes are switched off:
 # headless, a prompt would just deny every tool call, and Codex's Landlock sandbox does not work
@@ -25,6 +25,11 @@ ADAPTER = Adapter(
     parser="codex",
     provider_keys=("OPENAI_API_KEY",),
     needs_model=True,
+    version_command=("codex", "--version"),
+    egress_hosts=("api.openai.com",),
+    key_probe=KeyProbe(
+        key="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", base_url="https://api.openai.com/v1", path="/models"
+    ),
 )
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
