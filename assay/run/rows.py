@@ -73,6 +73,7 @@ class ItemRow(TypedDict, total=False):
     operations_unknown: int | None
     operations_denied: int | None
     operations_cached: int | None
+    operations_batched: int | None
     operations_by_kind: str | None
     caller_cost_usd: float | None
     caller_metadata: str | None
