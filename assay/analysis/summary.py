@@ -290,9 +290,7 @@ def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
     columns); nothing for a run without one."""
     if not record.get("compare_baseline"):
         return {}
-    return {
-        "compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}
-    }
+    return {"compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}}
 
 
 def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.DataFrame) -> list[str]:
