@@ -183,6 +183,7 @@ def test_an_anthropic_judge_grades_with_the_messages_api(tmp_path, claude, mock,
         "base_url": claude.base_url,
         "model": MODEL,
         "system": "You grade answers.",
+        "gold_check": False,  # its call would be a third body
     }
     spec = arithmetic_spec(
         tmp_path,

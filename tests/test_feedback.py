@@ -117,6 +117,7 @@ def test_a_scorer_failing_on_every_item_says_so_in_one_line(tmp_path, mock, caps
                 "base_url": mock.base_url,
                 "model": "mock-1",
                 "rubric": "Is the answer correct?",
+                "gold_check": False,  # the gold check would refuse the eval before it ran
             },
         ],
     )

@@ -84,9 +84,9 @@ class ItemRow(TypedDict, total=False):
     teardown_error: str | None
     attempt: int | None
     attempts_made: int | None
-    tokens_known: bool | None
     retry: int | None
     retry_of: int | None
+    tokens_known: bool | None
 
 
 class ScoreRow(TypedDict, total=False):
@@ -150,6 +150,7 @@ class TurnRow(TypedDict, total=False):
     attempt_passed: bool
     attempt_scores: str | None
     best: bool
+    retry: int
 
 
 class Finished(NamedTuple):
