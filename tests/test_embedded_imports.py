@@ -84,7 +84,7 @@ def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
     rescored = _probe(
         "rescore", run_id, "--scorer", "includes", "--store", str(store), "--quiet", cwd=tmp_path
     )
-    assert rescored == {"code": 0, "prefect": []}
+    assert rescored == {"code": 0, "prefect": [], "scipy": []}
     assert len(list((store / "runs").iterdir())) == 2
 
 

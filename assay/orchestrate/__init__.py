@@ -11,24 +11,15 @@ The public names are loaded on first use: `assay.cli` imports `prefect_env` for 
 and the drivers bring in the whole run machinery.
 """
 
-from __future__ import annotations
+from assay._lazy import lazy_exports
 
-from importlib import import_module
-from typing import Any
-
-_PUBLIC = {
-    "EMBEDDED": "assay.orchestrate.drive",
-    "Host": "assay.orchestrate.drive",
-    "drive": "assay.orchestrate.drive",
-    "drive_run": "assay.orchestrate.run",
-    "drive_rescore": "assay.orchestrate.rescore",
-    "finish_run": "assay.orchestrate.finish",
-}
-
-__all__ = ["EMBEDDED", "Host", "drive", "drive_rescore", "drive_run", "finish_run"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_PUBLIC[name]), name)
+# `drive` (the skeleton) shares its module's name, so it is reached through `assay.orchestrate.drive`.
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "drive": ("EMBEDDED", "Host"),
+        "run": ("drive_run",),
+        "rescore": ("drive_rescore",),
+        "finish": ("finish_run",),
+    },
+)
