@@ -3,7 +3,9 @@
 Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
 
     summary      a run's summary and its item-error-rate gate; closing a run's record
-    compare      baseline vs candidate runs: paired statistics per scorer, verdicts, gates
+    compare      baseline vs candidate runs: paired statistics per scorer, verdicts, the document
+    sides        one side of a comparison: its runs' records, items, scores and gauges
+    gates        a comparison's error-rate gates, timing delta and certified cost delta
     stats        the paired statistics themselves (bootstrap, analytic SE, power)
     intervals    small-sample intervals (Wilson, Newcombe), exact McNemar, Holm / BH adjustment
     sequential   the anytime-valid betting confidence sequence on a paired difference
@@ -36,13 +38,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "compare": (
             "CompareOptions",
             "Comparison",
-            "GateResult",
             "ScorerComparison",
-            "Side",
             "load_sides",
             "power_report",
             "write_comparison",
         ),
+        "sides": ("Side",),
+        "gates": ("CostDelta", "GateResult", "TimingDelta"),
         "stats": ("PairedEstimate", "paired_estimates", "verdict"),
         "intervals": ("adjusted_p_values", "newcombe_paired", "score_interval"),
         "monitor": ("monitor_for", "sequence_of"),

@@ -1,6 +1,8 @@
-"""Comparing runs: paired statistics per scorer, verdicts, gates, timing and cost deltas.
+"""Comparing runs: paired statistics per scorer, their verdicts, and the comparison's document.
 
-Plain functions over the store; `flows/compare.py` strings them together. Each side may be
+Plain functions over the store; `flows/compare.py` strings them together. The sides' rows are
+read by `assay.analysis.sides`; the error-rate gates, timing and cost deltas are
+`assay.analysis.gates`' (this module adds the verdict gates). Each side may be
 several runs of the same dataset (repeats): per (item_id, trial) and scorer, a side's scores are
 averaged first. Pairs are matched by (item_id, trial); only pairs scored on both sides enter the
 statistics (`assay.analysis.stats`). Gauges (duration, steps, tokens…) are not scorers: their paired means
@@ -20,8 +22,10 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
+from assay.analysis.gates import CostDelta, GateResult, TimingDelta, cost_delta, error_gates, timing_delta
 from assay.analysis.intervals import adjusted_p_values
 from assay.analysis.monitor import sequence_of
+from assay.analysis.sides import Side
 from assay.analysis.stats import (
     PairedEstimate,
     items_needed_for_sd,
@@ -29,19 +33,8 @@ from assay.analysis.stats import (
     sd_for_power_from_single_run,
     verdict,
 )
-from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
-from assay.outcomes import (
-    Adjustment,
-    Completeness,
-    Gate,
-    IntervalMethod,
-    ItemOutcome,
-    RowKind,
-    RunStatus,
-    ScorerOutcome,
-    Verdict,
-)
+from assay.outcomes import Adjustment, Gate, IntervalMethod, ScorerOutcome, Verdict
 from assay.run.plan import new_run_id
 from assay.store import Store
 from evaluators import SCORER_CLASSES
@@ -123,43 +116,6 @@ class ScorerComparison(TypedDict):
     sequential_pairs: int | None
 
 
-# Keys every gate has come first; a `total=False` subclass adds those some lack (`NotRequired`
-# is not seen at run time under `from __future__ import annotations` on Python 3.11).
-class _GateOutcome(TypedDict):
-    gate: str
-    value: float | str | None
-    passed: bool
-    message: str
-
-
-class GateResult(_GateOutcome, total=False):
-    """One gate of a comparison (`Gate`): one run's item error rate (`runs` names it) or a side's
-    scorer error rate against its limit, or a scorer's verdict against `fail_on`."""
-
-    side: str
-    runs: list[str]
-    scorer: str
-    limit: float
-
-
-class TimingDelta(TypedDict):
-    """Mean duration of completed items on each side, and the change."""
-
-    baseline_mean_ms: float | None
-    candidate_mean_ms: float | None
-    change_pct: float | None
-
-
-class CostDelta(TypedDict):
-    """Mean measured cost per run on each side, and whether the change can be trusted."""
-
-    baseline_usd: float
-    candidate_usd: float
-    change_pct: float | None
-    certified: bool
-    reason: str | None
-
-
 class Comparison(TypedDict):
     """A whole comparison, as `compare` returns it and `comparison.json` stores it.
 
@@ -194,48 +150,6 @@ class Comparison(TypedDict):
     failed_gates: list[str]
     passed: bool
     options: dict[str, Any]
-
-
-class Side:
-    """One side of a comparison: its runs' records, items and scores."""
-
-    def __init__(self, name: str, store: Store, run_ids: list[str]) -> None:
-        self.name = name
-        self.store = store
-        self.run_ids = run_ids
-        self.records = [store.read_run(run_id) for run_id in run_ids]
-        for record in self.records:
-            if record["status"] == RunStatus.RUNNING:
-                raise InputError(
-                    f"{name} run {record['run_id']} has not finished (status running): resume it first"
-                )
-        self.items = pl.concat(
-            [store.run_items(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
-            how="vertical_relaxed",
-        )
-        self.scores = pl.concat(
-            [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
-            how="vertical_relaxed",
-        )
-        self.gauges = pl.concat(
-            [
-                store.run_scores(r, kind=RowKind.GAUGE).with_columns(pl.lit(r).alias("run_id"))
-                for r in run_ids
-            ],
-            how="vertical_relaxed",
-        )
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} {'+'.join(self.run_ids)}"
-
-    def mean_scores(self) -> pl.DataFrame:
-        """Per (item_id, trial, scorer): the mean scored value over this side's runs."""
-        return (
-            self.scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)
-            .group_by("item_id", "trial", "scorer")
-            .agg(pl.col("score").mean())
-        )
 
 
 def gauge_rows(base: Side, cand: Side) -> list[dict[str, Any]]:
@@ -399,30 +313,11 @@ def estimate_columns(estimate: PairedEstimate) -> dict[str, Any]:
 def _gates(
     base: Side, cand: Side, scorers: list[ScorerComparison], options: CompareOptions
 ) -> list[GateResult]:
+    """Every gate: each side's error rates (`error_gates`), then each scorer's verdict against
+    `fail_on`."""
     gates: list[GateResult] = []
     for side in (base, cand):
-        gates.extend(_item_error_gates(side, options.max_item_error_rate))
-        by_scorer = side.scores.group_by("scorer").agg(
-            (pl.col("outcome") == ScorerOutcome.FAILED).sum().alias("failed"),
-            (pl.col("outcome") == ScorerOutcome.SCORED).sum().alias("scored"),
-        )
-        for scorer, failed, scored in by_scorer.sort("scorer").iter_rows():
-            rate = failed / (failed + scored) if failed + scored else None
-            gates.append(
-                {
-                    "gate": Gate.SCORER_ERROR_RATE.value,
-                    "side": side.name,
-                    "runs": side.run_ids,
-                    "scorer": scorer,
-                    "value": rate,
-                    "limit": options.max_scorer_error_rate,
-                    "passed": rate is None or rate <= options.max_scorer_error_rate,
-                    "message": (
-                        f"{side.label}: scorer {scorer} error rate {_pct(rate)} ({failed} failed of "
-                        f"{failed + scored}), limit {_pct(options.max_scorer_error_rate)}"
-                    ),
-                }
-            )
+        gates.extend(error_gates(side, options.max_item_error_rate, options.max_scorer_error_rate))
     for row in scorers:
         failing = row["verdict"] in options.fail_on
         gates.append(
@@ -435,130 +330,6 @@ def _gates(
             }
         )
     return gates
-
-
-def _item_error_gates(side: Side, limit: float) -> list[GateResult]:
-    """The item-error-rate gate of each run of a side, naming the run: a run whose failed /
-    attempted exceeds `limit` fails, however clean the side's other runs are (pooling them would
-    let a clean repeat hide a failing one, as the seed's per-run gate does not)."""
-    counts_by_run: dict[str, dict[str, int]] = {run_id: {} for run_id in side.run_ids}
-    for run_id, outcome, n in side.items.group_by("run_id", "outcome").len().iter_rows():
-        counts_by_run[run_id][outcome] = n
-    several = len(side.run_ids) > 1
-    gates: list[GateResult] = []
-    for index, run_id in enumerate(side.run_ids):
-        counts = counts_by_run[run_id]
-        rate = item_error_rate(counts)
-        failed = counts.get(ItemOutcome.FAILED, 0)
-        attempted = failed + counts.get(ItemOutcome.COMPLETED, 0)
-        which = f"{side.name} run {index + 1} ({run_id})" if several else f"{side.name} {run_id}"
-        gates.append(
-            {
-                "gate": Gate.ITEM_ERROR_RATE.value,
-                "side": side.name,
-                "runs": [run_id],
-                "value": rate,
-                "limit": limit,
-                "passed": rate is None or rate <= limit,
-                "message": (
-                    f"{which}: item error rate {_pct(rate)} ({failed} failed of {attempted} attempted), "
-                    f"limit {_pct(limit)}"
-                ),
-            }
-        )
-    return gates
-
-
-def _pct(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate * 100:.1f}%"
-
-
-def _timing(base: Side, cand: Side) -> TimingDelta:
-    def mean_ms(side: Side) -> float | None:
-        return side.items.filter(pl.col("outcome") == ItemOutcome.COMPLETED)["duration_ms"].mean()
-
-    b, c = mean_ms(base), mean_ms(cand)
-    change = (c - b) / b * 100 if b and c is not None else None
-    return {"baseline_mean_ms": b, "candidate_mean_ms": c, "change_pct": change}
-
-
-def _cost(base: Side, cand: Side) -> CostDelta:
-    """Mean cost per run on each side, and whether the delta can be trusted (certified)."""
-
-    def per_run(side: Side) -> float:
-        return float(side.items["cost_usd"].fill_null(0).sum()) / len(side.run_ids)
-
-    def incomplete(side: Side) -> str | None:
-        kinds = side.items["cost_completeness"]
-        if (kinds == Completeness.COMPLETE).all():
-            return None
-        reasons: dict[str, int] = {}
-        for text in side.items["cost_reasons"].drop_nulls():
-            for name, n in json.loads(text).items():
-                reasons[name] = reasons.get(name, 0) + n
-        listed = ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) or Completeness.UNVERIFIED
-        return f"accounting incomplete on the {side.name} side ({listed})"
-
-    b, c = per_run(base), per_run(cand)
-    change = (c - b) / b * 100 if b else None
-    kinds = {side.name: {r["kind"] for r in side.records} for side in (base, cand)}
-    reason = incomplete(base) or incomplete(cand)
-    if reason is None and (kinds["baseline"] != kinds["candidate"] or len(kinds["baseline"]) > 1):
-        reason = "different scopes (run vs rescore)"
-    reason = reason or _different_work(base, cand)
-    return {
-        "baseline_usd": b,
-        "candidate_usd": c,
-        "change_pct": change,
-        "certified": reason is None,
-        "reason": reason,
-    }
-
-
-def _different_work(base: Side, cand: Side) -> str | None:
-    """Why the two sides' runs did not do the same work, or None when they did: every run (of
-    either side) holds the same number of item x trials, completed the same ones, and has the same
-    scorers scoring each of them. Each run is held to the first baseline run, since a side's cost
-    is a mean over its runs: one that did less would make its side look cheaper."""
-    reference = base.run_ids[0]
-
-    def work(side: Side, run_id: str) -> tuple[int, set[tuple[str, int]], set[tuple[str, int, str]]]:
-        # Unique per (item_id, trial): a run named twice on a side is read twice.
-        items = side.items.filter(pl.col("run_id") == run_id).unique(["item_id", "trial"])
-        done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED).select("item_id", "trial")
-        scored = side.scores.filter(
-            (pl.col("run_id") == run_id) & (pl.col("outcome") == ScorerOutcome.SCORED)
-        )
-        return (
-            items.height,
-            set(done.iter_rows()),
-            set(scored.select("item_id", "trial", "scorer").iter_rows()),
-        )
-
-    count, done, scored = work(base, reference)
-    for side in (base, cand):
-        for run_id in side.run_ids:
-            if side is base and run_id == reference:
-                continue
-            other_count, other_done, other_scored = work(side, run_id)
-            who = f"{side.name} run {run_id}"
-            if other_count != count:
-                return (
-                    f"item counts differ (baseline run {reference} {count} vs {who} {other_count}): "
-                    "the runs did different amounts of work"
-                )
-            if other_done != done:
-                item_id, trial = min(other_done ^ done)
-                ran = f"baseline run {reference}" if (item_id, trial) in done else who
-                return f"item coverage differs at {item_id} trial {trial}: only {ran} completed it"
-            if other_scored != scored:
-                item_id, trial, scorer = min(other_scored ^ scored)
-                ran = f"baseline run {reference}" if (item_id, trial, scorer) in scored else who
-                return (
-                    f"scorer coverage differs for {scorer!r} at {item_id} trial {trial}: "
-                    f"only {ran} produced a score"
-                )
-    return None
 
 
 def human_line(
@@ -613,7 +384,7 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> Comparison:
             f"nothing paired: no (item_id, trial) is scored by the same scorer on both sides "
             f"({base.label} vs {cand.label})"
         )
-    timing, cost = _timing(base, cand), _cost(base, cand)
+    timing, cost = timing_delta(base, cand), cost_delta(base, cand)
     gates = _gates(base, cand, scorers, options)
     only = {
         side.name: sorted(set(side.scores["scorer"]) - {row["scorer"] for row in scorers})

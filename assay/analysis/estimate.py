@@ -16,8 +16,8 @@ import polars as pl
 
 from assay.calls.accounting import PriceTable, Usage
 from assay.outcomes import ItemOutcome, RunKind, SpendKind
+from assay.run.checks import validate
 from assay.run.identity import identity_of
-from assay.run.plan import validate
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.store import Store

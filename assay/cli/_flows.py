@@ -124,7 +124,7 @@ def _rescore_flow(orchestrated: bool) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """`assay run SPEC`."""
-    from assay.run.plan import validate
+    from assay.run.checks import validate
 
     compare = {"compare_to": args.compare_to} if args.compare_to else {}
     keys = {"check_keys": True} if args.check_keys else {}
@@ -155,7 +155,8 @@ def rescore(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`assay resume RUN_ID`: a run, or a rescore, finished with the spec it started with."""
-    from assay.run.plan import failure_selector, spec_for_resume, validate
+    from assay.run.checks import validate
+    from assay.run.plan import failure_selector, spec_for_resume
     from assay.store import Store
 
     record = Store(args.store).read_run(args.run_id)
@@ -233,7 +234,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def nightly(args: argparse.Namespace) -> int:
     """`assay nightly SPEC...`: run, compare with the last good night, prune; exit 1 on a failed gate."""
-    from assay.run.plan import validate
+    from assay.run.checks import validate
     from flows.nightly import nightly as nightly_flow
 
     if args.retention < 1:

@@ -15,7 +15,7 @@ from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, ScorerOutco
 from assay.store import Store
 
 if TYPE_CHECKING:
-    from assay.analysis.compare import Side
+    from assay.analysis.sides import Side
 
 # Long text is stored in the page only up to FULL_TEXT_LIMIT characters (the rest is dropped,
 # with a note).

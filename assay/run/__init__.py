@@ -1,5 +1,6 @@
 """Planning and executing a run: from a validated spec to rows committed in the store.
 
+    checks.py     validating a spec before a run: keys, references, policy, prompts (`validate`)
     plan.py       the run's identity, its items x trials in shards, resume (`open_runs`, `RunPlan`)
     execute.py    a shard's items through `run_item`, committed in batches (`ShardExecutor`);
                   the plain and sandboxed ways an item is produced
@@ -17,8 +18,9 @@ Closing a run (summaries, gates) is `assay.analysis`'s; driving one end to end, 
 
 from assay.run.admit import Gate, Opening
 from assay.run.attempts import SessionItems
+from assay.run.checks import validate
 from assay.run.execute import ShardExecutor, ShardReport
-from assay.run.plan import RunPlan, Shard, new_run_id, open_runs, validate
+from assay.run.plan import RunPlan, Shard, new_run_id, open_runs
 from assay.run.rescore import open_rescore, parse_scorers, rescore_executor
 from assay.run.rows import Finished, ItemRow, ScoreRow, TurnRow
 from assay.run.scoring import CutOff, Scored, Scoring

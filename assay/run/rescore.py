@@ -29,9 +29,10 @@ from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
 from assay.outcomes import TOKEN_COLUMNS, CaptureStatus, ItemOutcome, RowKind, RunKind, RunStatus
 from assay.run.admit import Gate
+from assay.run.checks import scorer_problems
 from assay.run.execute import ShardExecutor
 from assay.run.identity import Identity, scorers_digest
-from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, scorer_problems, start_or_resume
+from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, start_or_resume
 from assay.run.rows import Finished, ItemRow, ScoreRow
 from assay.run.scoring import Scoring
 from assay.spec import EvalSpec, describe_errors

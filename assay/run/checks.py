@@ -1,0 +1,125 @@
+"""Validating a spec before a run: the spec and dataset load, API keys are set, every reference
+(target, scorers, policy) resolves, and every item's prompts render.
+
+`validate` raises an `InputError` naming the field; nothing is written. `assay.run.plan` calls it
+before it records a run; `assay validate` and the estimate call it alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+from assay.calls.accounting import PriceTable
+from assay.errors import DatasetError, SpecError
+from assay.spec import EvalSpec, load_spec
+from assay.spec.dataset import Item, load_items
+from assay.targets import kind_of
+from evaluators._imports import resolve_callable
+
+
+def _check_items(spec: EvalSpec, items: list[Item]) -> None:
+    """Every item must be askable (its kind says: prompts render), so a template naming a missing
+    field fails before anything runs."""
+    problems = []
+    for cell, cell_spec in spec.cells():
+        where = "target" if cell is None else f"targets.{cell}"
+        problems += kind_of(cell_spec.target).item_problems(cell_spec.target, items, where)
+    if problems:
+        raise DatasetError(problems)
+
+
+def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
+    """Load the spec and dataset, check every reference resolves and every prompt renders;
+    raises `InputError`s."""
+    spec = load_spec(spec_path)
+    _check_environment(spec, spec_path)
+    _check_references(spec, spec_path)
+    _check_policy(spec, spec_path)
+    items = load_items(spec.dataset, spec_path.parent)
+    _check_items(spec, items)
+    return spec, items
+
+
+def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
+    """API keys the spec names must be set; a budget must be able to see every model's spend."""
+    problems = []
+    models = []
+    for _, cell_spec in spec.cells():
+        parts = [("target", cell_spec.target)] + [
+            (f"scorers.{n}", s) for n, s in enumerate(cell_spec.scorers)
+        ]
+        for where, part in parts:
+            key_env = getattr(part, "api_key_env", None)
+            if key_env and not os.environ.get(key_env):
+                problems.append(f"{where}.api_key_env: environment variable {key_env!r} is not set")
+        # Models whose spend Assay measures: the target's (if its kind is metered), judges'.
+        metered = kind_of(cell_spec.target).metered(cell_spec.target)
+        judged = [
+            (f"scorers.{n}", s.model)
+            for n, s in enumerate(cell_spec.scorers)
+            if getattr(s, "model", None) and not type(s).deterministic
+        ]
+        for where, model in ([("target", metered.model)] if metered else []) + judged:
+            models.append((where, model, PriceTable.shipped(cell_spec.prices)))
+    if spec.budget is not None:
+        problems += [
+            f"budget: {where} model {model!r} has no price, so its spend cannot count against the budget; "
+            f"add it under prices:"
+            for where, model, prices in models
+            if model not in prices.prices
+        ]
+    if problems:
+        raise SpecError(sorted(set(problems)), source=str(spec_path))
+
+
+def _check_references(spec: EvalSpec, spec_path: Path) -> None:
+    """What the spec names must exist: the target's kind checks its own (a python target's
+    function imports), and user_code scorers' and `applies` functions must import from the
+    spec's folder (the policy: `_check_policy`)."""
+    search_path = str(spec_path.parent)
+    problems = []
+    for cell, cell_spec in spec.cells():
+        where = "target" if cell is None else f"targets.{cell}"
+        problems += kind_of(cell_spec.target).problems(cell_spec.target, spec_path.parent, where)
+    problems += scorer_problems(spec.scorers, search_path)
+    if problems:
+        raise SpecError(problems, source=str(spec_path))
+
+
+def scorer_problems(scorers: list[Any], search_path: str) -> list[str]:
+    """Why the scorers' `module:function` references cannot be used, one line each naming the
+    field (`scorers.<n>.function: cannot import ...`); empty when all resolve."""
+    return [
+        f"scorers.{n}.{problem}"
+        for n, scorer in enumerate(scorers)
+        for problem in scorer.unresolved(search_path)
+    ]
+
+
+def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
+    """The policy must import from the spec's folder and be an async function of the session;
+    sessions need a target whose kind can hold one (not a `container`, yet)."""
+    if spec.sessions:
+        field_name = "policy" if spec.policy is not None else "attempts"
+        for cell, cell_spec in spec.cells():
+            if not kind_of(cell_spec.target).holds_sessions:
+                where = "target" if cell is None else f"targets.{cell}"
+                raise SpecError(
+                    f"{field_name}: a {cell_spec.target.kind} target ({where}) cannot run sessions "
+                    "or attempts yet",
+                    source=str(spec_path),
+                )
+    if spec.policy is None:
+        return
+    try:
+        policy = resolve_callable(spec.policy, search_path=str(spec_path.parent))
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"policy: {exc}", source=str(spec_path)) from None
+    if not inspect.iscoroutinefunction(policy):
+        raise SpecError(
+            f"policy: {spec.policy!r} must be an async function, e.g. `async def policy(session): ...`",
+            source=str(spec_path),
+        )
