@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -38,3 +39,46 @@ def lazy_exports(
         return sorted({*vars(sys.modules[package]), *where})
 
     return sorted(where), __getattr__, __dir__
+
+
+class _LazyModule:
+    """A module imported on its first attribute access (`lazy_module`)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        # import_module takes the module's import lock: two threads asking at once import it once.
+        return getattr(importlib.import_module(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+def lazy_module(name: str) -> Any:
+    """`name` (e.g. `"polars"`), imported when one of its attributes is first used.
+
+    For a module a room needs only on some paths: `assay run` plans and executes without Polars
+    and loads it while the first calls are in flight (`warm_up`), to summarise at the end.
+    Import the real module under `TYPE_CHECKING` beside it, so type checkers see its names.
+    """
+    return _LazyModule(name)
+
+
+def warm_up(*names: str) -> threading.Thread:
+    """Import the modules in a background thread: while a run waits on its target, the modules
+    its closing needs load in the idle time instead of after the last item (~0.25 s for Polars).
+    An import that fails here fails again, with its traceback, where the module is used."""
+
+    def load() -> None:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - reported by the real import, where it is used
+                continue
+
+    thread = threading.Thread(target=load, name="assay-warm-up", daemon=True)
+    thread.start()
+    return thread

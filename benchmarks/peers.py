@@ -36,6 +36,7 @@ wall_start = float(sys.argv[1])
 started = time.time()
 import assay.cli
 import assay.orchestrate.run as driver
+import assay.orchestrate.finish as finisher
 imported = time.time()
 spent = {"planning": 0.0, "closing": 0.0}
 
@@ -49,7 +50,7 @@ def timed(name, fn):
     return call
 
 driver.open_runs = timed("planning", driver.open_runs)
-driver.close_run = timed("closing", driver.close_run)
+finisher.close_run = timed("closing", finisher.close_run)
 code = assay.cli.main(sys.argv[2:])
 ended = time.time()
 print(f"phases {started - wall_start} {imported - started} {spent['planning']} "

@@ -108,3 +108,51 @@ def test_an_api_url_in_the_active_profile_still_orchestrates(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "the Prefect API at http://127.0.0.1:9/api does not answer" in done.stderr
     assert not (tmp_path / "store").exists()
+
+
+# Records what was imported when the run opened its target (planning done, no call made yet).
+_PLANNED_PROBE = """
+import json, sys
+import assay.orchestrate.run as driver
+from assay.cli import main
+seen = {}
+opened = driver.open_target
+def open_target(*args, **kwargs):
+    seen.update({m: m in sys.modules for m in sys.argv[1].split(",")})
+    return opened(*args, **kwargs)
+driver.open_target = open_target
+code = main(sys.argv[2:])
+everything = {m for m in sys.modules}
+print(json.dumps({"code": code, "at_open": seen, "http_agent": sorted(m for m in everything if "http_agent" in m)}))
+"""
+
+
+def test_an_openai_run_plans_without_polars_and_never_loads_other_target_kinds(tmp_path, mock):
+    """`assay run` of an `openai` target plans without Polars (it loads in the background while
+    the first calls wait, for the summary at the end) and never imports the modules of target
+    kinds it does not use, nor the sequential monitor of `compare_to` runs."""
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    watched = "polars,assay.analysis.monitor,assay.run.rescore,assay.targets.container.target"
+    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
+        [
+            sys.executable,
+            "-c",
+            _PLANNED_PROBE,
+            watched,
+            "run",
+            str(spec),
+            "--store",
+            str(tmp_path / "s"),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0
+    assert report["at_open"] == dict.fromkeys(watched.split(","), False)
+    assert report["http_agent"] == []

@@ -14,15 +14,19 @@ report give the run's own verdict and interval, at the item count the run decide
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
+from assay._lazy import lazy_module
 from assay.analysis.sequential import ConfidenceSequence, SequenceState
 from assay.outcomes import ItemOutcome, RunStatus, ScorerOutcome, Verdict
 from assay.run.compare_to import seeded_key
 from assay.run.plan import RunPlan
 from assay.store import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 def scores_by_pair(scores: pl.DataFrame, scorer: str) -> dict[tuple[str, int], float]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from typing import Any, TypedDict
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from assay import _schema
+from assay._lazy import lazy_module
 from assay.calls.accounting import Budget, BudgetColumns, Price, PriceTable
 from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
@@ -34,6 +33,11 @@ from assay.outcomes import (
     token_column,
 )
 from assay.store import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 class CostSummary(TypedDict):
@@ -293,7 +297,9 @@ def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
     columns); nothing for a run without one."""
     if not record.get("compare_baseline"):
         return {}
-    return {"compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}}
+    return {
+        "compare_to": {name: record.get(name) for name in _schema.RUNS.names if name.startswith("compare_")}
+    }
 
 
 def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.DataFrame) -> list[str]:
@@ -306,7 +312,9 @@ def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.Data
         scores: its score rows.
     """
     spec = json.loads(record["spec_json"]) if record.get("spec_json") else {}
-    table = PriceTable.shipped({name: Price.model_validate(p) for name, p in (spec.get("prices") or {}).items()})
+    table = PriceTable.shipped(
+        {name: Price.model_validate(p) for name, p in (spec.get("prices") or {}).items()}
+    )
     used = set(items["model"].drop_nulls().to_list()) | set(scores["model"].drop_nulls().to_list())
     return sorted(model for model in used if model not in table.prices)
 

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from assay.analysis.monitor import monitor_for
+from assay._lazy import warm_up
 from assay.analysis.summary import matrix_summary
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.outcomes import RunStatus
@@ -71,8 +71,13 @@ async def drive_run(
         retry_failed=retry_failed,
         check_keys=check_keys,
     )
-    for plan in plans:
-        plan.monitor = monitor_for(plan)
+    if any(plan.spec.compare_to is not None for plan in plans):
+        from assay.analysis.monitor import monitor_for  # sequential statistics: compared runs only
+
+        for plan in plans:
+            plan.monitor = monitor_for(plan)
+    # Polars summarises the run at its end: it loads while the first calls wait on the target.
+    warm_up("polars")
 
     async def gold_check() -> list[str]:
         # The judge self-check: a scorer that cannot pass the gold answer makes the eval unavailable.

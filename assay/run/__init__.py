@@ -16,37 +16,20 @@
 Closing a run (summaries, gates) is `assay.analysis`'s; driving one end to end, `assay.orchestrate`'s.
 """
 
-from assay.run.admit import Gate, Opening
-from assay.run.attempts import SessionItems
-from assay.run.checks import validate
-from assay.run.execute import ShardExecutor, ShardReport
-from assay.run.plan import RunPlan, Shard, new_run_id, open_runs
-from assay.run.rescore import open_rescore, parse_scorers, rescore_executor
-from assay.run.rows import Finished, ItemRow, ScoreRow, TurnRow
-from assay.run.scoring import CutOff, Scored, Scoring
-from assay.run.sessions import Session, Turn
+from assay._lazy import lazy_exports
 
-__all__ = [
-    "CutOff",
-    "Finished",
-    "Gate",
-    "ItemRow",
-    "Opening",
-    "RunPlan",
-    "ScoreRow",
-    "Scored",
-    "Scoring",
-    "Session",
-    "SessionItems",
-    "Shard",
-    "ShardExecutor",
-    "ShardReport",
-    "Turn",
-    "TurnRow",
-    "new_run_id",
-    "open_rescore",
-    "open_runs",
-    "parse_scorers",
-    "rescore_executor",
-    "validate",
-]
+# Lazily: `assay run` needs neither rescoring nor sessions, `assay rescore` no sandboxes.
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "admit": ("Gate", "Opening"),
+        "attempts": ("SessionItems",),
+        "checks": ("validate",),
+        "execute": ("ShardExecutor", "ShardReport"),
+        "plan": ("RunPlan", "Shard", "new_run_id", "open_runs"),
+        "rescore": ("open_rescore", "parse_scorers", "rescore_executor"),
+        "rows": ("Finished", "ItemRow", "ScoreRow", "TurnRow"),
+        "scoring": ("CutOff", "Scored", "Scoring"),
+        "sessions": ("Session", "Turn"),
+    },
+)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import polars as pl
-
+from assay._lazy import lazy_module
 from assay.errors import InputError, RunNotFoundError, SpecError
 from assay.outcomes import RunStatus, ScorerOutcome
 from assay.run.identity import Identity
@@ -18,6 +17,11 @@ from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.spec.models import CompareTo
 from assay.store import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 _RUN_ID = re.compile(r"[\w.\-]+")
 

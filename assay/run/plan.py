@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from assay import __version__
+from assay._lazy import lazy_module
 from assay.calls.accounting import Budget, PriceTable
 from assay.calls.capture import Recorder, Redactor, secrets_of
 from assay.calls.response_cache import ResponseCache
@@ -41,6 +40,11 @@ from assay.spec.dataset import Item, canonical_json
 from assay.store import Store
 from assay.store.lease import Lease
 from assay.targets import kind_of
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 MAX_SHARDS = 8
 _MIN_SHARD_SIZE = 25

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from assay._lazy import lazy_module
 from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
@@ -39,6 +39,11 @@ from assay.spec import EvalSpec, describe_errors
 from assay.spec.dataset import Item
 from assay.store import Store
 from evaluators import ScorerSpec
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 class RescoreSettings(BaseModel):
@@ -271,7 +276,9 @@ def _carry_requests(store: Store, source_run_id: str, plan: RunPlan, source_rows
     if source.is_empty():
         if any(row["operation_ids"] for row in source_rows.values()):
             plan.capture.status = CaptureStatus.UNAVAILABLE
-            plan.capture.reason = f"the source run {source_run_id}'s captured requests are no longer available"
+            plan.capture.reason = (
+                f"the source run {source_run_id}'s captured requests are no longer available"
+            )
         return set()
     kept, cut = carry_forward(source.to_dicts(), settings)
     if kept:

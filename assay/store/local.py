@@ -71,18 +71,24 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-import polars as pl
 import pyarrow as pa
 
 from assay import _schema
+from assay._lazy import lazy_module
 from assay.errors import RunNotFoundError, StoreError
 from assay.outcomes import BatchState, ItemOutcome, RowKind
 from assay.store import _revisions
 from assay.store._location import LocalFolder, ObjectPrefix, open_location
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 DEFAULT_ROOT = "assay-store"
 STAGING = ".staging"
@@ -333,7 +339,10 @@ class Store:
             run_id: the run.
             parts: only these items parts (by file name); default every one.
         """
-        frame = self._read(_schema.ITEMS, self._parts("items", run_id, parts), columns=["item_id", "trial"])
+        keys = self._parts("items", run_id, parts)
+        if not keys:  # a new run: nothing to read (and no Polars to load for it)
+            return set()
+        frame = self._read(_schema.ITEMS, keys, columns=["item_id", "trial"])
         return set(zip(frame["item_id"].to_list(), frame["trial"].to_list(), strict=True))
 
     def failed_keys(
@@ -523,25 +532,29 @@ def _read_files(
 
 
 def _with_defaults(dataset: str, frame: pl.LazyFrame) -> pl.LazyFrame:
-    defaults = _DEFAULTS.get(dataset)
+    defaults = _defaults().get(dataset)
     return frame.with_columns(**defaults) if defaults else frame
 
 
 _DATASETS = ("runs", "items", "scores", "requests", "turns")
 
-# What a column added later means for rows written before it: every score row of an older store
-# is a score (gauges came later), its value its score; a run record from before revisions is
-# revision 0; an item row (and its turns) from before retries is retry 0.
-_DEFAULTS: dict[str, dict[str, pl.Expr]] = {
-    "scores": {
-        "kind": pl.col("kind").fill_null(RowKind.SCORE.value),
-        "value": pl.when(pl.col("kind").is_null()).then(pl.col("score")).otherwise(pl.col("value")),
-    },
-    "runs": {"revision": pl.col("revision").fill_null(0)},
-    # Rows from before `--retry-failed` are each item x trial's first execution.
-    "items": {"retry": pl.col("retry").fill_null(0)},
-    "turns": {"retry": pl.col("retry").fill_null(0)},
-}
+
+@cache
+def _defaults() -> dict[str, dict[str, pl.Expr]]:
+    """What a column added later means for rows written before it: every score row of an older
+    store is a score (gauges came later), its value its score; a run record from before revisions
+    is revision 0; an item row (and its turns) from before retries is retry 0. (A function: the
+    expressions need Polars, which a run loads only once it is under way.)"""
+    return {
+        "scores": {
+            "kind": pl.col("kind").fill_null(RowKind.SCORE.value),
+            "value": pl.when(pl.col("kind").is_null()).then(pl.col("score")).otherwise(pl.col("value")),
+        },
+        "runs": {"revision": pl.col("revision").fill_null(0)},
+        # Rows from before `--retry-failed` are each item x trial's first execution.
+        "items": {"retry": pl.col("retry").fill_null(0)},
+        "turns": {"retry": pl.col("retry").fill_null(0)},
+    }
 
 
 def current_items(items: pl.DataFrame | pl.LazyFrame, by: tuple[str, ...] = ()) -> Any:

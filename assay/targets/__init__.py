@@ -16,19 +16,28 @@ sessions — and `open_target(spec, ...)` builds it. Every target is an async ca
     _base             TargetResult, the Target protocols, render
 
 A new kind: its spec model in `assay/spec/targets.py` (and in `TargetSpec`), a module or package
-here with its `TargetKind` subclass and its target, and one entry in `_registry.KINDS`.
+here with its `TargetKind` subclass and its target, and one entry in `_registry._WHERE`.
 """
 
 from __future__ import annotations
 
+from assay._lazy import lazy_exports
 from assay.calls.accounting import Usage
 from assay.targets._base import SandboxedTarget, SessionState, SessionTarget, Target, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 from assay.targets._registry import KINDS, kind_of, makes_containers, open_target
-from assay.targets.anthropic import AnthropicMessagesTarget
-from assay.targets.http_agent import HttpAgent, prepare_http_agent
-from assay.targets.openai import OpenAIChatTarget
-from assay.targets.python import PythonFunctionTarget
+
+# Each kind's own module is loaded when first used (`_registry`): an `openai` run never imports
+# the HTTP agent's protocol models.
+_lazy, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "anthropic": ("AnthropicMessagesTarget",),
+        "http_agent": ("HttpAgent", "prepare_http_agent"),
+        "openai": ("OpenAIChatTarget",),
+        "python": ("PythonFunctionTarget",),
+    },
+)
 
 __all__ = [
     "KINDS",

@@ -3,21 +3,46 @@ module learns what that kind does — nothing else asks which spec model a targe
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from assay.spec import EvalSpec, TargetSpec
 from assay.targets._base import Target
 from assay.targets._kind import TargetContext, TargetKind
-from assay.targets.anthropic import AnthropicKind
-from assay.targets.container import ContainerKind
-from assay.targets.http_agent import HttpAgentKind
-from assay.targets.openai import OpenAIKind
-from assay.targets.python import PythonKind
 
-KINDS: dict[str, TargetKind[Any]] = {
-    kind.name: kind
-    for kind in (OpenAIKind(), AnthropicKind(), PythonKind(), HttpAgentKind(), ContainerKind())
+# kind name -> (module, class): a kind's module is imported when a spec first names it, so a run
+# of an `openai` target never loads the HTTP agent's protocol models or the Docker SDK.
+_WHERE = {
+    "openai": ("assay.targets.openai", "OpenAIKind"),
+    "anthropic": ("assay.targets.anthropic", "AnthropicKind"),
+    "python": ("assay.targets.python", "PythonKind"),
+    "http_agent": ("assay.targets.http_agent", "HttpAgentKind"),
+    "container": ("assay.targets.container", "ContainerKind"),
 }
+
+
+class _Kinds(Mapping[str, TargetKind[Any]]):
+    """Every registered kind by name, each built on first use."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, TargetKind[Any]] = {}
+
+    def __getitem__(self, name: str) -> TargetKind[Any]:
+        kind = self._built.get(name)
+        if kind is None:
+            module, cls = _WHERE[name]
+            kind = self._built[name] = getattr(importlib.import_module(module), cls)()
+        return kind
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHERE)
+
+    def __len__(self) -> int:
+        return len(_WHERE)
+
+
+KINDS: Mapping[str, TargetKind[Any]] = _Kinds()
 
 
 def kind_of(spec: TargetSpec) -> TargetKind[Any]:

@@ -50,6 +50,50 @@ class ServedApp:
             self._runner = None
 
 
+class MockApp(ServedApp):
+    """A mock model server: besides its provider's routes, `/_mock/config`, `/_mock/stats` and
+    `/_mock/reset` change its settings, read its counters and reset them over HTTP, as
+    `configure`, `stats` and `reset` do from Python."""
+
+    def configure(self, **settings: Any) -> dict[str, Any]:
+        """Replace the settings given; returns the settings now in force."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start or the last reset."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Zero the counters and restore the settings given at construction."""
+        raise NotImplementedError
+
+    def error(self, status: int, message: str) -> web.Response:
+        """An error reply in the provider's own shape."""
+        raise NotImplementedError
+
+    def add_control_routes(self, app: web.Application) -> None:
+        """Serve `/_mock/config`, `/_mock/stats` and `/_mock/reset` on `app`."""
+        app.router.add_post("/_mock/config", self._http_configure)
+        app.router.add_get("/_mock/stats", self._http_stats)
+        app.router.add_post("/_mock/reset", self._http_reset)
+
+    async def _http_configure(self, request: web.Request) -> web.Response:
+        try:
+            settings = json.loads(await request.read())
+            if not isinstance(settings, dict):
+                raise TypeError("the config must be a JSON object")
+            return json_response(self.configure(**settings))
+        except (TypeError, ValueError) as exc:
+            return self.error(400, str(exc))
+
+    async def _http_stats(self, request: web.Request) -> web.Response:
+        return json_response(self.stats())
+
+    async def _http_reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return json_response(self.stats())
+
+
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """`payload` as a compact JSON body (stdlib `json`: the test servers stay lean)."""
     return web.Response(
@@ -159,3 +203,29 @@ async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRun
         await runner.cleanup()
         raise
     return runner, sock.getsockname()[1]
+
+
+Mock = TypeVar("Mock", bound=MockApp)
+
+
+class MockServer(BackgroundServer[Mock]):
+    """A `MockApp` in a background thread with its own event loop; a context manager."""
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:<port>/v1`, the base URL the provider's clients expect."""
+        if self.port is None:
+            raise RuntimeError("the mock server is not running")
+        return f"http://{HOST}:{self.port}/v1"
+
+    def configure(self, **settings: Any) -> dict[str, Any]:
+        """Replace the settings given; see the app's `configure`."""
+        return self.call(self.app.configure, **settings)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start or the last reset; see the app's `stats`."""
+        return self.call(self.app.stats)
+
+    def reset(self) -> None:
+        """Zero the counters and restore the initial settings; see the app's `reset`."""
+        self.call(self.app.reset)

@@ -57,7 +57,7 @@ from typing import Any
 
 from aiohttp import web
 
-from assay.testing._background import HOST, BackgroundServer, ServedApp
+from assay.testing._background import MockApp, MockServer, json_response
 from assay.testing._sse import cut, open_stream, send
 from assay.testing.mock_openai import Fault
 
@@ -94,15 +94,6 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=json.dumps(payload, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )
-
-
 def _error(
     status: int, message: str, request_id: str | None = None, retry_after: float | str | None = None
 ) -> web.Response:
@@ -112,7 +103,7 @@ def _error(
     if retry_after is not None:
         headers["retry-after"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    return _json({"type": "error", "error": {"type": kind, "message": message}}, status, headers)
+    return json_response({"type": "error", "error": {"type": kind, "message": message}}, status, headers)
 
 
 def _problem(body: Any) -> str | None:
@@ -132,7 +123,7 @@ def _problem(body: Any) -> str | None:
     return None
 
 
-class MockAnthropic(ServedApp):
+class MockAnthropic(MockApp):
     """The mock, to be started and stopped inside a running event loop (see the module docstring).
 
     Args:
@@ -237,9 +228,7 @@ class MockAnthropic(ServedApp):
         app.router.add_post("/v1/messages/batches", self._create_batch)
         app.router.add_get("/v1/messages/batches/{batch_id}", self._get_batch)
         app.router.add_get("/v1/messages/batches/{batch_id}/results", self._batch_results)
-        app.router.add_post("/_mock/config", self._http_configure)
-        app.router.add_get("/_mock/stats", self._http_stats)
-        app.router.add_post("/_mock/reset", self._http_reset)
+        self.add_control_routes(app)
         return app
 
     def _take_fault(self, last_user: str) -> Fault | None:
@@ -326,7 +315,7 @@ class MockAnthropic(ServedApp):
             return await self._stream(request, message, words, request_id, delay_ms, dropped=dropped)
         if dropped:
             return await _broken(request, b'{"id": "msg_broken", "type": "message", "content": [{"ty')
-        return _json(message, headers={"request-id": request_id})
+        return json_response(message, headers={"request-id": request_id})
 
     def _message(self, body: dict[str, Any], last_user: str) -> tuple[dict[str, Any], list[str]]:
         """The reply `message` to a valid request, and its words."""
@@ -375,7 +364,7 @@ class MockAnthropic(ServedApp):
         )
         self._batches[batch.id] = batch
         self._by_status[200] += 1
-        return _json(batch.view(), headers={"request-id": f"req_{self._next_id}"})
+        return json_response(batch.view(), headers={"request-id": f"req_{self._next_id}"})
 
     def _ended(self, batch: _Batch) -> bool:
         """Whether the batch has ended, its results computed the first time it is seen so."""
@@ -406,7 +395,7 @@ class MockAnthropic(ServedApp):
         if batch is None:
             return _error(404, "batch not found")
         self._ended(batch)
-        return _json(batch.view())
+        return json_response(batch.view())
 
     async def _batch_results(self, request: web.Request) -> web.Response:
         batch = self._batches.get(request.match_info["batch_id"])
@@ -459,21 +448,8 @@ class MockAnthropic(ServedApp):
         await response.write_eof()
         return response
 
-    async def _http_configure(self, request: web.Request) -> web.Response:
-        try:
-            settings = json.loads(await request.read())
-            if not isinstance(settings, dict):
-                raise TypeError("the config must be a JSON object")
-            return _json(self.configure(**settings))
-        except (TypeError, ValueError) as exc:
-            return _error(400, str(exc))
-
-    async def _http_stats(self, request: web.Request) -> web.Response:
-        return _json(self.stats())
-
-    async def _http_reset(self, request: web.Request) -> web.Response:
-        self.reset()
-        return _json(self.stats())
+    def error(self, status: int, message: str) -> web.Response:
+        return _error(status, message)
 
 
 async def _broken(request: web.Request, part: bytes) -> web.StreamResponse:
@@ -526,7 +502,7 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
-class MockAnthropicServer(BackgroundServer[MockAnthropic]):
+class MockAnthropicServer(MockServer[MockAnthropic]):
     """`MockAnthropic` in a background thread with its own event loop; a context manager.
 
     Args:
@@ -536,19 +512,3 @@ class MockAnthropicServer(BackgroundServer[MockAnthropic]):
 
     def __init__(self, port: int = 0, **settings: Any) -> None:
         super().__init__(MockAnthropic(**settings), port=port, name="mock-anthropic")
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:<port>/v1`, the base URL the `anthropic` target expects."""
-        if self.port is None:
-            raise RuntimeError("the mock server is not running")
-        return f"http://{HOST}:{self.port}/v1"
-
-    def configure(self, **settings: Any) -> dict[str, Any]:
-        return self.call(self.app.configure, **settings)
-
-    def stats(self) -> dict[str, Any]:
-        return self.call(self.app.stats)
-
-    def reset(self) -> None:
-        self.call(self.app.reset)

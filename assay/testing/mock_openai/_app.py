@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from assay.testing._background import ServedApp, json_response
+from assay.testing._background import MockApp, json_response
 from assay.testing._openai_batches import OpenAIBatches
 from assay.testing._sse import chat_completion_stream
 from assay.testing.mock_openai._faults import Fault, error_response, is_number
@@ -32,7 +32,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-class MockOpenAI(ServedApp):
+class MockOpenAI(MockApp):
     """The mock server, to be started and stopped from inside a running event loop.
 
     All state lives on that loop: the HTTP handlers and the methods below must be called from it
@@ -150,9 +150,7 @@ class MockOpenAI(ServedApp):
         """An aiohttp application serving this mock's routes."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/_mock/config", self._http_configure)
-        app.router.add_get("/_mock/stats", self._http_stats)
-        app.router.add_post("/_mock/reset", self._http_reset)
+        self.add_control_routes(app)
         self.batches.add_routes(app)
         return app
 
@@ -272,18 +270,5 @@ class MockOpenAI(ServedApp):
             )
         return json_response(payload, headers={"x-request-id": request_id})
 
-    async def _http_configure(self, request: web.Request) -> web.Response:
-        try:
-            settings = json.loads(await request.read())
-            if not isinstance(settings, dict):
-                raise TypeError("the config must be a JSON object")
-            return json_response(self.configure(**settings))
-        except (TypeError, ValueError) as exc:
-            return error_response(400, str(exc))
-
-    async def _http_stats(self, request: web.Request) -> web.Response:
-        return json_response(self.stats())
-
-    async def _http_reset(self, request: web.Request) -> web.Response:
-        self.reset()
-        return json_response(self.stats())
+    def error(self, status: int, message: str) -> web.Response:
+        return error_response(status, message)

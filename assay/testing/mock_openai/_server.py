@@ -7,11 +7,11 @@ import asyncio
 import signal
 from typing import Any
 
-from assay.testing._background import HOST, BackgroundServer
+from assay.testing._background import HOST, MockServer
 from assay.testing.mock_openai._app import MockOpenAI
 
 
-class MockOpenAIServer(BackgroundServer[MockOpenAI]):
+class MockOpenAIServer(MockServer[MockOpenAI]):
     """`MockOpenAI` run in a background thread with its own event loop; a context manager.
 
     Args:
@@ -22,25 +22,6 @@ class MockOpenAIServer(BackgroundServer[MockOpenAI]):
 
     def __init__(self, *, port: int = 0, **settings: Any) -> None:
         super().__init__(MockOpenAI(**settings), port=port, name="mock-openai")
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:<port>/v1`, the base URL an OpenAI client expects."""
-        if self.port is None:
-            raise RuntimeError("the mock server is not running")
-        return f"http://{HOST}:{self.port}/v1"
-
-    def configure(self, **settings: Any) -> dict[str, Any]:
-        """Replace the settings given; see `MockOpenAI.configure`."""
-        return self.call(self.app.configure, **settings)
-
-    def stats(self) -> dict[str, Any]:
-        """Counters since start or the last reset; see `MockOpenAI.stats`."""
-        return self.call(self.app.stats)
-
-    def reset(self) -> None:
-        """Zero the counters, clear faults, restore the initial settings; see `MockOpenAI.reset`."""
-        self.call(self.app.reset)
 
     def batch_stats(self) -> dict[str, Any]:
         """The Batch API's counters (`assay.testing._openai_batches`)."""
