@@ -13,7 +13,10 @@ import re
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import duckdb
+import duckdb_ext
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -226,6 +229,25 @@ def test_the_analysts_s3_snippet_runs_against_the_bucket(s3, request, tmp_path, 
     result = scope["result"]
     assert result["run_id"].to_list() == [run["run_id"]] * 2
     assert result["n"].to_list() == [6, 6]
+
+    # The `sql s3` block, through DuckDB's httpfs (from PyPI's duckdb-ext-httpfs: no download),
+    # with its secret pointed at this server: the same rows as Polars.
+    (sql,) = re.findall(r"```sql s3\n(.*?)```", text, flags=re.DOTALL)
+    statements = [s.strip() for s in sql.split(";") if s.strip()]
+    assert [s.split()[0] for s in statements] == ["LOAD", "CREATE", "SELECT"]
+    endpoint = s3.endpoint.removeprefix("http://")
+    secret = (
+        statements[1]
+        .replace("'your-key-id'", "'testing'")
+        .replace("'your-secret'", "'testing'")
+        .replace("'127.0.0.1:9000'", f"'{endpoint}'")
+    )
+    con = duckdb.connect()
+    con.execute(f"SET extension_directory = '{Path(duckdb_ext.__path__[0]) / 'extensions'}'")
+    con.execute(statements[0])
+    con.execute(secret)
+    rows = con.execute(statements[2].replace("s3://evals/assay", url)).fetchall()
+    assert rows == [tuple(row) for row in result.iter_rows()]
 
 
 def test_comparison_and_carried_requests_are_written_once(s3, request):
