@@ -42,8 +42,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay._templates import template_problem
-from assay.calls.batch import Batcher, BatchOption, custom_id
-from assay.calls.batch_mode import batched_call, open_batcher
+from assay.calls.batch import Batcher, custom_id
+from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
 from assay.calls.pinning import model_pin_problem

@@ -33,11 +33,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
 from assay.errors import TargetFailure
@@ -68,17 +68,6 @@ class BatchSettings(BaseModel):
     def in_flight(self) -> int:
         """Requests a caller should keep waiting at once to fill its batches."""
         return self.max_requests * self.max_batches
-
-
-def _batch_settings(value: object) -> object:
-    """`batch: true` is the default settings, `false` none."""
-    if value is True:
-        return BatchSettings()
-    return None if value is False else value
-
-
-# `batch: true` (the default settings), `false` (none), or the settings: a spec field's type.
-BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
 
 
 @dataclass(slots=True)

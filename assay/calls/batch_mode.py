@@ -1,6 +1,7 @@
-"""What a chat caller in batch mode needs around its `Batcher` (`assay.calls.batch`): the run's
-batch ledger in the store, and one request asked through a batch — admitted by the budget, held
-against it at its maximum cost until its result arrives, priced at the batch rate.
+"""What a chat caller in batch mode needs around its `Batcher` (`assay.calls.batch`): its spec's
+`batch:` field (`BatchOption`), the run's batch ledger in the store, and one request asked through
+a batch — admitted by the budget, held against it at its maximum cost until its result arrives,
+priced at the batch rate.
 
 Two callers use it: a chat target with `batch:` (`assay.targets._chat`, its batches recorded
 with `purpose: generation`) and an `llm_judge` with `batch:` (`purpose: judging`, with the
@@ -12,13 +13,27 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from assay.calls.accounting import Accounting, Usage, current_ledger
-from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher
+from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings
 from assay.calls.wire import ChatAPI
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BatchState, FailureKind, SpendKind
+
+
+def _batch_settings(value: object) -> object:
+    """`batch: true` is the default settings, `false` none."""
+    if value is True:
+        return BatchSettings()
+    return None if value is False else value
+
+
+# `batch: true` (the default settings), `false` (none), or the settings: a spec field's type.
+BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
+
 
 # Batch errors a later batch may not meet again.
 _TRANSIENT = frozenset({"overloaded_error", "api_error", "rate_limit_error", "server_error"})

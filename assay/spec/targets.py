@@ -12,7 +12,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from assay._templates import template_problem
-from assay.calls.batch import BatchOption
+from assay.calls.batch_mode import BatchOption
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
