@@ -11,9 +11,10 @@ created), with a shipped model and its shipped prices:
    the resumed run's wall time against the uninterrupted one's.
 
 The judged case (`--case judged`) grades the same eval's online answers with an `llm_judge` on
-the same model: 4. the judge online, 5. the judge with `batch:` (3 batches), 6. the batched judge
-SIGKILLed with its 3 batches in flight, then `assay resume` (the target's calls are made again,
-the judge's batches re-attached).
+the same model: 4. the judge online, 5. the judge with `batch:` (its batches fill as the target's
+answers arrive: one every `max_wait_s` at most, so more than 3), 6. the batched judge SIGKILLed
+once 3 of its batches are recorded in flight, then `assay resume` (the target's calls are made
+again, the judge's batches re-attached).
 
     .venv/bin/python benchmarks/batch.py [--items 2000] [--delay-s 5] [--case target|judged|all]
 
