@@ -647,8 +647,21 @@ REQUESTS = _schema(
 
 BATCHES = _schema(
     ("batch_id", pa.string(), "the provider's id of a batch (batch mode)"),
-    ("provider", pa.string(), "who holds it: `anthropic:<host>`"),
-    ("custom_ids", pa.list_(pa.string()), "its requests' custom ids (a hash of item id and trial)"),
+    ("provider", pa.string(), "who holds it: `anthropic:<host>`, `openai:<host>`"),
+    (
+        "purpose",
+        pa.string(),
+        (
+            f"whose calls it holds: {SpendKind.GENERATION} (the target's) | {SpendKind.JUDGING} (an "
+            f"llm_judge's); null in rows written before judges batched: {SpendKind.GENERATION}"
+        ),
+    ),
+    ("scorer", pa.string(), "the judging scorer's name; null for the target's batches"),
+    (
+        "custom_ids",
+        pa.list_(pa.string()),
+        "its requests' custom ids (a hash of item id and trial; a judge's also of its scorer and request)",
+    ),
     ("requests", pa.int64(), "how many requests it holds"),
     ("state", pa.string(), f"{_words(BatchState)}: one row when the provider accepted it, one when it ended"),
     ("submitted_at", _TS, "when the provider accepted it (UTC)"),

@@ -31,6 +31,7 @@ class Sample:
         workspace: the exported workspace folder of a sandboxed attempt.
         sandbox: the attempt's live sandbox (`exec(argv)`), while scorers run; None otherwise.
         item_id: the item's id (a remote evaluator's `case.id`).
+        trial: the item's trial.
     """
 
     output: Any
@@ -42,6 +43,7 @@ class Sample:
     workspace: Path | None = None
     sandbox: Any = None
     item_id: str | None = None
+    trial: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +54,12 @@ class RunContext:
     Args:
         run_id: the run's id.
         spec_dir: the spec's folder.
+        store: the run's store (a batched judge records its batches there); None outside a run.
     """
 
     run_id: str = ""
     spec_dir: str = "."
+    store: Any = None
 
 
 run_context: ContextVar[RunContext] = ContextVar("assay_run_context", default=RunContext())  # noqa: B039 - frozen
@@ -120,6 +124,11 @@ class Scorer(BaseModel):
     def makes_containers(self) -> bool:
         """Whether scoring starts Docker containers of its own (a run's end removes what is left)."""
         return False
+
+    def in_flight(self, concurrency: int) -> int:
+        """How many outputs a run keeps being scored at once for this scorer: `concurrency`,
+        unless it gathers them (a batched judge waits for a batch's worth)."""
+        return concurrency
 
     def is_async(self, search_path: str | None = None) -> bool:
         """Whether scoring waits on I/O (a coroutine). Sync scorers run one after another on the

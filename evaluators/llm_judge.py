@@ -18,6 +18,14 @@ endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at t
 Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
 budget: a refused call raises `BudgetDenied`, which `evaluate` records as `budget_interrupted`.
+
+With `batch:` the judge's calls go through the provider's batch API instead (`assay.calls.batch`),
+at batch prices, each held against the budget at its maximum cost until its result arrives
+(`assay.calls.batch_mode`). Its batches are recorded in the run's `batches/` (`purpose: judging`,
+`scorer: <name>`) the moment the provider accepts them, so `assay resume` re-attaches to them. A
+request's custom id is a hash of the scorer, the item, the trial and the request itself: a resumed
+run whose target answers the same re-attaches, one whose target answers differently has a new
+answer to grade and asks afresh. The gold check (one call, before the run) is made online.
 """
 
 from __future__ import annotations
@@ -34,13 +42,15 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay._templates import template_problem
+from assay.calls.batch import Batcher, custom_id
+from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
 from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
 from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
-from evaluators._base import Sample, Score, Scorer
+from evaluators._base import Sample, Score, Scorer, run_context
 from evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
 
 SCALE_UNIT = "0-1"
@@ -85,10 +95,14 @@ Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "
 
 class _Clients:
     """One `ChatClient` per event loop (a client's connections belong to the loop that opened
-    them). Copies and pickles start empty, and it never makes two scorer specs unequal."""
+    them), and in batch mode one `Batcher` per run on it. Copies and pickles start empty, and it
+    never makes two scorer specs unequal."""
 
     def __init__(self) -> None:
         self.by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[ChatClient, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Batcher]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -107,7 +121,9 @@ class _Clients:
     __hash__ = object.__hash__
 
 
-async def _closed_with_the_loop(client: ChatClient, forget: Callable[[], object]) -> AsyncIterator[None]:
+async def _closed_with_the_loop(
+    client: ChatClient, batchers: dict[str, Batcher], forget: Callable[[], object]
+) -> AsyncIterator[None]:
     # Started once and left suspended: the loop tracks it, and `asyncio.run` (like any loop
     # calling `shutdown_asyncgens`) closes it before closing itself, running this `finally` while
     # the loop can still close the client's connections cleanly. `forget` drops the client from
@@ -116,6 +132,8 @@ async def _closed_with_the_loop(client: ChatClient, forget: Callable[[], object]
         yield
     finally:
         forget()
+        for batcher in batchers.values():  # a batch in flight stays recorded, to re-attach to
+            await batcher.aclose()
         await client.aclose()
 
 
@@ -178,12 +196,15 @@ class LlmJudge(Scorer):
             concurrency and `scorer_concurrency`).
         gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
             off. On by default it is skipped when the dataset has no expected answer.
+        batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the judge's calls
+            through the provider's batch API, at batch prices (see the module docstring); not
+            with `cache`, and `max_tokens` must bound what a batch may cost.
     """
 
     version: ClassVar[str] = "1"
     deterministic: ClassVar[bool] = False
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache", "gold_check"}
+        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache", "gold_check", "batch"}
     )
 
     kind: Literal["llm_judge"] = "llm_judge"
@@ -203,6 +224,7 @@ class LlmJudge(Scorer):
     # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
     # makes every score meaningless, and finding out costs one call.
     gold_check: bool = True
+    batch: BatchOption = None
 
     _clients: _Clients = PrivateAttr(default_factory=_Clients)
 
@@ -211,7 +233,17 @@ class LlmJudge(Scorer):
         check_cache(self.cache, self.temperature)
         if self._api.needs_max_tokens and self.max_tokens is None:
             raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
+        if self.batch is not None and self.cache:
+            raise ValueError("batch cannot be combined with cache")
+        if self.batch is not None and self.max_tokens is None:
+            raise ValueError(
+                "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
+            )
         return self
+
+    def in_flight(self, concurrency: int) -> int:
+        """In batch mode `max_batches` batches' worth of outputs wait at once, whatever `concurrency` is."""
+        return concurrency if self.batch is None else max(concurrency, self.batch.in_flight)
 
     def unresolved(self, search_path: str | None = None) -> list[str]:
         """As every scorer's, and an Anthropic judge's model must be pinned (`model_pin_problem`)."""
@@ -340,8 +372,14 @@ class LlmJudge(Scorer):
             cache=bool(self.cache),
             api=self._api,
         )
-        by_loop = self._clients.by_loop
-        closer = _closed_with_the_loop(client, lambda: by_loop.pop(loop, None))
+        by_loop, batchers = self._clients.by_loop, self._clients.batchers
+        batchers[loop] = {}
+
+        def forget() -> None:
+            by_loop.pop(loop, None)
+            batchers.pop(loop, None)
+
+        closer = _closed_with_the_loop(client, batchers[loop], forget)
         by_loop[loop] = (client, closer)
         await anext(closer)  # never suspends: registers the closer with the loop
         return client
@@ -353,11 +391,37 @@ class LlmJudge(Scorer):
         if held is not None:
             await held[1].aclose()
 
-    async def score(self, sample: Sample) -> Score:
+    async def _batcher(self) -> Batcher:
+        """The run's batcher on the running loop, re-attached to the run's recorded judge batches."""
+        await self._client()  # the loop's table, and what closes it with the loop
+        context = run_context.get()
+        by_run = self._clients.batchers[asyncio.get_running_loop()]
+        batcher = by_run.get(context.run_id)
+        if batcher is None:
+            batcher = by_run[context.run_id] = open_batcher(
+                self, self._api, store=context.store, run_id=context.run_id or None, scorer=self.name
+            )
+        return batcher
+
+    async def _ask(self, sample: Sample) -> tuple[Any, str | None]:
+        """The judge's reply to the sample (its content, and the model that answered): through a
+        batch in batch mode — not the gold check's, which is one call before the run — else online."""
         body = self.request_body(sample)
-        client = await self._client()
+        if self.batch is not None and sample.item_id is not None:
+            batcher = await self._batcher()
+            digest = json.dumps(body, sort_keys=True, ensure_ascii=False)
+            cid = custom_id(self.name, sample.item_id, sample.trial, digest)
+            assert self.max_tokens is not None  # checked with the spec
+            message, _ = await batched_call(
+                batcher, cid, body, api=self._api, model=self.model, max_tokens=self.max_tokens
+            )
+            return self._api.content(message), message.get("model")
+        reply = await (await self._client()).complete(body)
+        return reply.content, reply.model
+
+    async def score(self, sample: Sample) -> Score:
         try:
-            reply = await client.complete(body)
+            content, model = await self._ask(sample)
         except TargetFailure as failure:
             raise JudgeError(
                 f"judge {self.model!r} call failed: {failure.message}",
@@ -369,8 +433,8 @@ class LlmJudge(Scorer):
                 },
             ) from None
         # BudgetDenied propagates: `evaluate` records it as budget_interrupted.
-        raw = reply_text(reply.content)
-        metadata = {"model": reply.model or self.model, "raw": raw[:RAW_KEPT]}
+        raw = reply_text(content)
+        metadata = {"model": model or self.model, "raw": raw[:RAW_KEPT]}
         try:
             value, explanation = self.parse(raw)
         except ValueError as exc:

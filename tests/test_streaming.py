@@ -20,6 +20,7 @@ from assay.store import Store
 from assay.testing._background import BackgroundServer, listen
 from tests.conftest import arithmetic_rows, mock_target, write_jsonl, write_spec
 from tests.test_anthropic import call, target_spec
+from tests.test_report import browser  # noqa: F401 - the fixture
 
 LATENCY_MS = 60
 TOKEN_DELAY_MS = 15
@@ -203,3 +204,45 @@ def test_a_stream_that_ends_before_its_final_event_is_a_retryable_failure():
     failure = caught.value
     assert failure.kind == "connection" and failure.retryable
     assert failure.message == "connection error: the stream ended before its final event"
+
+
+def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock, capsys, request):
+    """Streamed calls' first-token p50 / p95 per model: a table in `assay show`, and in the HTML
+    report as Chromium draws it; a run that streamed nothing shows neither."""
+    from tests.test_report import Opened
+
+    mock.configure(latency_ms=LATENCY_MS, token_delay_ms=TOKEN_DELAY_MS, answers={"*": ANSWER})
+    streamed = spec_of(tmp_path, mock_target(mock.base_url, stream=True), n=6)
+    summary, _ = run(streamed, tmp_path / "s", capsys)
+    run_id = summary["run_id"]
+    (timing,) = summary["timing_by_model"]
+    assert timing["streamed_calls"] == 6
+    p50, p95 = timing["first_token_ms_p50"], timing["first_token_ms_p95"]
+
+    assert main(["show", run_id, "--store", str(tmp_path / "s")]) == 0
+    shown = capsys.readouterr().out
+    assert "first token p50" in shown and "first token p95" in shown
+    (line,) = [line for line in shown.splitlines() if "mock-1" in line and " ms" in line]
+    assert f"{p50:,.0f} ms" in line and f"{p95:,.0f} ms" in line, line
+    assert main(["report", run_id, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+
+    (tmp_path / "plain").mkdir()
+    plain, _ = run(spec_of(tmp_path / "plain", mock_target(mock.base_url), n=2), tmp_path / "s", capsys)
+    assert main(["show", plain["run_id"], "--store", str(tmp_path / "s")]) == 0
+    assert "first token" not in capsys.readouterr().out
+    out = str(tmp_path / "p.html")
+    assert main(["report", plain["run_id"], "--store", str(tmp_path / "s"), "--out", out]) == 0
+    assert "first-token" not in (tmp_path / "p.html").read_text()
+
+    # Chromium last: Playwright's sync API keeps an event loop running in this thread.
+    opened = Opened(request.getfixturevalue("browser"), tmp_path / "r.html")
+    try:
+        table = opened.page.locator("#models table.first-token")
+        assert table.is_visible()
+        cells = table.locator("tbody tr").first.locator("td").all_inner_texts()
+        assert cells[:3] == ["mock-1", "6", "6"], cells
+        assert cells[3:5] == [f"{p50:,.0f} ms", f"{p95:,.0f} ms"], cells
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.close()

@@ -368,8 +368,8 @@ def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
 def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
     """Per generation model: calls, wire / queued / retry ms, rate-limit retries (429s seen in
     captured requests; null when the run captured none), and the p50 / p95 of each call's total
-    time (`duration_ms`) and, for streamed calls, of its time to the first token (null when no
-    call streamed)."""
+    time (`duration_ms`) and, for streamed calls (`streamed_calls` of them), of its time to the
+    first token (null when no call streamed)."""
     done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
     if "first_token_ms" not in done.columns:  # parts written before streaming existed
         done = done.with_columns(pl.lit(None, pl.Float64).alias("first_token_ms"))
@@ -382,6 +382,7 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             pl.col("wire_ms").quantile(0.95, "linear").alias("wire_ms_p95"),
             pl.col("duration_ms").quantile(0.5, "linear").alias("total_ms_p50"),
             pl.col("duration_ms").quantile(0.95, "linear").alias("total_ms_p95"),
+            pl.col("first_token_ms").count().alias("streamed_calls"),
             pl.col("first_token_ms").quantile(0.5, "linear").alias("first_token_ms_p50"),
             pl.col("first_token_ms").quantile(0.95, "linear").alias("first_token_ms_p95"),
             pl.col("queued_ms").mean().alias("queued_ms_mean"),
@@ -401,10 +402,26 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
 
 def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
     """Batch mode's provider batches (`batches/`, each in its latest state): how many are in
-    progress and ended, the requests they hold and the provider's counts once ended; None when
-    the run made none."""
+    progress and ended, the requests they hold and the provider's counts once ended — in all,
+    and `by_purpose` (the target's, `target`, and each batched judge's, `judge <scorer>`); None
+    when the run made none."""
     if batches.is_empty():
         return None
+    labelled = batches.with_columns(
+        pl.when(pl.col("purpose") == SpendKind.JUDGING)
+        .then(pl.concat_str(pl.lit("judge "), pl.col("scorer")))
+        .otherwise(pl.lit("target"))
+        .alias("label")
+    )
+    groups = sorted(labelled.partition_by("label", as_dict=True).items(), key=lambda kv: kv[0] != ("target",))
+    return {
+        **_batch_counts(batches),
+        "ids": batches["batch_id"].to_list(),
+        "by_purpose": [{"label": label, **_batch_counts(group)} for (label,), group in groups],
+    }
+
+
+def _batch_counts(batches: pl.DataFrame) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for text in batches["request_counts"].drop_nulls():
         for name, n in json.loads(text).items():
@@ -415,7 +432,6 @@ def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
         "ended": int((batches["state"] == BatchState.ENDED).sum()),
         "requests": int(batches["requests"].sum()),
         "request_counts": counts,
-        "ids": batches["batch_id"].to_list(),
     }
 
 

@@ -8,6 +8,8 @@ One concern a module:
     capture         the request sidecar: each call as redacted `start / attempt / end` records
     request_codec   those records as JSONL: `RequestRecord`, written and checked
     response_cache  the opt-in response cache kept in the store
+    batch           batch mode: provider batch APIs behind one `ask` per request (`Batcher`)
+    batch_mode      around a batcher: the run's batch ledger, the budget hold, batch prices
 """
 
 from assay.calls.accounting import (

@@ -64,6 +64,41 @@ class BatchSettings(BaseModel):
     poll_s: float = Field(default=10.0, gt=0, le=3600, strict=True)
     max_batches: int = Field(default=4, ge=1, le=1000, strict=True)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests a caller should keep waiting at once to fill its batches."""
+        return self.max_requests * self.max_batches
+
+
+@dataclass(slots=True)
+class BatchCounts:
+    """What one batcher has in flight and done, for progress.
+
+    Args:
+        in_flight: batches submitted (or re-attached to) and not yet ended.
+        ended: batches ended.
+        requests_in_flight: requests in the batches in flight.
+        requests_done: requests in the batches ended.
+    """
+
+    in_flight: int = 0
+    ended: int = 0
+    requests_in_flight: int = 0
+    requests_done: int = 0
+
+
+Watcher = Callable[[str, BatchCounts], None]
+"""`watcher(label, counts)`: told of each batcher's counts as they change (the progress bar)."""
+
+_watcher: Watcher | None = None
+
+
+def watch(watcher: Watcher | None) -> None:
+    """Tell `watcher` of every batcher's counts in this process from now on (None: no one);
+    `assay.run.progress.install` sets it to the progress reporter's."""
+    global _watcher
+    _watcher = watcher
+
 
 @dataclass(slots=True)
 class BatchEntry:
@@ -239,6 +274,7 @@ class Batcher:
         ledger: where batches are recorded, and found again on resume.
         timeout: seconds one HTTP request may take.
         max_retries: retries of one HTTP request on a retryable failure.
+        label: what its batches are for, as progress names them (`target`, `judge <name>`).
     """
 
     def __init__(
@@ -251,6 +287,7 @@ class Batcher:
         ledger: BatchLedger,
         timeout: float,
         max_retries: int,
+        label: str = "target",
     ) -> None:
         self._api = api
         self._base = base_url.rstrip("/")
@@ -269,9 +306,28 @@ class Batcher:
         self._polls: dict[str, asyncio.Task[dict[str, dict[str, Any]]]] = {}
         self.submitted = 0
         self.resubmitted: collections.Counter[str] = collections.Counter()
+        self.counts = BatchCounts()
+        self._label = label
         for entry in ledger.entries():
             for cid in entry.custom_ids:
                 self._recorded[cid] = entry
+            self._count(entry, +1)
+        if self._recorded:  # re-attached: progress shows them from the start
+            self._changed()
+
+    def _count(self, entry: BatchEntry, sign: int) -> None:
+        """Count `entry` in (+1) or out of (-1) `counts`, in its state."""
+        counts = self.counts
+        if entry.state is BatchState.ENDED:
+            counts.ended += sign
+            counts.requests_done += sign * len(entry.custom_ids)
+        else:
+            counts.in_flight += sign
+            counts.requests_in_flight += sign * len(entry.custom_ids)
+
+    def _changed(self) -> None:
+        if _watcher is not None:
+            _watcher(self._label, self.counts)
 
     async def ask(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """The batch result for one request: `{"type": "succeeded", "message"}`, or `errored`
@@ -353,6 +409,8 @@ class Batcher:
         # Recorded before anything else happens: a crash from here on re-attaches, never resubmits.
         await asyncio.to_thread(self._ledger.record, entry)
         self.submitted += len(batch)
+        self._count(entry, +1)
+        self._changed()
         return entry
 
     def _poll(self, entry: BatchEntry) -> asyncio.Task[dict[str, dict[str, Any]]]:
@@ -368,10 +426,13 @@ class Batcher:
             await asyncio.sleep(self._settings.poll_s)
         results = await self._api.results(self._request, self._base, entry.batch_id, status)
         if entry.state is not BatchState.ENDED:
+            self._count(entry, -1)
             entry.state = BatchState.ENDED
             entry.ended_at = datetime.now(UTC)
             entry.counts = status.counts
             await asyncio.to_thread(self._ledger.record, entry)
+            self._count(entry, +1)
+            self._changed()
         return results
 
     async def _request(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 import polars as pl
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -18,16 +19,32 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from assay import numbers
+from assay.calls.batch import BatchCounts
 from assay.outcomes import ItemOutcome, ScorerOutcome
 
 
+class _WithLines(Progress):
+    """A progress bar with lines of text under it (batch mode's batches)."""
+
+    def __init__(self, *columns: Any, **options: Any) -> None:
+        self.lines: dict[str, str] = {}  # first: the constructor renders once
+        super().__init__(*columns, **options)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        for line in list(self.lines.values()):
+            yield Text(line)
+
+
 class _ProgressBar:
-    """done / total, failures and ETA on stderr; nothing when stderr is not a terminal."""
+    """done / total, failures and ETA on stderr, and in batch mode each batcher's batches in
+    flight and done with the requests inside them; nothing when stderr is not a terminal."""
 
     def __init__(self) -> None:
-        self._progress = Progress(
+        self._progress = _WithLines(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -60,6 +77,12 @@ class _ProgressBar:
         self._progress.update(self._task, advance=1, failed=self._failed, rate=rate, spend=spend)
         if task.completed >= (task.total or 0):
             self._progress.stop()
+
+    def batches(self, label: str, counts: BatchCounts) -> None:
+        self._progress.lines[label] = (
+            f"{label} batches: {counts.in_flight} in flight ({counts.requests_in_flight} requests), "
+            f"{counts.ended} done ({counts.requests_done} requests)"
+        )  # drawn at the bar's next refresh
 
 
 def progress_bar() -> Any:
@@ -127,12 +150,31 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"[yellow]warning: {summary['n_teardown_errors']} sandbox teardowns failed "
             f"(`assay clean {summary['run_id']}` removes what is left): {summary['teardown_errors'][0]}[/yellow]"
         )
-    if batch := summary.get("batches"):
-        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(batch["request_counts"].items()) if n)
-        console.print(
-            f"batches: {batch['batches']} ({batch['in_progress']} in progress, {batch['ended']} ended) "
-            f"holding {batch['requests']} requests" + (f": {counts}" if counts else "")
+    streamed = [row for row in summary.get("timing_by_model") or [] if row.get("streamed_calls")]
+    if streamed:
+        first = _table(
+            ("model", "calls", "streamed", "first token p50", "first token p95", "total p50", "total p95"),
+            left=("model",),
         )
+        for row in streamed:
+            first.add_row(
+                escape(row["model"]),
+                str(row["calls"]),
+                str(row["streamed_calls"]),
+                *(
+                    numbers.ms(row[k])
+                    for k in ("first_token_ms_p50", "first_token_ms_p95", "total_ms_p50", "total_ms_p95")
+                ),
+            )
+        console.print(first)
+    if batch := summary.get("batches"):
+        console.print(f"batches: {batch['batches']} {_batches_line(batch)}")
+        groups = batch.get("by_purpose") or []
+        if len(groups) > 1 or any(group["label"] != "target" for group in groups):
+            for group in groups:
+                console.print(
+                    f"  {escape(group['label'])}: {group['batches']} batches {_batches_line(group)}"
+                )
     duration = summary["duration_ms"]
     wall = summary.get("wall_ms")
     console.print(
@@ -150,6 +192,15 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"rate-limited; window {numbers.num(lowest)}..{numbers.num(rate['limit'])} of {rate['ceiling']}"
             + (f", paced to {rate['rpm']:g} rpm" if rate.get("rpm") else "")
         )
+
+
+def _batches_line(batch: dict[str, Any]) -> str:
+    """`(1 in progress, 2 ended) holding 15 requests: 10 succeeded`."""
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(batch["request_counts"].items()) if n)
+    return (
+        f"({batch['in_progress']} in progress, {batch['ended']} ended) "
+        f"holding {batch['requests']} requests" + (f": {counts}" if counts else "")
+    )
 
 
 def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:

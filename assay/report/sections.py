@@ -114,8 +114,8 @@ def timing(data: RunData) -> dict[str, Any]:
 
 
 def models(data: RunData) -> dict[str, Any]:
-    """Tokens and cost per generation and judge model, the run's total, and what the target's own
-    code reported (kept apart).
+    """Tokens and cost per generation and judge model, the run's total, what the target's own
+    code reported (kept apart), and each model's time to first token where its calls streamed.
 
     Args:
         data: the run.
@@ -124,6 +124,7 @@ def models(data: RunData) -> dict[str, Any]:
     caller = s.get("caller_cost_usd")
     return {
         "rows": queries.model_rows(data),
+        "first_token": [row for row in s.get("timing_by_model") or [] if row.get("streamed_calls")],
         "total": {"planned": s["planned"], "cost": s["cost"], "tokens": s["tokens"]},
         "caller": None if caller is None else f"${caller:,.6g}",
     }

@@ -102,12 +102,13 @@ class ShardExecutor:
             run_item = SessionItems(target, gate, scoring)
         else:
             run_item = PlainItems(target, gate, scoring)
-        return cls(plan, run_item, width)
+        # A batching judge waits for a batch's worth of outputs; the gate still bounds the target calls.
+        return cls(plan, run_item, scoring.in_flight(width))
 
     async def run_shard(self, shard: Shard) -> ShardReport:
         """Execute the shard's items not yet committed; returns what it did."""
         plan = self.plan
-        run_context.set(RunContext(plan.run_id, str(plan.spec_dir)))
+        run_context.set(RunContext(plan.run_id, str(plan.spec_dir), plan.store))
         report = ShardReport(shard=shard.index)
         todo = []
         for position, trial in shard.work:

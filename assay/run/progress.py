@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from assay.calls import batch
+from assay.calls.batch import BatchCounts
+
 
 class Reporter(Protocol):
     def started(self, total: int, already_done: int) -> None: ...
 
     def item_done(self, outcome: str, cost_usd: float | None = None) -> None: ...
+
+    def batches(self, label: str, counts: BatchCounts) -> None:
+        """Batch mode: one batcher's batches (`label`: `target`, `judge <name>`) in flight and ended."""
+        ...
 
 
 class _Silent:
@@ -21,6 +28,9 @@ class _Silent:
         pass
 
     def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+        pass
+
+    def batches(self, label: str, counts: BatchCounts) -> None:
         pass
 
 
@@ -37,6 +47,7 @@ def install(reporter: Reporter | None) -> None:
     """Install `reporter` for runs in this process (None restores the silent one)."""
     global _reporter
     _reporter = reporter or _Silent()
+    batch.watch(reporter.batches if reporter is not None else None)
 
 
 def cancelled(run_id: str) -> None:

@@ -296,7 +296,9 @@ def rescore_executor(plan: RunPlan, source_rows: dict[tuple[str, int], dict[str,
         plan: the rescore's plan.
         source_rows: the source's item rows by (item_id, trial).
     """
-    return ShardExecutor(plan, RescoreItems(plan, source_rows, Gate(plan, target_calls=False), Scoring(plan)))
+    scoring = Scoring(plan)
+    items = RescoreItems(plan, source_rows, Gate(plan, target_calls=False), scoring)
+    return ShardExecutor(plan, items, scoring.in_flight(plan.spec.concurrency))
 
 
 class RescoreItems:

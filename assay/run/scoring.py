@@ -64,6 +64,11 @@ class Scoring:
         for scorer in self._scorers:
             (self._async if _is_async(scorer, self._search_path) else self._sync).append(scorer)
 
+    def in_flight(self, concurrency: int) -> int:
+        """Outputs in scoring at once: `concurrency`, or a batched judge's batches' worth
+        (`Scorer.in_flight`), so that its batches fill."""
+        return max([concurrency, *(scorer.in_flight(concurrency) for scorer in self._scorers)])
+
     async def score(
         self, item: Item, trial: int, output: Any, *, cut_off: CutOff | None = None, **context: Any
     ) -> Scored:
@@ -80,6 +85,7 @@ class Scoring:
         sample = Sample(
             output=output,
             item_id=item.item_id,
+            trial=trial,
             input=item.input,
             expected=item.expected,
             annotations=item.annotations,

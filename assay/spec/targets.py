@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, get_args
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from assay._templates import template_problem
-from assay.calls.batch import BatchSettings
+from assay.calls.batch_mode import BatchOption
 from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
@@ -39,17 +39,6 @@ def _template(value: str | None) -> str | None:
     if value is not None and (problem := template_problem(value, example="dataset field, e.g. {question}")):
         raise ValueError(f"bad template {value!r}: {problem}")
     return value
-
-
-def _batch_settings(value: object) -> object:
-    """`batch: true` is the default settings, `false` none."""
-    if value is True:
-        return BatchSettings()
-    return None if value is False else value
-
-
-# `batch: true` (the default settings), `false` (none), or the settings.
-BatchOption = Annotated[BatchSettings | None, BeforeValidator(_batch_settings)]
 
 
 def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:

@@ -4,34 +4,28 @@ turn of a session, with the conversation so far — and batch mode.
 
 Batch mode (`batch:` on the spec): an item's request goes through the provider's batch API
 (`assay.calls.batch`), priced at the model's batch rate and held against the budget at its
-maximum cost until its result arrives; each batch is recorded in the store's `batches/`
-(`StoreLedger`), so a resumed run re-attaches to it. A session's turns are sent online.
+maximum cost until its result arrives (`assay.calls.batch_mode`); each batch is recorded in the
+store's `batches/`, so a resumed run re-attaches to it. A session's turns are sent online.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from assay.calls.accounting import Accounting, Usage, current_ledger
-from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings, custom_id
+from assay.calls.batch import Batcher, BatchSettings, custom_id
+from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.wire import ChatAPI
-from assay.errors import BudgetDenied, TargetFailure
-from assay.outcomes import BatchState, FailureKind
 from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 
 # More lines than this about unfillable templates add nothing: the first show the pattern.
 _MAX_PROBLEMS = 20
-# Batch errors a later batch may not meet again.
-_TRANSIENT = frozenset({"overloaded_error", "api_error", "rate_limit_error", "server_error"})
 
 
 class ChatSpec(Protocol):
@@ -85,76 +79,15 @@ class ChatKind(TargetKind[S]):
         return concurrency if batch is None else max(concurrency, batch.max_requests * batch.max_batches)
 
 
-class StoreLedger:
-    """A run's batches in the store's `batches/` dataset (`assay.calls.batch.BatchLedger`).
-
-    Args:
-        store: the run's store.
-        run_id: the run.
-    """
-
-    def __init__(self, store: Any, run_id: str) -> None:
-        self._store = store
-        self._run_id = run_id
-
-    def record(self, entry: BatchEntry) -> None:
-        self._store.record_batch(
-            self._run_id,
-            {
-                "batch_id": entry.batch_id,
-                "provider": entry.provider,
-                "custom_ids": entry.custom_ids,
-                "requests": len(entry.custom_ids),
-                "state": entry.state.value,
-                "submitted_at": entry.submitted_at,
-                "ended_at": entry.ended_at,
-                "request_counts": json.dumps(entry.counts, sort_keys=True) if entry.counts else None,
-            },
-        )
-
-    def entries(self) -> list[BatchEntry]:
-        return [
-            BatchEntry(
-                batch_id=row["batch_id"],
-                provider=row["provider"],
-                custom_ids=list(row["custom_ids"]),
-                state=BatchState(row["state"]),
-                submitted_at=row["submitted_at"],
-                ended_at=row["ended_at"],
-                counts=json.loads(row["request_counts"]) if row["request_counts"] else {},
-            )
-            for row in self._store.run_batches(self._run_id).iter_rows(named=True)
-        ]
-
-
-class _MemoryLedger:
-    """Batches recorded nowhere durable: a target used outside a run (no store)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, BatchEntry] = {}
-
-    def record(self, entry: BatchEntry) -> None:
-        self._entries[entry.batch_id] = entry
-
-    def entries(self) -> list[BatchEntry]:
-        return list(self._entries.values())
-
-
-def open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:
+def open_chat_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:
     """The batcher of a spec in batch mode (its ledger the run's `batches/`), else None."""
     if spec.batch is None:
         return None
-    store = context.store if context is not None else None
-    run_id = context.run_id if context is not None else None
-    key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else None
-    return Batcher(
-        BATCH_APIS[api.name],
-        spec.base_url,
-        headers=api.headers(key),
-        settings=spec.batch,
-        ledger=StoreLedger(store, run_id) if store is not None and run_id is not None else _MemoryLedger(),
-        timeout=spec.timeout,
-        max_retries=spec.max_retries,
+    return open_batcher(
+        spec,
+        api,
+        store=context.store if context is not None else None,
+        run_id=context.run_id if context is not None else None,
     )
 
 
@@ -214,36 +147,16 @@ class ChatTarget(ABC):
         )
 
     async def _batched(self, item: Item, trial: int, batcher: Batcher) -> TargetResult:
-        """One item through a batch: admitted by the budget, priced at the batch rate."""
-        ledger = current_ledger()
-        if ledger is not None:
-            try:
-                ledger.budget.admit()
-            except BudgetDenied:
-                ledger.add(Accounting.of_denied_call(ledger.kind))
-                raise
+        """One item through a batch (`batched_call`): admitted by the budget, priced at the batch rate."""
         started = time.perf_counter()
-        body = self.request_body(item)
-        # Until its result arrives the request counts against the budget at its maximum cost:
-        # every byte a token (a bound no tokenizer can exceed), `max_tokens` out, batch prices.
-        held = 0.0
-        if ledger is not None:
-            bound = Usage(input_tokens=len(json.dumps(body).encode()), output_tokens=self._spec.max_tokens)
-            held = ledger.prices.cost(self._spec.model, bound, batch=True) or 0.0
-            ledger.budget.reserve(held)
-        try:
-            result = await batcher.ask(custom_id(item.item_id, trial), body)
-        finally:
-            if ledger is not None:
-                ledger.budget.release(held)
-        if result.get("type") != "succeeded":
-            raise _failure(result, batcher.provider)
-        message = result["message"]
-        usage = self._api.usage(message)
-        if ledger is not None:
-            record = Accounting.of_call(ledger.kind, message.get("model"), usage, ledger.prices, batch=True)
-            ledger.add(record)
-            ledger.budget.spend(record.known_cost)
+        message, usage = await batched_call(
+            batcher,
+            custom_id(item.item_id, trial),
+            self.request_body(item),
+            api=self._api,
+            model=self._spec.model,
+            max_tokens=self._spec.max_tokens,
+        )
         return TargetResult(
             output=self._api.content(message),
             model=message.get("model") or self._spec.model,
@@ -255,17 +168,3 @@ class ChatTarget(ABC):
         if self._batcher is not None:
             await self._batcher.aclose()
         await self._client.aclose()
-
-
-def _failure(result: dict[str, Any], provider: str) -> TargetFailure:
-    """A batch result without an answer, as the item's failure: an `errored` request says why
-    (the provider's error); an expired or cancelled one may be sent again by a resume."""
-    kind = str(result.get("type"))
-    error = result.get("error") or {} if kind == "errored" else {}
-    message = f"batch request {kind}" + (f": {error.get('type')}: {error.get('message')}" if error else "")
-    return TargetFailure(
-        message,
-        kind=FailureKind.HTTP if error else FailureKind.PROTOCOL,
-        provider=provider,
-        retryable=kind != "errored" or error.get("type") in _TRANSIENT,
-    )

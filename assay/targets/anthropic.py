@@ -18,7 +18,7 @@ from assay.calls.wire import AnthropicMessages, messages_body
 from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_batcher
+from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher
 from assay.targets._kind import TargetContext
 
 
@@ -62,7 +62,7 @@ class AnthropicMessagesTarget(ChatTarget):
             cache=bool(spec.cache),
             stream=spec.stream,
         )
-        super().__init__(spec, client, open_batcher(spec, api, context))
+        super().__init__(spec, client, open_chat_batcher(spec, api, context))
 
     def request_body(
         self, item: Item, prompt: Any = None, history: list[dict[str, Any]] | None = None

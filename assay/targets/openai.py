@@ -10,7 +10,7 @@ from assay.calls.wire import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_batcher
+from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher
 from assay.targets._kind import TargetContext
 
 
@@ -52,7 +52,7 @@ class OpenAIChatTarget(ChatTarget):
             gate=self.rate_controller,
             stream=spec.stream,
         )
-        super().__init__(spec, client, open_batcher(spec, OPENAI, context))
+        super().__init__(spec, client, open_chat_batcher(spec, OPENAI, context))
         self._seed = seed
 
     def request_body(
