@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
+    resume.add_argument(
+        "--check-keys",
+        action="store_true",
+        help="try each agent's provider key with one cheap request before any container starts",
+    )
     rescore = commands.add_parser(
         "rescore", parents=[common], help="score a stored run again with new scorers"
     )
