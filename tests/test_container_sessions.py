@@ -14,7 +14,9 @@ from typing import Any
 import polars as pl
 import pytest
 
+from assay.cli import main
 from assay.store import Store
+from assay.targets.atif import read_atif
 from tests.conftest import write_jsonl, write_spec
 from tests.sandbox_images import busybox_with, engine
 
@@ -115,7 +117,7 @@ def _log(path: Path) -> list[dict[str, Any]]:
 
 
 def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prompts(
-    tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("BOX_LOG", str(tmp_path / "box.jsonl"))
@@ -147,6 +149,15 @@ def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prom
     timed_out, exit_code, duration_ms = box["hung"]
     assert timed_out and exit_code is None and 2500 <= duration_ms < 10000
     assert SECRET.encode() not in _stored(tmp_path / "store")
+    # Both prompts' steps, kept with the attempt, export as one ATIF trajectory.
+    capsys.readouterr()
+    assert main(["trajectories", "export", run_id, "--store", str(tmp_path / "store")]) == 0
+    (atif,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert read_atif(atif)[1] == "valid"
+    assert atif["agent"] == {
+        "name": "claude-code", "version": "1.0.99-fake (Claude Code)", "model_name": "claude-sonnet-4-20250514"
+    }  # fmt: skip
+    assert [s["message"] for s in atif["steps"]] == ["did: WRONG", "did: 42"]
     assert not [c for c in engine().containers.list(all=True) if c.labels.get("assay.run_id") == run_id]
 
 

@@ -142,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
+    trajectories = commands.add_parser("trajectories", help="the agents' trajectories, as ATIF")
+    trajectories_commands = trajectories.add_subparsers(
+        dest="trajectories_command", required=True, parser_class=_ArgumentParser
+    )
+    export = trajectories_commands.add_parser(
+        "export", parents=[common], help="a run's trajectories as ATIF, one JSON document a line on stdout"
+    )
+    export.add_argument("run_id")
     report = commands.add_parser(
         "report", parents=[common], help="a self-contained HTML report of a run (works offline)"
     )

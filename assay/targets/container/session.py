@@ -19,7 +19,7 @@ attempt gets a fresh container.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
@@ -29,9 +29,6 @@ from assay.targets._base import SessionState, TargetResult, render
 from assay.targets.container.agents import AgentReport
 from assay.targets.container.attempt import AttemptState, ContainerAttempt
 from assay.targets.container.verifier import LiveSandbox
-
-if TYPE_CHECKING:
-    from assay.targets.container.target import ContainerAgent
 
 
 class Box:
@@ -84,7 +81,8 @@ class ContainerSession:
 
     instrumented = False
 
-    def __init__(self, agent: ContainerAgent, item: Item, state: AttemptState) -> None:
+    # `agent` is the `ContainerAgent` (`target`, which imports this module: not named here).
+    def __init__(self, agent: Any, item: Item, state: AttemptState) -> None:
         self._agent = agent
         self.item = item
         self.state = state
@@ -163,6 +161,7 @@ class ContainerSession:
         state = self.state
         try:
             await self._agent.export_stage(state)
+            await self._agent.keep_trajectory(state, result.trajectory)
         except TargetFailure as failure:
             return state.attempt_failed(failure)
         except Exception as exc:  # noqa: BLE001 - an engine fault is a failed attempt, not a crash

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 import uuid
@@ -168,7 +169,15 @@ class ContainerAgent:
         stdout, report = await self.agent_stage(state, self.argv(prompt), self.environment())
         files = await self.export_stage(state)
         output = self.output_of(stdout, files, report, state)
+        await self.keep_trajectory(state, report.trajectory if report is not None else None)
         return self.alive(item, state, prompt, self.turn_result(output, report, state))
+
+    async def keep_trajectory(self, state: AttemptState, steps: list[dict[str, Any]] | None) -> None:
+        """The steps read from the agent's (redacted) stream, kept as `trajectory.json` — what a
+        rescore's scorers read and `assay trajectories export` writes as ATIF."""
+        if steps:
+            document = json.dumps({"status": "valid", "steps": steps}, ensure_ascii=False, default=str)
+            await self._run(state.save, "trajectory.json", document.encode())
 
     async def provision(self, item: Item, prompt: str, state: AttemptState) -> None:
         """The provision stage, under its deadline (`TargetFailure`, kind `timeout`, past it)."""
