@@ -63,18 +63,23 @@ async def policy(session):
 """
 
 
+def _repair(needed: int) -> str:
+    """The policy that asks for the repair from attempt `needed` on (before it: "check again")."""
+    return REPAIR.replace("NEEDED", str(needed))
+
+
 @pytest.fixture(scope="module")
 def fake_claude() -> str:
     return busybox_with("fake-claude-sessions", {"usr/local/bin/claude": (_FAKE_CLAUDE, 0o755)}, engine())
 
 
-def _spec(tmp_path: Path, image: str, needed: int, attempts: int) -> Path:
+def _spec(tmp_path: Path, image: str, policy: str, attempts: int = 1) -> Path:
     write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "input": "fix the branch"}])
     checks = tmp_path / "checks"
     checks.mkdir(exist_ok=True)
     (checks / "test.sh").write_text("grep -qx 42 /workspace/answer.txt\n")
     module = f"policy_{uuid.uuid4().hex[:10]}"
-    (tmp_path / f"{module}.py").write_text(textwrap.dedent(REPAIR).replace("NEEDED", str(needed)))
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(policy))
     return write_spec(
         tmp_path,
         name="container-sessions",
@@ -85,7 +90,7 @@ def _spec(tmp_path: Path, image: str, needed: int, attempts: int) -> Path:
             "agent": {"adapter": "claude-code", "model": "claude-sonnet-4-20250514"},
             "checks": "checks",
             "output": "report",
-            "deadlines": {"agent": 3},
+            "deadlines": {"agent": 6},
         },
         scorers=[{"kind": "code_exec", "checks": ["sh /assay/checks/test.sh"]}],
         policy=f"{module}:policy",
@@ -121,7 +126,7 @@ def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prom
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("BOX_LOG", str(tmp_path / "box.jsonl"))
-    run_id, store = _run(_spec(tmp_path, fake_claude, needed=1, attempts=1), tmp_path / "store")
+    run_id, store = _run(_spec(tmp_path, fake_claude, _repair(needed=1)), tmp_path / "store")
     (row,) = store.run_items(run_id).to_dicts()
     assert row["outcome"] == "completed", row["error"]
     assert json.loads(row["output"]) == "42"
@@ -147,7 +152,7 @@ def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prom
     assert box["first"] == "WRONG" and box["exit"] == 0
     assert box["stdout"].splitlines() == ["WRONG", "1000", "none", "gone"]
     timed_out, exit_code, duration_ms = box["hung"]
-    assert timed_out and exit_code is None and 2500 <= duration_ms < 10000
+    assert timed_out and exit_code is None and 5500 <= duration_ms < 20000
     assert SECRET.encode() not in _stored(tmp_path / "store")
     # Both prompts' steps, kept with the attempt, export as one ATIF trajectory.
     capsys.readouterr()
@@ -164,7 +169,7 @@ def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prom
 def test_each_attempt_gets_a_fresh_container(tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("BOX_LOG", str(tmp_path / "box.jsonl"))
-    run_id, store = _run(_spec(tmp_path, fake_claude, needed=2, attempts=3), tmp_path / "store")
+    run_id, store = _run(_spec(tmp_path, fake_claude, _repair(needed=2), attempts=3), tmp_path / "store")
     (row,) = store.run_items(run_id).to_dicts()
     assert row["outcome"] == "completed", row["error"]
     assert (row["attempt"], row["attempts_made"]) == (2, 2)
@@ -184,3 +189,32 @@ def test_each_attempt_gets_a_fresh_container(tmp_path: Path, fake_claude: str, m
     assert (root / "attempt-1" / "workspace" / "answer.txt").read_text() == "WRONG\n"
     assert (root / "attempt-2" / "workspace" / "answer.txt").read_text() == "42\n"
     assert row["caller_cost_usd"] == pytest.approx(0.08)
+
+
+MID_PROMPT = """
+import json, os
+
+async def policy(session):
+    pending = session.start(session.prompt)
+    try:
+        await session.box.exec(["cat", "answer.txt"])
+    except Exception as exc:
+        with open(os.environ["BOX_LOG"], "a") as log:
+            log.write(json.dumps({"refused": type(exc).__name__, "why": str(exc)}) + "\\n")
+    await pending
+"""
+
+
+def test_box_exec_is_refused_while_a_prompt_is_in_flight(
+    tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("BOX_LOG", str(tmp_path / "box.jsonl"))
+    run_id, store = _run(_spec(tmp_path, fake_claude, MID_PROMPT), tmp_path / "store")
+    (row,) = store.run_items(run_id).to_dicts()
+    # Even caught by the policy, the misuse fails the attempt: its prompt raced a check.
+    assert (row["outcome"], row["failure_kind"]) == ("failed", "protocol")
+    assert "sequential" in row["error"]
+    (refused,) = _log(tmp_path / "box.jsonl")
+    assert refused["refused"] == "SessionError" and "sequential" in refused["why"]
+    assert not [c for c in engine().containers.list(all=True) if c.labels.get("assay.run_id") == run_id]
