@@ -264,8 +264,9 @@ class BatchState(StrEnum):
 
 class TrajectoryStatus(StrEnum):
     """How an http_agent's trajectory read (`trajectory_status` in `items.caller_metadata` and in
-    its `trajectory.json`): `valid`, `partial` (some steps dropped), `invalid` (none usable) or
-    `unavailable` (the harness gave none)."""
+    its `trajectory.json`), in evalkit's words (docs/trajectories.md): `valid`, `partial` (some
+    steps dropped; an ATIF document marked partial), `invalid` (none usable; an ATIF document that
+    breaks the contract) or `unavailable` (the harness gave none)."""
 
     VALID = "valid"
     PARTIAL = "partial"

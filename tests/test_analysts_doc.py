@@ -33,7 +33,7 @@ from tests.conftest import REPO, openai_spec, write_spec
 DOC_PATH = REPO / "docs" / "analysts.md"
 PLACEHOLDER = "assay-store"
 STORE_LINE = f'STORE = "{PLACEHOLDER}"'
-N_QUERIES = 11
+N_QUERIES = 12
 
 PRICES = {
     "mock-1": {"input": 10.0, "output": 30.0},
@@ -94,6 +94,11 @@ def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
             ],
         )
         assert main(["run", str(spec), "--store", str(store), "--quiet"]) == 0
+    # The second night's failures run again (the faults are spent): history rows for query 12,
+    # which query 1 must leave out.
+    runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
+    last = runs.sort("created_at")["run_id"][-1]
+    assert main(["resume", last, "--store", str(store), "--retry-failed", "--quiet"]) == 0
 
     matrix = folder / "matrix"
     matrix.mkdir()
@@ -174,7 +179,7 @@ def run_sql(code: str, store: Path) -> tuple[list[str], list[tuple]]:
     return relation.columns, relation.fetchall()
 
 
-def test_the_doc_has_eleven_worked_queries_in_both_languages():
+def test_the_doc_has_twelve_worked_queries_in_both_languages():
     assert len(PYTHON) >= N_QUERIES and len(SQL) >= N_QUERIES
     assert len(QUERIES) == N_QUERIES, QUERIES
     for heading in QUERIES:
@@ -225,6 +230,10 @@ def test_the_store_has_what_the_queries_need(store):
     requests = pl.read_parquet(f"{store}/requests/**/*.parquet", hive_partitioning=True)
     runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
     assert runs["revision"].max() > 1, "runs hold superseded revisions the queries must leave out"
+    retried = items.filter(pl.col("retry") > 0)
+    assert set(retried["item_id"]) == {"q3", "q5"} and set(retried["outcome"]) == {"completed"}, (
+        "failed rows kept as history, which query 1 must leave out and query 12 finds"
+    )
     runs = runs.filter(pl.col("revision") == pl.col("revision").max().over("run_id"))
     assert set(items["failure_http_status"].drop_nulls()) == {400, 500}
     assert scores.filter((pl.col("scorer") == "judge") & (pl.col("outcome") == "failed")).height == 2
@@ -282,3 +291,16 @@ def test_the_regression_query_compares_each_cell_of_a_matrix_only_with_itself(st
     result = run_python(code.replace('NAME = "arith"', 'NAME = "arith-models"'), store)
     assert sorted(result["cell"]) == ["large", "small", "unpriced"]
     assert result["change"].null_count() == result.height, result
+
+
+@pytest.mark.slow
+def test_the_pass_rate_counts_each_item_once_after_a_retry(store):
+    """Query 1 over current rows: a failure retried since is not counted against its item."""
+    (code,) = [c for h, c in PYTHON if h.startswith("1. ")]
+    result = run_python(code, store)
+    items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)
+    runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
+    executed = items.join(runs.filter(pl.col("kind") == "run").select("run_id").unique(), on="run_id")
+    pairs = executed.filter(pl.col("outcome").is_in(["completed", "failed"])).select("run_id", "item_id", "trial")
+    assert pairs.height > pairs.unique().height, "the store holds retried items"
+    assert result["attempted"].sum() == pairs.unique().height

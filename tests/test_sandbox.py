@@ -895,6 +895,15 @@ def test_check_keys_tries_the_provider_key_before_any_container_starts(tmp_path:
         # Without the flag, no request is made.
         assert run_assay("run", str(spec), "--store", str(tmp_path / "store"), env=env).returncode == 0
         assert len(provider.seen) == 2
+        # `assay resume` takes the flag too: a key revoked since is refused before anything runs.
+        run_id = json.loads(result.stdout)["run_id"]
+        before = sorted(p.name for p in (tmp_path / "store").rglob("*.parquet"))
+        env["ANTHROPIC_API_KEY"] = "sk-ant-revoked-0000"
+        refused = run_assay("resume", run_id, "--store", str(tmp_path / "store"), "--check-keys", env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert "the provider refused the key (HTTP 401)" in refused.stderr
+        assert provider.seen[-1] == ("/v1/models", "sk-ant-revoked-0000") and len(provider.seen) == 3
+        assert sorted(p.name for p in (tmp_path / "store").rglob("*.parquet")) == before
     finally:
         provider.close()
         for partition in (tmp_path / "store" / "runs").glob("run_id=*"):

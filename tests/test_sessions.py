@@ -360,10 +360,6 @@ def test_spec_checks_policy_and_attempts(tmp_path, mock, capsys):
         spec = session_spec(tmp_path, target, **overrides)
         assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
         assert message in capsys.readouterr().err
-    container = {"kind": "container", "image": "busybox:latest", "command": ["cat"]}
-    spec = session_spec(tmp_path, container, attempts=2)
-    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
-    assert "attempts: a container target (target) cannot run sessions" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 

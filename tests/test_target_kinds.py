@@ -132,7 +132,7 @@ def _spec(target: dict, *scorers: dict):
         ({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}, False, True, False),
         ({"kind": "python", "function": "m:f"}, False, True, False),
         ({"kind": "http_agent", "base_url": "http://127.0.0.1:9"}, False, True, False),
-        ({"kind": "container", "image": "busybox", "command": ["true"]}, True, False, True),
+        ({"kind": "container", "image": "busybox", "command": ["true"]}, True, True, True),
     ],
 )
 def test_what_each_kind_says_of_itself(target: dict, containers: bool, sessions: bool, live: bool) -> None:

@@ -113,6 +113,17 @@ def requests(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def trajectories(args: argparse.Namespace) -> int:
+    """`assay trajectories export RUN_ID`: each current item x trial's trajectory as an ATIF
+    document, one a line on stdout; exit 2 when no item kept one."""
+    from assay.run.trajectories import run_trajectories
+    from assay.store import Store
+
+    for trajectory in run_trajectories(Store(args.store), args.run_id):
+        sys.stdout.write(json.dumps(trajectory.document(), ensure_ascii=False) + "\n")
+    return EXIT_OK
+
+
 def clean(args: argparse.Namespace) -> int:
     """`assay clean RUN_ID... | --all`: the Docker containers and networks runs left behind."""
     import docker.errors

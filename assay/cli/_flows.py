@@ -162,6 +162,8 @@ def resume(args: argparse.Namespace) -> int:
     record = Store(args.store).read_run(args.run_id)
     if record["kind"] == RunKind.RESCORE and args.retry_failed is not None:
         raise InputError("--retry-failed: a rescore calls no target; resume its source run instead")
+    if record["kind"] == RunKind.RESCORE and args.check_keys:
+        raise InputError("--check-keys: a rescore calls no target, so it uses no provider key")
     if record["kind"] == RunKind.RESCORE:
         return _execute(
             args,
@@ -185,6 +187,7 @@ def resume(args: argparse.Namespace) -> int:
         resume=True,
         cell=record["cell"],
         **({"retry_failed": retry} if retry is not None else {}),
+        **({"check_keys": True} if args.check_keys else {}),
     )
 
 

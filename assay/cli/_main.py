@@ -23,6 +23,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "nightly": _flows.nightly,
     "leaderboard": _commands.leaderboard,
     "requests": _commands.requests,
+    "trajectories": _commands.trajectories,
     "ui": _commands.ui,
     "report": _commands.report,
     "clean": _commands.clean,

@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
+    resume.add_argument(
+        "--check-keys",
+        action="store_true",
+        help="try each agent's provider key with one cheap request before any container starts",
+    )
     rescore = commands.add_parser(
         "rescore", parents=[common], help="score a stored run again with new scorers"
     )
@@ -137,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")
+    trajectories = commands.add_parser("trajectories", help="the agents' trajectories, as ATIF")
+    trajectories_commands = trajectories.add_subparsers(
+        dest="trajectories_command", required=True, parser_class=_ArgumentParser
+    )
+    export = trajectories_commands.add_parser(
+        "export", parents=[common], help="a run's trajectories as ATIF, one JSON document a line on stdout"
+    )
+    export.add_argument("run_id")
     report = commands.add_parser(
         "report", parents=[common], help="a self-contained HTML report of a run (works offline)"
     )

@@ -6,7 +6,8 @@ completed — scored by the run's `Scoring`. Every prompt is recorded as a row o
 
     SessionItems(item, trial)               one item x trial: up to `attempts` attempts, the best kept
     ├── _Attempt                            one attempt: its session, driven, then scored
-    │   └── drive(session, policy)          the policy over the session -> the attempt's TargetResult
+    │   ├── drive(session, policy)          the policy over the session -> the attempt's TargetResult
+    │   └── (container) open_session        a fresh container per attempt, alive until it is scored
     └── best_attempt / attempt_passes       which attempt is kept, and when to stop early
 
 An attempt passes when it completed, at least one scorer scored, and every scorer that did not
@@ -17,12 +18,15 @@ item's row is the best attempt's, with every attempt's spend, tokens and duratio
 
 from __future__ import annotations
 
+import math
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any
 
 from assay.calls.accounting import Accounting
 from assay.calls.capture import Scope
 from assay.outcomes import TOKEN_COLUMNS, TOKEN_KINDS, ItemOutcome, ScorerOutcome, token_column
-from assay.run.admit import Gate
+from assay.run.admit import Called, Gate, Opening
 from assay.run.rows import (
     Finished,
     ItemRow,
@@ -30,14 +34,15 @@ from assay.run.rows import (
     TurnRow,
     captured,
     completed_row,
+    failed_row,
     gauge_values,
     skipped_row,
     to_json,
 )
-from assay.run.scoring import Scoring
+from assay.run.scoring import Scored, Scoring
 from assay.run.sessions import Policy, Session, drive
 from assay.spec.dataset import Item
-from assay.targets import SessionTarget, TargetResult
+from assay.targets import SessionTarget, TargetResult, kind_of
 from evaluators._imports import import_callable
 
 
@@ -105,6 +110,8 @@ class SessionItems:
             import_callable(plan.spec.policy, search_path=str(plan.spec_dir)) if plan.spec.policy else None
         )
         self._attempts = plan.spec.attempts
+        # A kind whose attempts are live sandboxes (`container`) holds each in its own container.
+        self._live = kind_of(plan.spec.target).live_attempts
 
     async def __call__(self, item: Item, trial: int) -> Finished:
         """Up to `attempts` attempts of one item x trial, stopping at one that passes; returns the
@@ -127,10 +134,64 @@ class SessionItems:
         async with gate as opening:
             if opening is None:
                 return None if number > 1 else _Attempt(number, skipped_row(item, trial))
-            session = Session(target, item, trial, number)
-            called = await gate.call(
-                item, trial, opening, lambda: drive(session, self._policy), instrumented=target.instrumented
+            if not self._live:
+                session = Session(target, item, trial, number)
+                called = await gate.call(
+                    item,
+                    trial,
+                    opening,
+                    lambda: drive(session, self._policy),
+                    instrumented=target.instrumented,
+                )
+                attempt = self._called(item, trial, number, session, opening, called)
+            else:  # the container lives through the policy and the scorers: its slot is held
+                return await self._live_attempt(item, trial, number, opening)
+        if attempt.result is not None:
+            await self._score(
+                attempt,
+                item,
+                trial,
+                self._scoring.score(item, trial, attempt.result.output, trajectory=attempt.result.trajectory),
             )
+        return attempt
+
+    async def _live_attempt(self, item: Item, trial: int, number: int, opening: Opening) -> _Attempt:
+        """An attempt in a fresh container (`ContainerSession`): the policy drives the agent in
+        it, then its workspace is exported and it is scored alive; torn down last."""
+        container: Any = self._target  # a `ContainerAgent`: its kind's attempts are live
+        box = await container.open_session(item, trial, number)
+        session = Session(box, item, trial, number)
+        try:
+
+            async def answer() -> TargetResult:
+                if box.failure is not None:  # provisioning failed: no prompt could be sent
+                    raise box.failure
+                return await drive(session, self._policy)
+
+            called = await self._gate.call(item, trial, opening, answer, instrumented=False)
+            attempt = self._called(item, trial, number, session, opening, called)
+            if attempt.result is not None:
+                live = await box.finish(attempt.result)
+                if live.failure is not None:
+                    attempt.row, attempt.result = (
+                        failed_row(item, trial, opening.started_at, opening.started, live.failure),
+                        None,
+                    )
+                else:
+                    attempt.result = live.result
+                    attempt.row = completed_row(
+                        item, trial, opening.started_at, called.duration_ms, live.result
+                    )
+                    await self._score(attempt, item, trial, self._scoring.score_live(item, trial, live))
+        finally:
+            teardown_error = await box.close()
+        attempt.row["teardown_error"] = teardown_error
+        attempt.row["sandbox"] = to_json(box.state.facts)  # now with the scoring and cleanup timings
+        return attempt
+
+    def _called(
+        self, item: Item, trial: int, number: int, session: Session, opening: Opening, called: Called
+    ) -> _Attempt:
         attempt = _Attempt(
             number,
             {},
@@ -139,17 +200,18 @@ class SessionItems:
             scopes=[called.scope],
             queued_ms=opening.queued_ms,
         )
-        result = called.result
-        if result is None:
+        if called.result is None:
             attempt.row = called.stopped
-            return attempt
-        attempt.row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
-        attempt.result = result
-        scored = await self._scoring.score(item, trial, result.output, trajectory=result.trajectory)
+        else:
+            attempt.row = completed_row(item, trial, opening.started_at, called.duration_ms, called.result)
+            attempt.result = called.result
+        return attempt
+
+    async def _score(self, attempt: _Attempt, item: Item, trial: int, scoring: Awaitable[Scored]) -> None:
+        scored = await scoring
         attempt.scores, attempt.judging = scored.rows, scored.judging
         attempt.scopes += scored.scopes
         attempt.passed = attempt_passes(attempt.scores)
-        return attempt
 
 
 def _finished(attempts: list[_Attempt]) -> Finished:
@@ -163,6 +225,12 @@ def _finished(attempts: list[_Attempt]) -> Finished:
         known = [t.tokens[name] for t in turns if t.tokens.get(name) is not None]
         row[token_column(name)] = sum(known) if known else None
     row["tokens_known"] = bool(turns) and all(t.tokens_known for t in turns)
+    # What the target reported spending, as the seed sums it: every attempt's (the money was spent).
+    costs = [
+        a.result.caller_cost for a in attempts if a.result is not None and a.result.caller_cost is not None
+    ]
+    if costs:
+        row["caller_cost_usd"] = math.fsum(costs)
     spend = Accounting.total([a.generation for a in attempts] + [j for a in attempts for j in a.judging])
     operation_ids, requests = captured([s for a in attempts for s in a.scopes])
     row.update(

@@ -49,7 +49,7 @@ from assay.run.rows import (
     skipped_row,
     to_json,
 )
-from assay.run.scoring import CutOff, Scored, Scoring
+from assay.run.scoring import Scoring
 from assay.spec.dataset import Item
 from assay.targets import Target, kind_of
 from evaluators._base import RunContext, run_context
@@ -96,10 +96,10 @@ class ShardExecutor:
         width = kind_of(plan.spec.target).in_flight(plan.spec.target, plan.spec.concurrency)
         gate, scoring = Gate(plan, width=width), Scoring(plan)
         run_item: RunItem
-        if kind_of(plan.spec.target).live_attempts:
-            run_item = SandboxedItems(target, gate, scoring)
-        elif plan.spec.sessions:
+        if plan.spec.sessions:  # a container's attempts are live sandboxes there too
             run_item = SessionItems(target, gate, scoring)
+        elif kind_of(plan.spec.target).live_attempts:
+            run_item = SandboxedItems(target, gate, scoring)
         else:
             run_item = PlainItems(target, gate, scoring)
         # A batching judge waits for a batch's worth of outputs; the gate still bounds the target calls.
@@ -210,7 +210,7 @@ class SandboxedItems:
                         result,
                     )
                     row["queued_ms"] = opening.queued_ms
-                    scored = await self._score_live(item, trial, attempt)
+                    scored = await self.scoring.score_live(item, trial, attempt)
                     operation_ids, requests = captured(list(scored.scopes))
                     generation = Accounting.uninstrumented()
                     row.update(
@@ -224,31 +224,6 @@ class SandboxedItems:
             if attempt.facts is not None:  # now with the scoring and cleanup timings
                 finished.item["sandbox"] = to_json(attempt.facts)
             return finished
-
-    async def _score_live(self, item: Item, trial: int, attempt: Any) -> Scored:
-        """Score an attempt whose sandbox is alive, within the scoring stage's deadline: scorers it
-        cuts off fail naming it, the others keep their scores; a sandbox that cannot be prepared
-        for scoring fails every scorer, never the run."""
-        cut_off = CutOff(
-            asyncio.get_running_loop().time() + attempt.scoring_deadline,
-            f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s (target.deadlines.scoring)",
-        )
-        try:
-            async with asyncio.timeout_at(cut_off.at):
-                await attempt.before_scoring()
-        except Exception as exc:  # noqa: BLE001 - a scorer's failure, not the run's
-            if isinstance(exc, TimeoutError):
-                return self.scoring.failed(item, trial, cut_off.why)
-            return self.scoring.failed(item, trial, f"preparing the sandbox for scoring failed: {exc}")
-        result = attempt.result
-        return await self.scoring.score(
-            item,
-            trial,
-            result.output,
-            cut_off=cut_off,
-            trajectory=result.trajectory,
-            **attempt.sample_context,
-        )
 
 
 @dataclass(slots=True)

@@ -134,6 +134,32 @@ class Scoring:
             [scope for _, _, scope in results if scope is not None],
         )
 
+    async def score_live(self, item: Item, trial: int, attempt: Any) -> Scored:
+        """Score an attempt whose sandbox is alive (`assay.targets.container.attempt.ContainerAttempt`)
+        within the scoring stage's deadline: scorers it cuts off fail naming it, the others keep
+        their scores; a sandbox that cannot be prepared for scoring fails every scorer, never the
+        run."""
+        cut_off = CutOff(
+            asyncio.get_running_loop().time() + attempt.scoring_deadline,
+            f"scoring stage exceeded its deadline of {attempt.scoring_deadline:g}s (target.deadlines.scoring)",
+        )
+        try:
+            async with asyncio.timeout_at(cut_off.at):
+                await attempt.before_scoring()
+        except Exception as exc:  # noqa: BLE001 - a scorer's failure, not the run's
+            if isinstance(exc, TimeoutError):
+                return self.failed(item, trial, cut_off.why)
+            return self.failed(item, trial, f"preparing the sandbox for scoring failed: {exc}")
+        result = attempt.result
+        return await self.score(
+            item,
+            trial,
+            result.output,
+            cut_off=cut_off,
+            trajectory=result.trajectory,
+            **attempt.sample_context,
+        )
+
     def failed(self, item: Item, trial: int, why: str) -> Scored:
         """Every scorer failed on this item for one reason (its sandbox could not be prepared)."""
         rows = [

@@ -44,7 +44,7 @@ from assay.targets import SessionState, SessionTarget, TargetResult
 Policy = Callable[["Session"], Awaitable[Any]]
 
 _SEQUENTIAL = "the session requires sequential start/resume calls: await each prompt before sending the next"
-_SETTLED = "the session has settled: start/resume was called after the policy returned"
+_SETTLED = "the session has settled: start/resume/box.exec was called after the policy returned"
 
 
 @dataclass(slots=True)
@@ -96,6 +96,10 @@ class Session:
             doing work of its own should stop when it is set.
         turns: the prompts sent so far (`Turn`), oldest first.
         history: the completed prompts and answers so far, as chat messages.
+        box: a `container` target's live attempt container, for checks between prompts:
+            `await session.box.exec(argv)` (as the agent's user, output captured and redacted,
+            time-limited); refused while a prompt is in flight and once the session settled.
+            None for other targets.
 
     Args:
         target: the open target.
@@ -118,10 +122,20 @@ class Session:
         self._started = False
         self._settled = False
         self.misuse: SessionError | None = None
+        live_box = getattr(target, "box", None)
+        self.box = _SessionBox(self, live_box) if live_box is not None else None
 
     @property
     def history(self) -> list[dict[str, Any]]:
         return list(self._state.history)
+
+    def _idle(self) -> None:
+        """Refuse work between prompts while a prompt is in flight or once the session settled."""
+        if self._settled:
+            raise SessionError(_SETTLED)
+        if self._active is not None and not self._active.done():
+            self.misuse = self.misuse or SessionError(_SEQUENTIAL)
+            raise SessionError(_SEQUENTIAL)
 
     def start(self, prompt: Any) -> asyncio.Future[Any]:
         """Send the session's first prompt; await it for the answer.
@@ -217,6 +231,23 @@ class Session:
         finally:
             if active.done() and not active.cancelled():
                 active.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+class _SessionBox:
+    """`session.box`: the target's box, usable only between prompts (`Session._idle`)."""
+
+    def __init__(self, session: Session, box: Any) -> None:
+        self._session = session
+        self._box = box
+
+    async def exec(self, argv: list[str], **options: Any) -> Any:
+        """Run `argv` in the attempt's container (see `assay.targets.container.session.Box`).
+
+        Raises:
+            SessionError: a prompt is in flight, or the session has settled.
+        """
+        self._session._idle()
+        return await self._box.exec(argv, **options)
 
 
 def _measure_turn(turn: Turn, ledger: Ledger | None, instrumented: bool) -> None:

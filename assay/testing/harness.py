@@ -29,7 +29,10 @@ Knobs (`configure`; each key given replaces that setting):
     - `create_reply`: answer `POST /runs` with this JSON object instead of `{"id": ...}`.
     - `bad_json`: a list of routes (`create`, `status`, `trajectory`) that answer with broken JSON.
     - `trajectory`: `"missing"` (404), `"invalid"` (`steps` not a list), `"partial"` (the
-      generated steps plus invalid ones), or a list of steps; default: `steps` generated steps.
+      generated steps plus invalid ones), a list of steps, or a whole document (an object, e.g.
+      an ATIF trajectory, served as given); default: `steps` generated steps.
+    - `trajectory_sequence`: a list of such `trajectory` values, one per fetch of the run's
+      trajectory (the last repeated): a trajectory that becomes complete later.
     - `steps` (default 2), `step_cost` (USD, default 0.01; `None` leaves cost out): generated steps,
       each with one tool call and tokens `{input: 10, output: 5}`.
     - `artifacts`: the run's `artifacts` list; `files`: path -> text (or bytes) served by
@@ -98,6 +101,7 @@ class _Run:
     ended: bool = False
     history: list[Any] = field(default_factory=list)
     received: dict[str, str] | None = None  # uploaded path -> sha256
+    trajectory_fetches: int = 0
 
 
 def _broken() -> web.Response:
@@ -319,6 +323,12 @@ class ReferenceHarness(ServedApp):
         if "trajectory" in behavior.get("bad_json", ()):
             return _broken()
         kind = behavior.get("trajectory")
+        sequence = behavior.get("trajectory_sequence")
+        if sequence:  # one entry per fetch, the last repeated
+            kind = sequence[min(run.trajectory_fetches, len(sequence) - 1)]
+        run.trajectory_fetches += 1
+        if isinstance(kind, dict):  # a whole document (an ATIF trajectory), as given
+            return json_response(kind)
         if kind == "missing":
             return json_response({"error": "no trajectory for this run"}, 404)
         if kind == "invalid":

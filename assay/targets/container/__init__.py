@@ -29,6 +29,7 @@ never loads the Docker SDK (the others are imported when a container run prepare
     attempt     `AttemptState` (what an attempt made, its teardown) and `ContainerAttempt`
     workspace   export, diff and keeping the workspace, redacted
     verifier    `LiveSandbox` (what scorers exec in) and `Verifier` (checks in; a fresh verifier)
+    session     `ContainerSession`: a policy's attempt in one live container, and its `Box`
     agents/     the agent adapters: cli, claude_code, codex
 """
 
@@ -47,11 +48,11 @@ from assay.targets.container.fixtures import fixture_files
 class ContainerKind(TargetKind[ContainerTarget]):
     """`kind: container`: preflight asks the engine for the image (and the adapter for its
     problems); the fixture folders' files are part of the run's identity; attempts stay alive
-    while they are scored, and cannot hold a session yet."""
+    while they are scored; a policy drives each attempt in its own live container."""
 
     name = "container"
     makes_containers = True
-    holds_sessions = False
+    holds_sessions = True
     live_attempts = True
 
     def prepare(

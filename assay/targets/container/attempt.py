@@ -84,6 +84,7 @@ class AttemptState:
         self._cleanup_seconds = cleanup_seconds
         self._offload = offload
         self.kept: list[str] = []
+        self.workspace: Path | None = None  # the kept workspace, once exported
         self.timings: dict[str, float] = {}
         self.facts: dict[str, Any] = {
             "image": image.tag,
@@ -104,21 +105,30 @@ class AttemptState:
         self.notes: list[str] = []
 
     def save(self, name: str, data: bytes) -> None:
+        """Keep a file in the attempt's folder (a later save of the same name replaces it)."""
         (self.folder / name).write_bytes(data)
-        self.kept.append(name)
+        if name not in self.kept:
+            self.kept.append(name)
 
     def relative(self) -> list[str]:
         """The kept files as `items.artifacts` lists them (relative to `<store>/artifacts`)."""
         return [(self.folder / name).relative_to(self._artifacts_root).as_posix() for name in self.kept]
 
-    def failed(self, message: str, kind: FailureKind) -> ContainerAttempt:
-        failure = TargetFailure(
+    def failure(self, message: str, kind: FailureKind) -> TargetFailure:
+        """The attempt's failure (redacted), with what it kept so far."""
+        return TargetFailure(
             self._redactor.text(message),
             kind=kind,
             provider=f"container:{self.image.tag}",
             artifacts=self.relative(),
             sandbox=self.facts,
         )
+
+    def failed(self, message: str, kind: FailureKind) -> ContainerAttempt:
+        return self.attempt_failed(self.failure(message, kind))
+
+    def attempt_failed(self, failure: TargetFailure) -> ContainerAttempt:
+        """The attempt ended by `failure`: nothing to score, only its teardown."""
         return ContainerAttempt(None, failure, facts=self.facts, _close=self.teardown)
 
     async def keep_egress_evidence(self) -> None:

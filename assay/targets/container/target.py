@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 import uuid
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.calls.capture import Redactor
-from assay.errors import StageTimeout
+from assay.errors import StageTimeout, TargetFailure
 from assay.outcomes import FailureKind
 from assay.sandbox import (
     CONTROL,
@@ -49,6 +50,7 @@ from assay.targets.container.attempt import (
 )
 from assay.targets.container.fixtures import folder
 from assay.targets.container.preflight import egress_allowlist
+from assay.targets.container.session import ContainerSession
 from assay.targets.container.verifier import LiveSandbox, Verifier
 
 PROMPT_FILE = f"{CONTROL}/prompt.txt"
@@ -109,6 +111,24 @@ class ContainerAgent:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: function(*args, **kwargs))
 
+    offload = _run  # what the attempt's parts run blocking engine calls with
+
+    @property
+    def reads_files(self) -> bool:
+        """Whether an answer is a file the agent left (`output: file:<path>`)."""
+        return self.spec.output.startswith("file:")
+
+    async def open_session(self, item: Item, trial: int, attempt: int) -> ContainerSession:
+        """A managed session's attempt (docs/sessions.md): a fresh container, provisioned, its
+        files kept in `<item>/<trial>/attempt-<n>/`. Never raises for the sandbox's or the
+        engine's faults: they are the session's `failure`."""
+        folder = self.store.artifacts_dir(self.run_id, item.item_id, trial)
+        if attempt == 1:  # a killed earlier try of this item left attempts' folders
+            await self._run(fresh_folder, folder)
+        session = ContainerSession(self, item, await self.attempt_state(folder / f"attempt-{attempt}"))
+        await session.open()
+        return session
+
     async def __call__(self, item: Item, trial: int) -> TargetResult:
         """Run an attempt without scorers (the executor uses `begin` to score it alive)."""
         attempt = await self.begin(item, trial)
@@ -123,90 +143,139 @@ class ContainerAgent:
     async def begin(self, item: Item, trial: int) -> ContainerAttempt:
         """Provision, run, save the transcript, diff and export; the sandbox stays alive. Never
         raises for the sandbox's or the engine's faults: they are a failed attempt."""
-        artifacts = self.store.artifacts_dir(self.run_id, item.item_id, trial)
-        await self._run(fresh_folder, artifacts)  # a killed earlier try of this attempt left files
-        state = AttemptState(
-            artifacts,
+        state = await self.attempt_state(self.store.artifacts_dir(self.run_id, item.item_id, trial))
+        try:
+            return await self._stages(item, state)
+        except TargetFailure as failure:
+            return state.attempt_failed(failure)
+        except Exception as exc:  # noqa: BLE001 - an engine or sandbox fault is data, not a crash
+            return state.failed(f"sandbox error: {type(exc).__name__}: {exc}", FailureKind.EXCEPTION)
+
+    async def attempt_state(self, folder: Path) -> AttemptState:
+        """A new attempt's state over an emptied artifacts `folder`."""
+        await self._run(fresh_folder, folder)  # a killed earlier try of this attempt left files
+        return AttemptState(
+            folder,
             image=self.facts,
             artifacts_root=self.store.artifacts_root,
             redactor=self.redactor,
             cleanup_seconds=self.spec.deadlines.cleanup,
             offload=self._run,
         )
-        try:
-            return await self._stages(item, state)
-        except Exception as exc:  # noqa: BLE001 - an engine or sandbox fault is data, not a crash
-            return state.failed(f"sandbox error: {type(exc).__name__}: {exc}", FailureKind.EXCEPTION)
 
     async def _stages(self, item: Item, state: AttemptState) -> ContainerAttempt:
-        deadlines = self.spec.deadlines
-        timings = state.timings
         prompt = render(self.spec.prompt, item)
-        # -- provision ------------------------------------------------------------------------
+        await self.provision(item, prompt, state)
+        stdout, report = await self.agent_stage(state, self.argv(prompt), self.environment())
+        files = await self.export_stage(state)
+        output = self.output_of(stdout, files, report, state)
+        await self.keep_trajectory(state, report.trajectory if report is not None else None)
+        return self.alive(item, state, prompt, self.turn_result(output, report, state))
+
+    async def keep_trajectory(self, state: AttemptState, steps: list[dict[str, Any]] | None) -> None:
+        """The steps read from the agent's (redacted) stream, kept as `trajectory.json` — what a
+        rescore's scorers read and `assay trajectories export` writes as ATIF."""
+        if steps:
+            document = json.dumps({"status": "valid", "steps": steps}, ensure_ascii=False, default=str)
+            await self._run(state.save, "trajectory.json", document.encode())
+
+    async def provision(self, item: Item, prompt: str, state: AttemptState) -> None:
+        """The provision stage, under its deadline (`TargetFailure`, kind `timeout`, past it)."""
         started = time.perf_counter()
         try:
-            await self._deadline("provision", deadlines.provision, self._provision(item, prompt, state))
+            await self._deadline(
+                "provision", self.spec.deadlines.provision, self._provision(item, prompt, state)
+            )
         except StageTimeout as exc:
-            return state.failed(str(exc), FailureKind.TIMEOUT)
+            raise state.failure(str(exc), FailureKind.TIMEOUT) from None
         finally:
-            timings["provision"] = ms_since(started)
-        sandbox = state.sandbox
-        assert sandbox is not None
-        # -- agent ------------------------------------------------------------------------------
+            state.timings["provision"] = ms_since(started)
+
+    async def agent_stage(
+        self, state: AttemptState, argv: list[str], environment: dict[str, str], turn: int | None = None
+    ) -> tuple[str, AgentReport | None]:
+        """Run the agent (or the command) once in the live container, its transcript kept
+        whatever happens; returns its redacted stdout and the report read from it.
+
+        Args:
+            state: the attempt.
+            argv: the command line (secrets reach it through the env file only).
+            environment: its plain variables.
+            turn: a session's prompt index: its transcript is `transcript-<turn>.txt`.
+
+        Raises:
+            TargetFailure: the agent timed out (kind `timeout`) or exited non-zero (`exception`).
+        """
+        deadline = self.spec.deadlines.agent
         started = time.perf_counter()
         outcome = await self._run(
-            sandbox.exec,
-            ["sh", "-c", _WITH_SECRETS, "assay", *self._argv(prompt)],
-            timeout=deadlines.agent,
-            environment=self._environment(),
+            state.sandbox.exec,
+            ["sh", "-c", _WITH_SECRETS, "assay", *argv],
+            timeout=deadline,
+            environment=environment,
         )
-        timings["agent"] = ms_since(started)
+        state.timings["agent"] = state.timings.get("agent", 0.0) + ms_since(started)
         state.facts["exit_code"] = outcome.exit_code
         # -- transcript: always, whatever happened ----------------------------------------------
         stdout = self.redactor.text(outcome.stdout.decode("utf-8", "replace"))
         stderr = self.redactor.text(outcome.stderr.decode("utf-8", "replace"))
-        await self._run(state.save, "transcript.txt", stdout.encode())
-        await self._run(state.save, "stderr.txt", stderr.encode())
+        suffix = "" if turn is None else f"-{turn}"
+        await self._run(state.save, f"transcript{suffix}.txt", stdout.encode())
+        await self._run(state.save, f"stderr{suffix}.txt", stderr.encode())
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
             await state.keep_egress_evidence()
         if outcome.timed_out:
-            return state.failed(
-                f"incomplete attempt: {StageTimeout('agent', deadlines.agent)}", FailureKind.TIMEOUT
-            )
+            raise state.failure(f"incomplete attempt: {StageTimeout('agent', deadline)}", FailureKind.TIMEOUT)
         if outcome.exit_code != 0:
             tail = stderr.strip()[-_STDERR_IN_ERROR:]
-            return state.failed(
+            raise state.failure(
                 f"command exited {outcome.exit_code}: {tail or '(no stderr)'}", FailureKind.EXCEPTION
             )
-        # -- diff and export, the container still alive --------------------------------------------
+        report = parse_stream(parser_name(self.spec.agent), stdout) if self.spec.agent is not None else None
+        return stdout, report
+
+    async def export_stage(self, state: AttemptState) -> dict[str, bytes]:
+        """Diff and export, the container still alive: the workspace kept (redacted); returns it.
+
+        Raises:
+            TargetFailure: the export's deadline passed (kind `timeout`).
+        """
         started = time.perf_counter()
         try:
-            files = await self._deadline("export", deadlines.export, workspace.export(state, self._run))
+            files = await self._deadline(
+                "export", self.spec.deadlines.export, workspace.export(state, self._run)
+            )
         except StageTimeout as exc:
-            return state.failed(str(exc), FailureKind.TIMEOUT)
-        kept = await self._run(workspace.keep, state, files, self.redactor, self.secret_values)
-        timings["export"] = ms_since(started)
-        # The redacted stream: its report and trajectory reach the store and scorers.
-        report = parse_stream(parser_name(self.spec.agent), stdout) if self.spec.agent is not None else None
-        try:
-            output = self._output(stdout, files, report)
-        except KeyError as exc:
-            return state.failed(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL)
-        result = TargetResult(
+            raise state.failure(str(exc), FailureKind.TIMEOUT) from None
+        state.workspace = await self._run(workspace.keep, state, files, self.redactor, self.secret_values)
+        state.timings["export"] = ms_since(started)
+        return files
+
+    def turn_result(
+        self, output: Any, report: AgentReport | None, state: AttemptState | None
+    ) -> TargetResult:
+        """What one run of the agent answered: its output and what its stream reported, with the
+        attempt's files and facts when `state` is given (a session's prompt has none yet)."""
+        return TargetResult(
             output=self.redactor.text(output) if isinstance(output, str) else output,
             model=getattr(self.spec.agent, "model", None),
-            wire_ms=timings["agent"],
+            wire_ms=state.timings["agent"] if state is not None else None,
             caller_cost=getattr(report, "cost_usd", None),
             caller_metadata=report.metadata() if report is not None else None,
             # Token counts the agent's own stream reported: kept apart from measured figures.
             caller_reserved=report.reserved_tokens() if report is not None else None,
-            artifacts=state.relative(),
-            sandbox=state.facts,
+            artifacts=state.relative() if state is not None else None,
+            sandbox=state.facts if state is not None else None,
             trajectory=getattr(report, "trajectory", None) or None,
             steps=len(report.trajectory) if report is not None and report.trajectory else None,
             tool_calls=getattr(report, "tool_calls", None),
         )
+
+    def alive(self, item: Item, state: AttemptState, prompt: str, result: TargetResult) -> ContainerAttempt:
+        """The attempt handed to the executor alive: scored, then closed (torn down)."""
+        sandbox = state.sandbox
+        assert sandbox is not None
         live = LiveSandbox(sandbox, self._run, self.redactor)
 
         async def before_scoring() -> None:
@@ -219,12 +288,25 @@ class ContainerAgent:
         return ContainerAttempt(
             result,
             None,
-            {"workspace": kept, "sandbox": live},
-            deadlines.scoring,
+            {"workspace": state.workspace, "sandbox": live},
+            self.spec.deadlines.scoring,
             facts=state.facts,
             _close=state.teardown,
             _before_scoring=before_scoring,
         )
+
+    def output_of(
+        self, stdout: str, files: dict[str, bytes], report: AgentReport | None, state: AttemptState
+    ) -> Any:
+        """The answer of one run of the agent (`target.output`).
+
+        Raises:
+            TargetFailure: the answer is not there (kind `protocol`).
+        """
+        try:
+            return self._output(stdout, files, report)
+        except KeyError as exc:
+            raise state.failure(f"output {self.spec.output!r}: {exc.args[0]}", FailureKind.PROTOCOL) from None
 
     async def _provision(self, item: Item, prompt: str, state: AttemptState) -> None:
         """Egress (if any), the container, the fixtures, the prompt and the secrets; what exists is
@@ -257,7 +339,18 @@ class ContainerAgent:
             state.baseline = await self._run(folder_files, folder(self.spec.fixtures, item, self.spec_dir))
         if state.baseline:
             await self._run(state.sandbox.put_files, WORKSPACE, state.baseline)
+        await self.put_prompt(state, prompt)
+        await self.put_secrets(state)
+
+    async def put_prompt(self, state: AttemptState, prompt: str) -> None:
+        """The prompt file (`$ASSAY_PROMPT_FILE`), written as Assay's control user."""
+        assert state.sandbox is not None
         await self._run(state.sandbox.put_files, CONTROL, {"prompt.txt": prompt.encode()}, control=True)
+
+    async def put_secrets(self, state: AttemptState) -> None:
+        """The 0600 env file the next command's preamble reads and deletes (so each run of the
+        agent needs it written again)."""
+        assert state.sandbox is not None
         secrets = {k: v for k, v in self.secret_values.items() if v}
         if state.egress is not None:
             secrets.update(state.egress.proxy_env())
@@ -271,14 +364,16 @@ class ContainerAgent:
         except TimeoutError:
             raise StageTimeout(stage, seconds) from None
 
-    def _argv(self, prompt: str) -> list[str]:
+    def argv(self, prompt: str, *, resume: bool = False) -> list[str]:
+        """The command line for `prompt` (`resume`: a session's later prompt)."""
         if self.spec.agent is not None:
-            return command_line(self.spec.agent, prompt, PROMPT_FILE)
+            return command_line(self.spec.agent, prompt, PROMPT_FILE, resume=resume)
         return [part.replace("{prompt}", prompt) for part in self.spec.command or []]
 
-    def _environment(self) -> dict[str, str]:
+    def environment(self, **extra: str) -> dict[str, str]:
+        """The command's plain variables (`extra`: a session's turn variables)."""
         agent_env = dict(getattr(self.spec.agent, "env", None) or {})
-        return {**agent_env, **self.spec.env, "ASSAY_PROMPT_FILE": PROMPT_FILE, "HOME": "/tmp"}
+        return {**agent_env, **self.spec.env, "ASSAY_PROMPT_FILE": PROMPT_FILE, "HOME": "/tmp", **extra}
 
     def _output(self, stdout: str, files: dict[str, bytes], report: AgentReport | None) -> Any:
         if self.spec.output == "stdout":

@@ -53,7 +53,8 @@ def keep(state: AttemptState, files: dict[str, bytes], redactor: Redactor, secre
         path = workspace / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(redacted_bytes(data, redactor, secrets))
-    state.kept.append("workspace")
+    if "workspace" not in state.kept:
+        state.kept.append("workspace")
     return workspace
 
 

@@ -19,7 +19,7 @@ reports is kept as caller-reported cost, its token counts as caller-reported (re
 One concern a module:
 
     _protocol     the protocol's documents (capabilities, run state, steps) and value checks
-    _trajectory   a fetched trajectory validated, and what a run records of it
+    _trajectory   a fetched trajectory validated (ATIF too) and re-fetched, what a run records of it
     _files        an item's fixture files: read, checked, found, uploaded
     _checks       what `prepare` checks against the capabilities before anything runs
     _client       HTTP to the harness (httpx), retried and described by `assay.calls.http`

@@ -51,7 +51,7 @@ from assay.targets.http_agent._protocol import (
     read_capabilities,
     usable_run_id,
 )
-from assay.targets.http_agent._trajectory import Trajectory, validate_trajectory
+from assay.targets.http_agent._trajectory import REFETCH_AT_ONCE, Trajectory, refetched, validate_trajectory
 
 if TYPE_CHECKING:
     import httpx
@@ -114,6 +114,7 @@ class HttpAgent:
         # resume count too.
         self._run_ids = RunIds(self._store.run_sidecar(run_id, LEDGER) if self._store and run_id else None)
         self._background: set[asyncio.Task[None]] = set()
+        self._refetching = asyncio.Semaphore(REFETCH_AT_ONCE)
         # (item id, trial) whose folder this process has cleared: cleared once, at the attempt's
         # first harness run, so a session's later runs add to it rather than wipe it.
         self._cleared: set[tuple[str, int]] = set()
@@ -420,6 +421,10 @@ class HttpAgent:
     async def _trajectory(self, caps: Capabilities, harness_id: str) -> Trajectory:
         if not caps.provides.trajectory:
             return Trajectory(TrajectoryStatus.UNAVAILABLE, problem="the harness provides no trajectory")
+        fetch = lambda: self._fetch_trajectory(harness_id)
+        return await refetched(await fetch(), fetch, self._refetching, self._spec.poll_interval)
+
+    async def _fetch_trajectory(self, harness_id: str) -> Trajectory:
         what = f"GET /runs/{harness_id}/trajectory"
         try:
             response = await self._client.request(

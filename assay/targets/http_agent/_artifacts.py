@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 LEDGER = "harness-runs.jsonl"
 _FILES = "files"
 _TRAJECTORY = "trajectory.json"
+ATIF_FILE = "atif.json"
 
 
 class RunIds:
@@ -157,6 +158,10 @@ class Keeper:
             document = trajectory.document(harness_id)
             write_atomic(path, json.dumps(document, ensure_ascii=False, default=str).encode())
             kept.append(path)
+            if trajectory.atif is not None:  # the ATIF document itself, as validated
+                path = folder / ATIF_FILE
+                write_atomic(path, json.dumps(trajectory.atif, ensure_ascii=False).encode())
+                kept.append(path)
         root = self._store.artifacts_root
         return sorted(p.relative_to(root).as_posix() for p in kept), warnings
 

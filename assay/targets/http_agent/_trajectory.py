@@ -1,17 +1,23 @@
-"""A harness run's trajectory: `GET /runs/{id}/trajectory` validated step by step, and what a run
-records of it (step and tool-call counts, caller-reported cost and tokens, the steps kept)."""
+"""A harness run's trajectory: `GET /runs/{id}/trajectory` validated — an ATIF document against
+the ATIF contract (`assay.targets.atif`), the protocol's `{"steps": [...]}` step by step — and what
+a run records of it (step and tool-call counts, caller-reported cost and tokens, the steps kept)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from assay.outcomes import TrajectoryStatus
+from assay.targets.atif import atif_steps, is_atif, read_atif
 from assay.targets.http_agent._protocol import Step
+
+REFETCHES = 2
+REFETCH_AT_ONCE = 4
 
 
 @dataclass(slots=True)
@@ -23,8 +29,12 @@ class Trajectory:
     dropped_steps: int = 0
     problem: str | None = None
     raw: list[dict[str, Any]] = field(default_factory=list)
-    """The valid steps as the harness sent them (fields the protocol does not name included):
-    what scorers see and `trajectory.json` keeps."""
+    """The valid steps as the harness sent them (fields the protocol does not name included), or
+    an ATIF document's as steps: what scorers see and `trajectory.json` keeps."""
+    atif: dict[str, Any] | None = None
+    """The ATIF document as validated, when the harness sent ATIF (kept as `atif.json`)."""
+    refetches: int = 0
+    """How many times a partial or unavailable trajectory was fetched again."""
 
     @property
     def kept(self) -> bool:
@@ -72,6 +82,10 @@ class Trajectory:
             summary["trajectory_dropped_steps"] = self.dropped_steps
         if self.problem:
             summary["trajectory_problem"] = self.problem
+        if self.atif is not None:
+            summary["trajectory_format"] = self.atif["schema_version"]
+        if self.refetches:
+            summary["trajectory_refetches"] = self.refetches
         return summary
 
     def spend(self, harness_id: str, status: str) -> dict[str, Any]:
@@ -97,9 +111,13 @@ class Trajectory:
 
 
 def validate_trajectory(doc: Any) -> Trajectory:
-    """`valid`: an object whose `steps` is a list of valid steps. `partial`: some steps were
-    invalid and dropped (the rest kept). `invalid`: not an object with a list of steps, or not one
-    of a non-empty list of steps is valid."""
+    """An ATIF document (its `schema_version` says so): `valid` or `partial` (marked so) when it
+    keeps the ATIF contract, else `invalid`. The protocol's document: `valid` when `steps` is a
+    list of valid steps; `partial` when some steps were invalid and dropped (the rest kept);
+    `invalid` when it is not an object with a list of steps, or not one of a non-empty list of
+    steps is valid."""
+    if is_atif(doc):
+        return _from_atif(doc)
     steps = doc.get("steps") if isinstance(doc, dict) else None
     if not isinstance(steps, list):
         return Trajectory(TrajectoryStatus.INVALID, problem="expected an object with a list `steps`")
@@ -121,3 +139,44 @@ def validate_trajectory(doc: Any) -> Trajectory:
     if not kept:
         return Trajectory(TrajectoryStatus.INVALID, dropped_steps=dropped, problem=first)
     return Trajectory(TrajectoryStatus.PARTIAL, kept, dropped_steps=dropped, problem=first, raw=raws)
+
+
+def _from_atif(doc: dict[str, Any]) -> Trajectory:
+    atif, status, problem = read_atif(doc)
+    if atif is None:
+        return Trajectory(status, problem=problem)
+    raws = atif_steps(atif)
+    steps = [Step.model_validate(raw) for raw in raws]  # built from a valid document: valid steps
+    return Trajectory(status, steps, problem=problem, raw=raws, atif=atif.document())
+
+
+async def refetched(
+    first: Trajectory, fetch: Callable[[], Awaitable[Trajectory]], slots: asyncio.Semaphore, wait: float
+) -> Trajectory:
+    """As evalkit does before scoring: a `partial` or `unavailable` trajectory fetched again, at
+    most `REFETCHES` more times, `wait` seconds apart, holding one of `slots` (a few at a time),
+    until it is `valid`. A later fetch replaces an earlier one unless it has less (nothing after
+    a partial).
+
+    Args:
+        first: the trajectory first fetched.
+        fetch: fetches it again.
+        slots: the target's re-fetches at once (`REFETCH_AT_ONCE`).
+        wait: seconds before each re-fetch (the target's `poll_interval`).
+    """
+    trajectory, refetches = first, 0
+    while (
+        trajectory.status in (TrajectoryStatus.PARTIAL, TrajectoryStatus.UNAVAILABLE)
+        and refetches < REFETCHES
+    ):
+        async with slots:
+            await asyncio.sleep(wait)
+            again = await fetch()
+        refetches += 1
+        if (
+            again.status is not TrajectoryStatus.UNAVAILABLE
+            or trajectory.status is TrajectoryStatus.UNAVAILABLE
+        ):
+            trajectory = again
+    trajectory.refetches = refetches
+    return trajectory

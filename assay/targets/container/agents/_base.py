@@ -97,6 +97,9 @@ class Adapter:
         egress_hosts: its provider's endpoint, added to `target.egress` when there is one (as the
             seed, quickstudy, adds an adapter's `egressHosts`).
         key_probe: how `--check-keys` tries its provider key; None when it has none.
+        resume_command: the argv template that continues the agent's own conversation in the
+            same container (a session's `resume`); None when the agent has no such line (a
+            `resume` then runs `command` again: `$ASSAY_TURN_METHOD` says it is a resume).
     """
 
     name: str
@@ -107,6 +110,7 @@ class Adapter:
     version_command: tuple[str, ...] | None = None
     egress_hosts: tuple[str, ...] = ()
     key_probe: KeyProbe | None = None
+    resume_command: tuple[str, ...] | None = None
 
 
 Parser = Callable[[str], AgentReport]

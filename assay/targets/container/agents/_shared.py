@@ -162,7 +162,7 @@ def _utf8(value: str) -> bool:
 # -- the command line --------------------------------------------------------------------------
 
 
-def command_line(spec: AgentSpec, prompt: str, prompt_file: str) -> list[str]:
+def command_line(spec: AgentSpec, prompt: str, prompt_file: str, *, resume: bool = False) -> list[str]:
     """The argv run inside the container: the template with its placeholders filled.
 
     Each argument is filled on its own and nothing goes through a shell, so a prompt is always one
@@ -172,6 +172,8 @@ def command_line(spec: AgentSpec, prompt: str, prompt_file: str) -> list[str]:
         spec: the agent.
         prompt: the item's prompt, for `{prompt}`.
         prompt_file: the prompt file's path inside the container, for `{prompt_file}`.
+        resume: a session's later prompt: the adapter's `resume_command` when it has one (a
+            `command` the spec gives is used as it is: its agent reads `$ASSAY_TURN_METHOD`).
 
     Raises:
         SpecError: the adapter is unknown, `cli` has no command, a placeholder is unknown or
@@ -181,6 +183,8 @@ def command_line(spec: AgentSpec, prompt: str, prompt_file: str) -> list[str]:
     if adapter is None:
         raise SpecError(f"agent.adapter {spec.adapter!r} is not a known adapter")
     template = spec.command if spec.command is not None else adapter.command
+    if resume and spec.command is None and adapter.resume_command is not None:
+        template = adapter.resume_command
     if template is None:
         raise SpecError(f"agent.command is required for the {spec.adapter} adapter")
     values = {"prompt": prompt, "model": spec.model, "prompt_file": str(prompt_file)}

@@ -44,6 +44,21 @@ ADAPTER = Adapter(
         header="x-api-key",
         headers=(("anthropic-version", "2023-06-01"),),
     ),
+    # `--continue`: the most recent conversation in this folder — the attempt's container is
+    # fresh, so that is this session's.
+    resume_command=(
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        "{model}",
+        "--dangerously-skip-permissions",
+        "--continue",
+        "--",
+        "{prompt}",
+    ),
 )
 
 

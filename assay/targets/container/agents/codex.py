@@ -28,7 +28,24 @@ ADAPTER = Adapter(
     version_command=("codex", "--version"),
     egress_hosts=("api.openai.com",),
     key_probe=KeyProbe(
-        key="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", base_url="https://api.openai.com/v1", path="/models"
+        key="OPENAI_API_KEY",
+        base_url_env="OPENAI_BASE_URL",
+        base_url="https://api.openai.com/v1",
+        path="/models",
+    ),
+    # `exec resume --last`: the most recent session — the attempt's container is fresh, so this one's.
+    resume_command=(
+        "codex",
+        "exec",
+        "resume",
+        "--last",
+        "--json",
+        "--model",
+        "{model}",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--",
+        "{prompt}",
     ),
 )
 
