@@ -26,6 +26,7 @@ async def run_eval(
     compare_to: str | None = None,
     retry_failed: list[str] | None = None,
     check_keys: bool = False,
+    dask: str | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -41,6 +42,8 @@ async def run_eval(
         retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
             every kind); their failed rows stay as history (`assay resume --retry-failed`).
         check_keys: try each agent's provider key with one cheap request before anything starts.
+        dask: a Dask scheduler's address (`tcp://HOST:PORT`): its workers execute the shards
+            (docs/scale.md); default `ASSAY_DASK`.
     """
     return await drive_run(
         spec,
@@ -52,5 +55,6 @@ async def run_eval(
         compare_to,
         retry_failed=retry_failed,
         check_keys=check_keys,
+        dask=dask,
         host=prefect_host(),
     )
