@@ -147,6 +147,10 @@ def burn(output, expected):
 """
 
 
+# What a worker imports for its first shard, imported as it starts (as docs/scale.md advises).
+_PRELOAD = ("assay.orchestrate.remote",)
+
+
 def _echo_spec(folder: Path, items: int, scorer: dict, concurrency: int = 32) -> Path:
     """`items` items through an instant python target (the question back), scored by `scorer`."""
     rows = [{"id": f"q{i}", "input": f"q{i}", "expected": f"q{i}"} for i in range(items)]
@@ -195,6 +199,12 @@ def _assay_run(spec: Path, store: str, env: dict[str, str], *extra: str) -> tupl
     return json.loads(out), wall, peak
 
 
+def _cpu_s(pid: int) -> float:
+    """A live process's CPU time so far (user + system), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.1f} (1 min) / {five:.1f} (5 min) on {os.cpu_count()} cores"
@@ -217,13 +227,16 @@ def dask_cpu(argv: list[str]) -> int:
         spec = _echo_spec(folder, args.items, {"kind": "user_code", "name": "cpu", "function": "cpu_scorer:burn"})
         print(f"before: {_load()}")
         for workers in (1, 2):
-            with DaskCluster(workers=workers, env=env) as cluster:
+            with DaskCluster(workers=workers, env=env, preload=_PRELOAD) as cluster:
+                before = [_cpu_s(worker.pid) for worker in cluster.workers]
                 summary, wall, _ = _assay_run(spec, f"{tmp}/store-{workers}", env, "--dask", cluster.address)
+                cpu = [_cpu_s(worker.pid) - b for worker, b in zip(cluster.workers, before, strict=True)]
             done = summary["items"]["completed"]
             rates[workers] = done / (summary["wall_ms"] / 1000)
             print(
                 f"{workers} worker(s): {done} items in {summary['wall_ms'] / 1000:.1f} s of run "
-                f"({wall:.1f} s with start-up): {rates[workers]:.0f} items/s; {_load()}"
+                f"({wall:.1f} s with start-up): {rates[workers]:.0f} items/s; workers' CPU "
+                f"{', '.join(f'{c:.1f}' for c in cpu)} s; {_load()}"
             )
     print(f"speed-up 2 vs 1 workers: {rates[2] / rates[1]:.2f}x (target >= 1.6x)")
     return 0
@@ -251,7 +264,7 @@ def dask_s3(argv: list[str]) -> int:
             f"one local process: {local['items']['completed']} items in {local_wall:.1f} s "
             f"({local['wall_ms'] / 1000:.1f} s of run), peak RSS {local_rss:.0f} MB; {_load()}"
         )
-        with DaskCluster(workers=args.workers, env=env) as cluster:
+        with DaskCluster(workers=args.workers, env=env, preload=_PRELOAD) as cluster:
             on_dask, dask_wall, driver_rss = _assay_run(spec, s3.url("dask"), env, "--dask", cluster.address)
             workers_rss = [_peak_rss_mb(worker.pid) for worker in cluster.workers]
         print(

@@ -188,3 +188,51 @@ def test_the_embedded_path_does_not_import_dask(tmp_path, mock):
         timeout=120,
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, []], done.stderr
+
+
+@pytest.mark.prefect
+def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, request):
+    import httpx
+
+    from tests.prefect_server import prefect_env, prefect_server
+
+    url = s3.url(request.node.name)
+    spec = paced_spec(tmp_path, 200)
+    home = tmp_path / "prefect-home"
+    with prefect_server(home) as api:
+        env = {**prefect_env(home, api), **s3.env}
+        workers_env = {**env, "PYTHONPATH": str(REPO), "ASSAY_TEST_DELAY_S": "0.02"}
+        with DaskCluster(workers=2, env=workers_env) as cluster:
+            ran = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "assay.cli",
+                    "run",
+                    str(spec),
+                    "--store",
+                    url,
+                    "--json",
+                    "--dask",
+                    cluster.address,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env=env,
+                check=False,
+                timeout=300,
+            )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert json.loads(ran.stdout)["items"]["completed"] == 200
+        store = Store(url)
+        run_id = _run_id(store)
+        flow_run_id = store.read_run(run_id)["prefect_flow_run_id"]
+        task_runs = httpx.post(
+            f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=30
+        ).json()
+    _exactly_once(store, run_id, 200, 1)
+    shards = _attempts(store, run_id)
+    # One `run-shard` task run per shard, each completed on a Dask worker.
+    runs = [t for t in task_runs if t["name"].startswith("shard-")]
+    assert len(runs) == len(shards) >= 4 and {t["state_type"] for t in runs} == {"COMPLETED"}

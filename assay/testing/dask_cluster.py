@@ -33,6 +33,8 @@ class DaskCluster:
         env: variables over this process's environment for every process (S3 credentials, say).
         worker_env: variables for the first worker only (fault injection).
         memory_limit: each worker's memory limit (Dask's own spilling and pausing), e.g. "1GB".
+        preload: modules each worker imports as it starts (`dask worker --preload`), so that the
+            first task does not pay for them.
     """
 
     def __init__(
@@ -41,11 +43,13 @@ class DaskCluster:
         env: dict[str, str] | None = None,
         worker_env: dict[str, str] | None = None,
         memory_limit: str = "0",
+        preload: tuple[str, ...] = (),
     ) -> None:
         self._n = workers
         self._env = {**os.environ, **(env or {})}
         self._first_env = worker_env or {}
         self._memory_limit = memory_limit
+        self._preload = [arg for module in preload for arg in ("--preload", module)]
         self._folder = tempfile.TemporaryDirectory(prefix="assay-dask-")
         self.address = ""
         self.scheduler: subprocess.Popen[bytes] | None = None
@@ -90,6 +94,7 @@ class DaskCluster:
                 f"w{n}",
                 "--memory-limit",
                 self._memory_limit,
+                *self._preload,
                 "--local-directory",
                 str(Path(self._folder.name) / f"w{n}"),
             ),
