@@ -1,8 +1,10 @@
 """A run's shards on a Dask cluster as Prefect task runs, through prefect-dask's `DaskTaskRunner`.
 
 The flow run drives the run (plans, holds the lease, summarises) as `assay/orchestrate/dask.py`
-does without Prefect; each shard is the task `run-shard` (`tasks/remote.py`) submitted to the
-cluster, so it is a task run in the UI with Prefect's retries. docs/scale.md.
+does without Prefect; each shard is the task `run-shard` (below) submitted to the
+cluster, so it is a task run in the UI with Prefect's retries. The task is defined here rather
+than in `tasks/`: it wraps the worker's side, `assay.orchestrate.remote`, a room of the tasks'
+own layer. docs/scale.md.
 """
 
 from __future__ import annotations
@@ -12,14 +14,35 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect_dask import DaskTaskRunner
 
 from assay.errors import InputError
 from assay.orchestrate.dask import connect_timeout, remote_run, shards_for
 from assay.orchestrate.drive import Host
+from assay.orchestrate.remote import RemoteRun, execute_shard
 from assay.run import progress
-from assay.run.plan import RunPlan
-from tasks.remote import run_remote_shard
+from assay.run.execute import ShardReport
+from assay.run.plan import RunPlan, Shard
+from assay.spec.dataset import Item
+from tasks.shards import worth_retrying
+
+
+# No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
+# (the commits are what a resume builds on, docs/prefect.md).
+@task(
+    name="run-shard",
+    task_run_name="shard-{shard.index}",
+    retries=2,
+    retry_delay_seconds=2,
+    retry_condition_fn=worth_retrying,
+    cache_policy=NO_CACHE,
+)
+def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
+    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
+    return execute_shard(run, shard, items)
 
 
 @asynccontextmanager
