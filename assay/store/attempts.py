@@ -86,12 +86,10 @@ class ShardAttempt:
         self.shard = shard
         self.number = 0
         self.accepted: set[str] = set()
+        # Its own: a superseded attempt stops, the run's other shards in this process go on.
+        self.superseded: LeaseLostError | None = None
         self._location = lease.store.location
         self._folder = f"{_folder(lease.run_id)}/{_shard_key(lease.generation, shard)}"
-
-    @property
-    def lost(self) -> LeaseLostError | None:
-        return self.lease.lost
 
     def _numbers(self) -> list[int]:
         names = self._location.names(self._folder)
@@ -134,14 +132,16 @@ class ShardAttempt:
         return set(json.loads(self._location.read(f"{self._folder}/{number:06d}.json"))["accepted"])
 
     def _check_newest(self) -> None:
-        newest = self._numbers()[-1]
-        if newest != self.number:
-            self.lease.lost = LeaseLostError(
+        if self.superseded is None:
+            newest = self._numbers()[-1]
+            if newest == self.number:
+                return
+            self.superseded = LeaseLostError(
                 self.lease.run_id,
                 f"shard {self.shard} of run {self.lease.run_id} is executed by a later attempt "
                 f"({newest}, this one is {self.number}): this attempt commits nothing more",
             )
-            raise self.lease.lost
+        raise self.superseded
 
 
 def sweep_attempts(store: Store, run_id: str) -> int:
