@@ -112,6 +112,8 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
     threads = sum((await client.nthreads()).values())
     run = remote_run(plan)
     shards = shards_for(plan, threads)
+    if not shards:  # every item was committed before this execution (a resume after the last batch)
+        return
     futures = [
         client.submit(
             execute_shard,
