@@ -105,6 +105,10 @@ class LeaseLostError(AssayError):
         super().__init__(message)
         self.run_id = run_id
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Pickled by a Dask worker whose shard attempt lost the run (docs/scale.md).
+        return type(self), (self.run_id, str(self))
+
 
 class StoreError(AssayError):
     """The store holds something Assay did not write, or cannot be written."""

@@ -7,6 +7,8 @@ resumes it), each shard is a cached, retried task, and the summary becomes an ar
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from typing import Any
 
 from prefect import flow
@@ -26,6 +28,7 @@ async def run_eval(
     compare_to: str | None = None,
     retry_failed: list[str] | None = None,
     check_keys: bool = False,
+    dask: str | None = None,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
@@ -41,16 +44,28 @@ async def run_eval(
         retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
             every kind); their failed rows stay as history (`assay resume --retry-failed`).
         check_keys: try each agent's provider key with one cheap request before anything starts.
+        dask: a Dask scheduler's address (`tcp://HOST:PORT`); default `ASSAY_DASK`. Its workers
+            execute the shards, each a task run `run-shard` (prefect-dask's `DaskTaskRunner`;
+            the workers need the Prefect API too: docs/scale.md).
     """
-    return await drive_run(
-        spec,
-        store,
-        run_id,
-        resume,
-        cell,
-        extra_tags,
-        compare_to,
-        retry_failed=retry_failed,
-        check_keys=check_keys,
-        host=prefect_host(),
-    )
+    params = {"retry_failed": retry_failed, "check_keys": check_keys}
+    host = prefect_host()
+    dask = dask or os.environ.get("ASSAY_DASK") or None
+    if dask is None or host.flow_run_id is None:  # outside a flow run: no task runs to make
+        return await drive_run(
+            spec, store, run_id, resume, cell, extra_tags, compare_to, **params, dask=dask, host=host
+        )
+    from flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
+
+    async with dask_task_runner(dask) as execute:
+        return await drive_run(
+            spec,
+            store,
+            run_id,
+            resume,
+            cell,
+            extra_tags,
+            compare_to,
+            **params,
+            host=replace(host, execute=execute),
+        )

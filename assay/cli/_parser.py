@@ -41,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="try each agent's provider key with one cheap request before any container starts",
     )
+    run.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="execute the shards on this Dask cluster's workers (tcp://HOST:PORT; default $ASSAY_DASK)",
+    )
     estimate = commands.add_parser(
         "estimate", parents=[common], help="calls, tokens and cost a spec will take"
     )
@@ -62,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--check-keys",
         action="store_true",
         help="try each agent's provider key with one cheap request before any container starts",
+    )
+    resume.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="execute the shards on this Dask cluster's workers (tcp://HOST:PORT; default $ASSAY_DASK)",
     )
     rescore = commands.add_parser(
         "rescore", parents=[common], help="score a stored run again with new scorers"

@@ -4,6 +4,9 @@
                     the terminal; a Prefect flow run: `flows/_host.py`)
     run.py          `drive_run`: plan, gold check, execute every cell against its target, close
     rescore.py      `drive_rescore`: new scorers over a stored run's outputs
+    target.py       a run's target opened (and closed) in this process
+    dask.py         a run's shards on a Dask cluster (`--dask`): the driver's side, `dask_host`
+    remote.py       a Dask worker's side: `execute_shard`, which imports no Dask
     finish.py       how an execution ends in its record (`finish_run`)
     prefect_env.py  whether the terminal runs under Prefect;  ui.py  `assay ui`, the local server
 

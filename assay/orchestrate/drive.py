@@ -53,6 +53,8 @@ class Host:
         run_shard: executes one shard (under Prefect: the cached, retried shard task).
         name: names the host's record of the run (the flow run).
         publish: publishes a run's summary (a Prefect artifact).
+        execute: executes one plan instead of the driver's own `execute` (on a Dask cluster:
+            `assay/orchestrate/dask.py`, whose workers open the target themselves).
     """
 
     flow_run_id: str | None = None
@@ -61,6 +63,7 @@ class Host:
     run_shard: Callable[[ShardExecutor, Shard], Awaitable[ShardReport]] = _run_shard
     name: Callable[[str], None] = _name_nothing
     publish: Callable[[dict[str, Any]], Awaitable[None]] = _publish_nothing
+    execute: Callable[[RunPlan, Host], Awaitable[None]] | None = None
 
     async def run_shards(self, executor: ShardExecutor) -> None:
         """Execute every shard of the executor's plan, at once."""
@@ -103,6 +106,7 @@ async def drive(
         for plan in plans:
             finish_run(plan, _ms_since(started), stop)
         raise
+    execute = host.execute or execute
     if failures:
         summaries = [mark_unavailable(plan.store, plan.run_id, failures) for plan in plans]
         for plan in plans:

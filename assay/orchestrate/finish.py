@@ -17,6 +17,7 @@ from assay.errors import LeaseLostError, describe
 from assay.outcomes import RunStatus
 from assay.run import progress
 from assay.run.plan import RunPlan, mark_failed
+from assay.store.attempts import sweep_attempts
 
 
 def is_cancellation(stop: BaseException) -> bool:
@@ -45,6 +46,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
     # time to live in which no other process can take the run over.
     lease.renew()
     try:
+        sweep_attempts(plan.store, plan.run_id)  # shards that Dask workers ran more than once
         lease.sweep()
         if stop is None:
             status, error = None, None

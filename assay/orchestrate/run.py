@@ -10,20 +10,20 @@ a layer above `assay.run`.
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from typing import Any
 
 from assay._lazy import warm_up
 from assay.analysis.summary import matrix_summary
+from assay.errors import InputError
 from assay.orchestrate.drive import EMBEDDED, Host, drive
+from assay.orchestrate.target import close_plan_target, open_plan_target
 from assay.outcomes import RunStatus
 from assay.run.execute import ShardExecutor
 from assay.run.gold import gold_check_failures
 from assay.run.plan import RunPlan, open_runs
-from assay.sandbox.hygiene import clean_after
 from assay.store import Store
-from assay.targets import makes_containers, open_target
 
 
 async def drive_run(
@@ -37,6 +37,7 @@ async def drive_run(
     *,
     retry_failed: list[str] | None = None,
     check_keys: bool = False,
+    dask: str | None = None,
     host: Host = EMBEDDED,
 ) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
@@ -54,8 +55,36 @@ async def drive_run(
         retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
             every kind), keeping their failed rows as history (`open_runs`).
         check_keys: try each agent's provider key with one cheap request before anything starts.
+        dask: a Dask scheduler's address (`tcp://HOST:PORT`); default `ASSAY_DASK`. Its workers
+            execute the shards (docs/scale.md); checked before anything is written.
         host: what runs this (see `Host`).
     """
+    dask = dask or os.environ.get("ASSAY_DASK") or None
+    if dask is None:
+        return await _drive_run(spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, host)
+    try:
+        from assay.orchestrate.dask import dask_host  # distributed: imported only for a cluster
+    except ModuleNotFoundError as exc:
+        raise InputError(f"--dask {dask}: Dask is not installed ({exc}); `pip install 'assay[dask]'`") from None
+
+    async with dask_host(dask, host) as on_cluster:
+        return await _drive_run(
+            spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, on_cluster
+        )
+
+
+async def _drive_run(
+    spec: str,
+    store: str | None,
+    run_id: str | None,
+    resume: bool,
+    cell: str | None,
+    extra_tags: list[str] | None,
+    compare_to: str | None,
+    retry_failed: list[str] | None,
+    check_keys: bool,
+    host: Host,
+) -> dict[str, Any]:
     started = time.perf_counter()
 
     # Validate the spec, dataset and prompts, fix each run's identity, record it as running.
@@ -107,21 +136,8 @@ async def drive_run(
 
 async def _execute(plan: RunPlan, host: Host) -> None:
     """Every shard of one run against its own open target; what the run's containers left is removed."""
-    target = open_target(
-        plan.spec.target,
-        concurrency=plan.spec.concurrency,
-        seed=plan.spec.seed,
-        search_path=str(plan.spec_dir),
-        run_id=plan.run_id,
-        capabilities=json.loads(plan.record["target_snapshot"])
-        if plan.record.get("target_snapshot")
-        else None,
-        store=plan.store,
-        redact=plan.spec.redact,
-    )
+    target = open_plan_target(plan)
     try:
         await host.run_shards(ShardExecutor.for_target(plan, target))
     finally:
-        await target.aclose()
-        if makes_containers(plan.spec):
-            await clean_after(plan.run_id)
+        await close_plan_target(plan, target)

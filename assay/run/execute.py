@@ -58,6 +58,16 @@ _BATCH_ROWS = 500
 _BATCH_SECONDS = 2.0
 
 
+class Writer(Protocol):
+    """Fences a shard's commits: the run's `Lease`, or a worker's `ShardAttempt`."""
+
+    def check(self) -> None: ...
+
+    def part_name(self, shard: int) -> str: ...
+
+    def after_commit(self, part: str) -> None: ...
+
+
 class RunItem(Protocol):
     """Produces one item x trial's rows."""
 
@@ -105,8 +115,14 @@ class ShardExecutor:
         # A batching judge waits for a batch's worth of outputs; the gate still bounds the target calls.
         return cls(plan, run_item, scoring.in_flight(width))
 
-    async def run_shard(self, shard: Shard) -> ShardReport:
-        """Execute the shard's items not yet committed; returns what it did."""
+    async def run_shard(self, shard: Shard, writer: Writer | None = None) -> ShardReport:
+        """Execute the shard's items not yet committed; returns what it did.
+
+        Args:
+            shard: the shard.
+            writer: what fences its commits; default the run's lease (a Dask worker's: its
+                `assay.store.attempts.ShardAttempt`).
+        """
         plan = self.plan
         run_context.set(RunContext(plan.run_id, str(plan.spec_dir), plan.store))
         report = ShardReport(shard=shard.index)
@@ -116,7 +132,7 @@ class ShardExecutor:
                 report.already_done += 1
             else:
                 todo.append((plan.items[position], trial))
-        batch = _Batch(plan, shard.index)
+        batch = _Batch(plan, shard.index, writer or plan.lease)
         pending = iter(todo)
         run_item = self._run_item
 
@@ -240,9 +256,10 @@ class _Rows:
 class _Batch:
     """Rows waiting to be committed, flushed by size or age."""
 
-    def __init__(self, plan: RunPlan, shard: int) -> None:
+    def __init__(self, plan: RunPlan, shard: int, writer: Writer) -> None:
         self._plan = plan
         self._shard = shard
+        self._writer = writer
         self._rows = _Rows()
         self._since = time.monotonic()
 
@@ -271,10 +288,11 @@ class _Batch:
         if not rows.items:
             return
         plan = self._plan
-        plan.lease.check()
+        writer = self._writer
+        writer.check()
         # The lease generation in the name fences a paused writer (assay/store/lease.py); the random
         # suffix puts a resumed shard's parts beside, never over, its earlier ones.
-        part = plan.lease.part_name(self._shard)
+        part = writer.part_name(self._shard)
         plan.store.commit_batch(
             plan.run_id,
             part,
@@ -283,7 +301,7 @@ class _Batch:
             requests_table(rows.requests) if rows.requests else None,
             TURNS.table(rows.turns) if rows.turns else None,
         )
-        plan.lease.after_commit(f"{part}.parquet")
+        writer.after_commit(f"{part}.parquet")
         plan.capture.committed(sum(r["bytes"] for r in rows.requests))
         # A retried shard (Prefect retries a failed task) must not run these again.
         plan.done.update((row["item_id"], row["trial"]) for row in rows.items)

@@ -38,6 +38,7 @@ from assay.run.identity import Identity, identity_of, spec_hash
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item, canonical_json
 from assay.store import Store
+from assay.store.attempts import sweep_attempts
 from assay.store.lease import Lease
 from assay.targets import kind_of
 
@@ -281,8 +282,10 @@ def start_or_resume(
     lease.acquire()
     try:
         if resuming:
-            # First what a killed writer left staged (a complete batch is kept, not redone), then
+            # First the parts of shard attempts a later attempt redid (a Dask worker's, docs/scale.md),
+            # then what a killed writer left staged (a complete batch is kept, not redone), then
             # the fence: which committed parts the run resumes from.
+            sweep_attempts(store, run_id)
             store.recover(run_id)
         lease.take_over_parts()
         if resuming:

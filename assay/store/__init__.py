@@ -3,6 +3,8 @@
     local      `Store`: the datasets' layout, the staged commit of a batch (items last, the
                commit marker), run records as revisions, and the readers (Polars)
     lease      `Lease`: one process drives a run at a time; a paused one is fenced out
+    attempts   `ShardAttempt`: Dask workers write a run under its driver's lease, each shard's
+               attempts fenced like leases, so a shard run twice commits each item once
     _publish   the file steps under them: staging, put-if-absent, revisions, fault injection
 
 `local.py` draws the commit protocol and how it maps onto object storage; `lease.py` the lease's.

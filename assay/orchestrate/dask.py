@@ -1,0 +1,145 @@
+"""A run's shards on a Dask cluster through `distributed.Client` (`assay run --dask ADDRESS`).
+
+The driver (this process) plans the run, holds its lease, submits one task per shard and
+summarises; each worker executes its shards and commits their parts straight to the store
+(`assay/orchestrate/remote.py`), fenced per attempt (`assay/store/attempts.py`). Why and how:
+docs/scale.md. Imported only when `--dask` / `ASSAY_DASK` asks for a cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+from distributed import Client, as_completed
+
+from assay.errors import InputError
+from assay.orchestrate.drive import Host
+from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run
+from assay.run import progress
+from assay.run.plan import RunPlan, Shard
+
+# Many more shards than worker threads, so a slow or lost worker costs little of the run, and
+# no shard so large that running it again is expensive; never one so small that its task and
+# its Parquet parts cost more than its items (Dask's ~1 ms a task, a part per shard at least).
+SHARDS_PER_THREAD = 8
+MAX_SHARD_ITEMS = 2_000
+MIN_SHARD_ITEMS = 25
+# A task whose worker dies is run again by the scheduler (up to `allowed-failures`, 3, deaths);
+# these retries are for errors it raised (a store write that failed, say).
+TASK_RETRIES = 2
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for the scheduler: `ASSAY_DASK_TIMEOUT`, default 10."""
+    return float(os.environ.get("ASSAY_DASK_TIMEOUT", "10"))
+
+
+@asynccontextmanager
+async def dask_host(address: str, host: Host) -> AsyncIterator[Host]:
+    """`host` with its plans' shards executed on the Dask cluster at `address`.
+
+    Raises:
+        InputError: no Dask scheduler answers at `address` (checked before anything is written).
+    """
+    client = await _connect(address)
+    try:
+        yield replace(host, execute=lambda plan, _host: execute_on(client, plan))
+    finally:
+        await client.close()
+
+
+async def _connect(address: str) -> Client:
+    try:
+        return await Client(address, asynchronous=True, timeout=connect_timeout(), set_as_default=False)
+    except (ValueError, TypeError) as exc:
+        raise InputError(
+            f"--dask {address}: not a Dask scheduler's address (tcp://HOST:PORT): {exc}"
+        ) from None
+    except (OSError, TimeoutError) as exc:
+        raise InputError(
+            f"--dask {address}: no Dask scheduler answered there within {connect_timeout():g} s "
+            f"({type(exc).__name__}: {exc}); start one with `dask scheduler`, or check the address "
+            "(tcp://HOST:PORT)"
+        ) from None
+
+
+def shards_for(plan: RunPlan, threads: int) -> list[Shard]:
+    """The run's unfinished work cut for a cluster of `threads` worker threads: at least
+    `SHARDS_PER_THREAD` shards a thread, none over `MAX_SHARD_ITEMS` or under `MIN_SHARD_ITEMS`
+    items (but the last)."""
+    todo = [(p, t) for p, t in plan.work if (plan.items[p].item_id, t) not in plan.done]
+    count = max(SHARDS_PER_THREAD * max(threads, 1), math.ceil(len(todo) / MAX_SHARD_ITEMS))
+    size = max(MIN_SHARD_ITEMS, math.ceil(len(todo) / count))
+    return [
+        Shard(index=n, work=tuple(todo[start : start + size]))
+        for n, start in enumerate(range(0, len(todo), size))
+    ]
+
+
+def remote_run(plan: RunPlan) -> RemoteRun:
+    """What each shard's task carries of the run."""
+    return RemoteRun(
+        run_id=plan.run_id,
+        store=plan.store.root,
+        spec=plan.spec,
+        spec_dir=str(plan.spec_dir),
+        identity=plan.identity,
+        record=plan.record,
+        token=plan.lease.holder["token"],
+        generation=plan.lease.generation,
+        retried=plan.retried,
+        spent_usd=plan.budget.spent_usd,
+    )
+
+
+async def execute_on(client: Client, plan: RunPlan) -> None:
+    """Execute every unfinished item of `plan` on the cluster, one task per shard, and wait for
+    them; the progress counts each shard's items as it ends.
+
+    Raises:
+        InputError: the spec asks for something a cluster cannot do (a sequential compare).
+        LeaseLostError: a worker found that another process drives the run now.
+    """
+    if plan.monitor is not None:
+        raise InputError(
+            "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
+        )
+    threads = sum((await client.nthreads()).values())
+    run = remote_run(plan)
+    shards = shards_for(plan, threads)
+    if not shards:  # every item was committed before this execution (a resume after the last batch)
+        return
+    futures = [
+        client.submit(
+            execute_shard,
+            run,
+            shard,
+            {position: plan.items[position] for position, _ in shard.work},
+            key=f"assay-shard-{plan.run_id}-g{plan.lease.generation}-{shard.index}",
+            retries=TASK_RETRIES,
+            pure=False,
+        )
+        for shard in shards
+    ]
+    try:
+        async for future in as_completed(futures, loop=client.loop):
+            report = await future
+            for outcome, count in report.executed.items():
+                for _ in range(count):
+                    progress.current().item_done(outcome)
+    finally:
+        await client.cancel(futures)
+        await _forget(client, plan)
+
+
+async def _forget(client: Client, plan: RunPlan) -> Any:
+    """Close the run's target on every worker (best effort: a worker that left has no target)."""
+    try:
+        return await client.run(forget_run, plan.run_id, plan.lease.holder["token"], on_error="ignore")
+    except OSError:
+        return None

@@ -1,0 +1,152 @@
+"""A Dask worker's side of a run: execute shards of a run another process drives (docs/scale.md).
+
+    execute_shard(run, shard, items)     the task the driver submits, once per shard (Dask runs it
+                                         again elsewhere when a worker dies)
+    forget_run(run_id, token)            closes the run's target in this process, once it ended
+
+Nothing here imports Dask: the functions are plain, pickled by the driver and called by a worker
+in one of its threads. Every shard of a run executed by one worker process shares one event loop
+(a thread of its own), one open target and its limiter and rate controller, built the way the
+driver builds them in a local run (`open_plan_target`); each shard's commits are fenced by its
+`ShardAttempt` under the driver's lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assay.calls.accounting import Budget
+from assay.orchestrate.target import close_plan_target, open_plan_target
+from assay.run.execute import ShardExecutor, ShardReport
+from assay.run.identity import Identity
+from assay.run.plan import RunPlan, Shard
+from assay.spec import EvalSpec
+from assay.spec.dataset import Item
+from assay.store import Store
+from assay.store.attempts import FollowedLease, ShardAttempt
+from assay.targets import Target
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRun:
+    """What a worker needs of a run to execute its shards: sent with each shard (small: the
+    items go with their shards).
+
+    Args:
+        run_id: the run.
+        store: the store's root, as every worker reaches it (`s3://…`, or a shared folder).
+        spec: the validated spec.
+        spec_dir: the spec's folder (user code; must exist at this path on the workers).
+        identity: the run's identity.
+        record: the run's record as the driver wrote it (the target's preflight snapshot).
+        token: the driver's lease token: a worker commits while it still holds the run.
+        generation: the driver's lease generation, in every part's name.
+        retried: `--retry-failed`'s items and the `retry` of their failed rows.
+        spent_usd: what the run had spent when the driver planned it (each worker's budget
+            counts from there).
+    """
+
+    run_id: str
+    store: str
+    spec: EvalSpec
+    spec_dir: str
+    identity: Identity
+    record: dict[str, Any]
+    token: str
+    generation: int
+    retried: dict[tuple[str, int], int]
+    spent_usd: float
+
+
+class _Executing:
+    """One run in this worker process: its plan (the items of the shards it was sent), open
+    target and executor, shared by every shard of the run it executes."""
+
+    def __init__(self, run: RemoteRun) -> None:
+        store = Store(run.store)
+        self.lease = FollowedLease(store, run.run_id, run.token, run.generation)
+        self.items: dict[int, Item] = {}
+        self.plan = RunPlan(
+            run_id=run.run_id,
+            spec=run.spec,
+            spec_dir=Path(run.spec_dir),
+            items=self.items,  # type: ignore[arg-type] - indexed by position, like the driver's list
+            identity=run.identity,
+            store=store,
+            record=run.record,
+            done=set(),
+            lease=self.lease,
+            work=[],
+            retried=run.retried,
+        )
+        self.plan.budget = Budget(run.spec.budget_usd, spent_usd=run.spent_usd)
+        self.target: Target = open_plan_target(self.plan)
+        self.executor = ShardExecutor.for_target(self.plan, self.target)
+
+
+_runs: dict[tuple[str, str], _Executing] = {}
+_loop: asyncio.AbstractEventLoop | None = None
+_lock = threading.Lock()
+
+
+def _shard_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for shards, in a thread of its own: Dask calls `execute_shard`
+    from its worker threads, and shards of one run must share a loop to share a target."""
+    global _loop
+    with _lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="assay-shards", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    """Execute one shard in this worker process: its items not committed by an earlier attempt
+    of it, committed as parts of the run fenced by this attempt (`ShardAttempt`).
+
+    Args:
+        run: the run.
+        shard: the shard (positions in the run's items, and trials).
+        items: the shard's items by position.
+
+    Raises:
+        LeaseLostError: the driver no longer holds the run, or a later attempt of this shard began.
+    """
+    return asyncio.run_coroutine_threadsafe(_execute(run, shard, items), _shard_loop()).result()
+
+
+async def _execute(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    key = (run.run_id, run.token)
+    executing = _runs.get(key)
+    if executing is None:
+        # A new driver of the run (a resume): the earlier one's target here is closed.
+        for earlier in [k for k in _runs if k[0] == run.run_id]:
+            await _forget(*earlier)
+        executing = _runs[key] = _Executing(run)
+    executing.items.update(items)
+    attempt = ShardAttempt(executing.lease, shard.index)
+    accepted = attempt.begin()
+    if accepted:
+        executing.plan.done.update(executing.plan.store.done_keys(run.run_id, parts=accepted))
+    return await executing.executor.run_shard(shard, attempt)
+
+
+def forget_run(run_id: str, token: str) -> bool:
+    """Close the run's target in this worker process (the driver calls it on every worker when
+    the run ended); True when this process had executed some of the run."""
+    if _loop is None:
+        return False
+    return asyncio.run_coroutine_threadsafe(_forget(run_id, token), _loop).result()
+
+
+async def _forget(run_id: str, token: str) -> bool:
+    executing = _runs.pop((run_id, token), None)
+    if executing is None:
+        return False
+    await close_plan_target(executing.plan, executing.target)
+    return True

@@ -1,0 +1,102 @@
+"""A run's shards on a Dask cluster as Prefect task runs, through prefect-dask's `DaskTaskRunner`.
+
+The flow run drives the run (plans, holds the lease, summarises) as `assay/orchestrate/dask.py`
+does without Prefect; each shard is the task `run-shard` (below) submitted to the
+cluster, so it is a task run in the UI with Prefect's retries. The task is defined here rather
+than in `tasks/`: it wraps the worker's side, `assay.orchestrate.remote`, a room of the tasks'
+own layer. docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect_dask import DaskTaskRunner
+
+from assay.errors import InputError
+from assay.orchestrate.dask import connect_timeout, remote_run, shards_for
+from assay.orchestrate.drive import Host
+from assay.orchestrate.remote import RemoteRun, execute_shard
+from assay.run import progress
+from assay.run.execute import ShardReport
+from assay.run.plan import RunPlan, Shard
+from assay.spec.dataset import Item
+from tasks.shards import worth_retrying
+
+
+# No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
+# (the commits are what a resume builds on, docs/prefect.md).
+@task(
+    name="run-shard",
+    task_run_name="shard-{shard.index}",
+    retries=2,
+    retry_delay_seconds=2,
+    retry_condition_fn=worth_retrying,
+    cache_policy=NO_CACHE,
+)
+def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
+    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
+    return execute_shard(run, shard, items)
+
+
+@asynccontextmanager
+async def dask_task_runner(address: str) -> AsyncIterator[Callable[[RunPlan, Host], Awaitable[None]]]:
+    """A host's `execute` that submits each shard to the cluster at `address` as a task run.
+
+    Raises:
+        InputError: no Dask scheduler answers at `address` (before anything is written).
+    """
+    runner = DaskTaskRunner(address=address, client_kwargs={"timeout": connect_timeout()})
+    runner.__enter__()
+    try:
+        try:
+            # The client connects on first use; a sync client, so off the flow's event loop.
+            await asyncio.to_thread(lambda: runner.client)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            raise InputError(
+                f"--dask {address}: no Dask scheduler answered there ({type(exc).__name__}: {exc}); "
+                "start one with `dask scheduler`, or check the address (tcp://HOST:PORT)"
+            ) from None
+
+        async def execute(plan: RunPlan, host: Host) -> None:
+            await _execute(runner, plan)
+
+        yield execute
+    finally:
+        await asyncio.to_thread(runner.__exit__, None, None, None)
+
+
+async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
+    if plan.monitor is not None:
+        raise InputError(
+            "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
+        )
+    threads = sum((await asyncio.to_thread(runner.client.nthreads)).values())
+    run = remote_run(plan)
+    futures: list[Any] = [
+        runner.submit(
+            run_remote_shard,
+            {
+                "run": run,
+                "shard": shard,
+                "items": {position: plan.items[position] for position, _ in shard.work},
+            },
+        )
+        for shard in shards_for(plan, threads)
+    ]
+    try:
+        # Waited for off the event loop: the lease's renewals run on it meanwhile.
+        for future in futures:
+            report = await asyncio.to_thread(future.result)
+            for outcome, count in report.executed.items():
+                for _ in range(count):
+                    progress.current().item_done(outcome)
+    finally:
+        for future in futures:
+            future.wrapped_future.cancel()

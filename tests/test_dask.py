@@ -1,0 +1,238 @@
+"""A run's shards on a real Dask cluster: `dask scheduler` and `dask worker` processes on
+127.0.0.1, the store on a real S3 API server (moto) or a local folder.
+
+The same rows and summary as a local run; a worker SIGKILLed mid-shard (its shard runs again on
+the other worker) and a driver SIGKILLed mid-run (`assay resume --dask`) both end with every item
+and score exactly once; a bad address is bad input, with nothing written. docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from assay.store import Store
+from assay.testing.dask_cluster import DaskCluster
+from assay.testing.s3 import S3Server
+from tests.conftest import REPO, openai_spec, paced_spec, run_assay, start_assay
+
+pytestmark = [pytest.mark.slow]  # processes, a cluster, seconds each
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[S3Server]:
+    with S3Server(bucket="evals") as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server, its variables in this process's environment (subprocesses inherit them)."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    return s3_server
+
+
+def _cluster(s3: S3Server, worker_env: dict[str, str] | None = None) -> DaskCluster:
+    """Two workers that import this checkout (the tests' python target: 100 ms an item, 4 at a
+    time) and reach the bucket."""
+    env = {**s3.env, "PYTHONPATH": str(REPO), "DO_NOT_TRACK": "1", "ASSAY_TEST_DELAY_S": "0.1"}
+    return DaskCluster(workers=2, env=env, worker_env=worker_env)
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_server: S3Server) -> Iterator[DaskCluster]:
+    with _cluster(s3_server) as running:
+        yield running
+
+
+def _exactly_once(store: Store, run_id: str, n: int, scorers: int) -> pl.DataFrame:
+    items, scores = store.run_items(run_id), store.run_scores(run_id)
+    assert items.height == n and items["item_id"].n_unique() == n
+    assert scores.height == n * scorers and scores.select("item_id", "scorer").n_unique() == n * scorers
+    # Every part the bucket holds is a committed batch's: nothing stray for an analyst's glob.
+    assert store.part_names(run_id, "scores") == store.part_names(run_id, "items")
+    raw = pl.read_parquet(
+        f"{store.root}/items/run_id={run_id}/*.parquet", storage_options=store.location.storage_options
+    )
+    assert raw.height == n
+    return items
+
+
+def _run_id(store: Store) -> str:
+    (run_id,) = store.runs().collect()["run_id"].to_list()
+    return run_id
+
+
+def _attempts(store: Store, run_id: str) -> dict[str, list[str]]:
+    """Each shard's attempt records (`assay/store/attempts.py`)."""
+    folder = f"leases/run_id={run_id}/shards"
+    return {shard: store.location.names(f"{folder}/{shard}") for shard in store.location.names(folder)}
+
+
+def test_a_run_through_dask_on_s3_has_the_rows_and_summary_of_a_local_run(
+    s3, cluster, tmp_path, mock, request
+):
+    spec = openai_spec(tmp_path, mock.base_url, n=120)
+    local_url, dask_url = s3.url(f"{request.node.name}-local"), s3.url(f"{request.node.name}-dask")
+    local = run_assay("run", str(spec), "--store", local_url, "--json")
+    assert local.returncode == 0, local.stderr
+    on_dask = run_assay("run", str(spec), "--store", dask_url, "--json", "--dask", cluster.address)
+    assert on_dask.returncode == 0, on_dask.stderr
+    a, b = json.loads(local.stdout), json.loads(on_dask.stdout)
+    for key in ("status", "planned", "items", "failures", "item_error_rate", "gate_passed", "scorers"):
+        assert a[key] == b[key], key
+
+    def rows(url: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        store = Store(url)
+        run_id = _run_id(store)
+        items = _exactly_once(store, run_id, 120, 2)
+        scores = store.run_scores(run_id)
+        return (
+            items.select("item_id", "trial", "outcome", "output", "tokens_input", "tokens_output").sort(
+                "item_id"
+            ),
+            scores.select("item_id", "scorer", "score").sort("item_id", "scorer"),
+        )
+
+    local_rows, dask_rows = rows(local_url), rows(dask_url)
+    assert local_rows[0].equals(dask_rows[0]) and local_rows[1].equals(dask_rows[1])
+    # Cut for the cluster: many more shards than its 2 worker threads, each a task of its own.
+    store = Store(dask_url)
+    assert len(_attempts(store, _run_id(store))) >= 4
+
+
+def test_a_worker_killed_mid_shard_has_its_shard_run_elsewhere_exactly_once(s3, tmp_path, request):
+    url = s3.url(request.node.name)
+    spec = paced_spec(tmp_path, 400)
+    # The first worker SIGKILLs itself inside its second commit, between the PUTs of the batch's
+    # scores part and its items part (the commit marker): a shard half done, an orphan scores part.
+    with _cluster(s3, worker_env={"ASSAY_FAULT_KILL": "publish:items:2"}) as dying:
+        ran = run_assay("run", str(spec), "--store", url, "--json", "--dask", dying.address, timeout=300)
+        assert dying.workers[0].wait(timeout=60) == -signal.SIGKILL
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["items"]["completed"] == 400
+    store = Store(url)
+    run_id = _run_id(store)
+    _exactly_once(store, run_id, 400, 1)
+    # The killed worker's shard was begun again: a second attempt.
+    assert any(len(records) > 1 for records in _attempts(store, run_id).values())
+
+
+def test_a_driver_killed_mid_run_is_resumed_on_the_cluster_exactly_once(s3, cluster, tmp_path, request):
+    url = s3.url(request.node.name)
+    spec = paced_spec(tmp_path, 400)
+    driver = start_assay("run", str(spec), "--store", url, "--quiet", "--dask", cluster.address)
+    store = Store(url)
+    deadline = time.monotonic() + 120
+    # Killed once the workers committed a first batch (polling the bucket: the event is there).
+    while not store.location.names("items"):
+        assert time.monotonic() < deadline and driver.poll() is None, driver.communicate()
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=30)
+    run_id = _run_id(store)
+    assert store.run_items(run_id).height < 400
+    resumed = run_assay("resume", run_id, "--store", url, "--json", "--dask", cluster.address, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["items"]["completed"] == 400
+    _exactly_once(store, run_id, 400, 1)
+
+
+def test_an_address_where_no_scheduler_answers_is_bad_input_and_writes_nothing(tmp_path, mock):
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    store = tmp_path / "store"
+    # A port just closed: nothing listens there.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = run_assay(
+        "run",
+        str(spec),
+        "--store",
+        str(store),
+        "--dask",
+        f"tcp://127.0.0.1:{port}",
+        env={"ASSAY_DASK_TIMEOUT": "3"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--dask tcp://127.0.0.1:{port}" in done.stderr and "dask scheduler" in done.stderr
+    assert not store.exists()
+    bad = run_assay("run", str(spec), "--store", str(store), env={"ASSAY_DASK": "nowhere://x"})
+    assert bad.returncode == 2 and "ASSAY_DASK" not in bad.stdout and "--dask nowhere://x" in bad.stderr
+    assert not store.exists()
+
+
+def test_the_embedded_path_does_not_import_dask(tmp_path, mock):
+    spec = openai_spec(tmp_path, mock.base_url, n=3)
+    probe = (
+        "import sys, json; from assay.cli import main; code = main(sys.argv[1:]); "
+        "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed'))]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=Path(REPO),
+        check=False,
+        timeout=120,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, []], done.stderr
+
+
+@pytest.mark.prefect
+def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, request):
+    import httpx
+
+    from tests.prefect_server import prefect_env, prefect_server
+
+    url = s3.url(request.node.name)
+    spec = paced_spec(tmp_path, 200)
+    home = tmp_path / "prefect-home"
+    with prefect_server(home) as api:
+        env = {**prefect_env(home, api), **s3.env}
+        workers_env = {**env, "PYTHONPATH": str(REPO), "ASSAY_TEST_DELAY_S": "0.02"}
+        with DaskCluster(workers=2, env=workers_env) as cluster:
+            ran = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "assay.cli",
+                    "run",
+                    str(spec),
+                    "--store",
+                    url,
+                    "--json",
+                    "--dask",
+                    cluster.address,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env=env,
+                check=False,
+                timeout=300,
+            )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert json.loads(ran.stdout)["items"]["completed"] == 200
+        store = Store(url)
+        run_id = _run_id(store)
+        flow_run_id = store.read_run(run_id)["prefect_flow_run_id"]
+        task_runs = httpx.post(
+            f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=30
+        ).json()
+    _exactly_once(store, run_id, 200, 1)
+    shards = _attempts(store, run_id)
+    # One `run-shard` task run per shard, each completed on a Dask worker.
+    runs = [t for t in task_runs if t["name"].startswith("shard-")]
+    assert len(runs) == len(shards) >= 4 and {t["state_type"] for t in runs} == {"COMPLETED"}
