@@ -27,9 +27,12 @@ headers and `Retry-After` are what they share (docs/rate-control.md). The contro
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -92,12 +95,21 @@ class RateController:
         name: what the controller controls (`<base_url> <model>`), for people.
         ceiling: the most calls in flight (the spec's `concurrency`).
         rpm: at most this many calls a minute, if set.
+        tpm: at most this many tokens a minute (estimated before a call, corrected by its usage).
     """
 
-    def __init__(self, name: str, ceiling: int, *, rpm: float | None = None) -> None:
+    share = "local"  # the backend's name, stored with the run
+    share_url = "local"  # the setting it was made from
+
+    def __init__(
+        self, name: str, ceiling: int, *, rpm: float | None = None, tpm: float | None = None
+    ) -> None:
         self.name = name
         self.ceiling = ceiling
         self.rpm = rpm
+        self.tpm = tpm
+        self.waiting = 0
+        self.paused_s = 0.0  # total time no call could leave because of a refusal or reset
         self.limit = float(min(ceiling, START_WINDOW))
         self.threshold = float(ceiling)  # slow start ends here (halved on a rate limit)
         self.in_flight = 0
@@ -107,6 +119,7 @@ class RateController:
         self._outstanding = 0  # calls in flight at the last decrease
         self._since_decrease = 0  # answers since then
         self._next_send = 0.0
+        self._next_tokens = 0.0
         self._freed: asyncio.Event | None = None
         self._started = time.monotonic()
         self._sampled = 0.0
@@ -116,37 +129,87 @@ class RateController:
     # -- admission ------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        while True:
-            wait = self._try_take()
-            if wait is None:
-                return self
-            if wait > 0:
-                await asyncio.sleep(wait)
-            else:  # the window is full: wait for a call to end
-                if self._freed is None:
-                    self._freed = asyncio.Event()
-                freed = self._freed
-                await freed.wait()
+        await self.acquire()
+        return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextlib.asynccontextmanager
+    async def call(self, tokens: int = 0) -> AsyncIterator[None]:
+        """A slot for one attempt estimated to use `tokens` tokens (paced under `tpm`; correct
+        the estimate with `settle` once the usage is known)."""
+        await self.acquire(tokens)
+        try:
+            yield
+        finally:
+            self.release()
+
+    async def acquire(self, tokens: int = 0) -> None:
+        """Wait for a slot (and, under `rpm` / `tpm`, for the call's turn), then take it."""
+        self.waiting += 1
+        try:
+            while True:
+                wait = self._try_take(tokens)
+                if wait is None:
+                    return
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                else:  # the window is full: wait for a call to end
+                    self._window_full()
+                    if self._freed is None:
+                        self._freed = asyncio.Event()
+                    freed = self._freed
+                    await freed.wait()
+        finally:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        """Give back a slot taken by `acquire`."""
         self.in_flight -= 1
+        self._wake()
+
+    async def aclose(self) -> None:
+        """A client calling through this controller is done (a fleet member hands its share
+        back; a local controller has nothing to do)."""
+
+    def _wake(self) -> None:
         if self._freed is not None:
             self._freed.set()
             self._freed = None
 
-    def _try_take(self) -> float | None:
+    def _window_full(self) -> None:
+        """A call waits for the window (a shared controller asks its fleet for more)."""
+
+    def _try_take(self, tokens: int = 0) -> float | None:
         """Take a slot (None), or say how long to wait: seconds, or 0 for "until a call ends"."""
         now = time.monotonic()
         if now < self._paused_until:
             return self._paused_until - now
         if self.in_flight >= int(self.limit):
             return 0.0
-        if self.rpm:
-            if now < self._next_send:
-                return self._next_send - now
-            self._next_send = max(now, self._next_send) + 60.0 / self.rpm
+        rpm, tpm = self.pacing()
+        if rpm and now < self._next_send:
+            return self._next_send - now
+        if tpm and tokens and now < self._next_tokens:
+            return self._next_tokens - now
+        if rpm:
+            self._next_send = max(now, self._next_send) + 60.0 / rpm
+        if tpm and tokens:
+            self._next_tokens = max(now, self._next_tokens) + tokens * 60.0 / tpm
         self.in_flight += 1
         return None
+
+    def pacing(self) -> tuple[float | None, float | None]:
+        """The requests and tokens a minute this controller's calls are paced to (None: unpaced)."""
+        return self.rpm, self.tpm
+
+    def settle(self, estimated: int, used: int | None) -> None:
+        """Correct a call's token estimate by its usage (None: unknown, the estimate stands; 0: a
+        refused call, which used none), so `tpm` paces what the calls really use."""
+        _, tpm = self.pacing()
+        if tpm and used is not None and estimated:
+            self._next_tokens += (used - estimated) * 60.0 / tpm
 
     # -- feedback -------------------------------------------------------------------------------
 
@@ -155,12 +218,9 @@ class RateController:
         self.responses += 1
         self._since_decrease += 1
         now = time.monotonic()
+        self.pause_for(status, headers, now)
         if status in RATE_LIMIT_STATUSES:
             self.rate_limited += 1
-            wait = retry_after(headers.get("retry-after"))
-            if wait is None:
-                wait = reset_seconds(headers.get("x-ratelimit-reset-requests")) or 1.0
-            self._paused_until = max(self._paused_until, now + wait)
             # One decrease per window: refusals of calls sent before the last decrease (still in
             # flight then) say nothing new about the smaller window.
             if self._since_decrease >= self._outstanding:
@@ -171,10 +231,6 @@ class RateController:
             return
         if status is not None and status < 400:
             remaining = _count(headers.get("x-ratelimit-remaining-requests"))
-            if remaining == 0:
-                reset = reset_seconds(headers.get("x-ratelimit-reset-requests"))
-                if reset:
-                    self._paused_until = max(self._paused_until, now + min(reset, _MAX_RESET_PAUSE_S))
             if remaining is not None and remaining <= self.in_flight:
                 pass  # the account is nearly used up: hold the window rather than grow into a 429
             elif self.limit < self.threshold:
@@ -183,6 +239,26 @@ class RateController:
                 self.limit = min(self.limit + INCREASE / self.limit, self.ceiling)
         self._sample()
 
+    def pause_for(self, status: int | None, headers: Mapping[str, str], now: float) -> None:
+        """The pause an answer asks for: a refusal's `Retry-After` (else
+        `x-ratelimit-reset-requests`, else 1 s); a success saying no request is left, until its
+        `x-ratelimit-reset-requests` (at most 1 s)."""
+        if status in RATE_LIMIT_STATUSES:
+            wait = retry_after(headers.get("retry-after"))
+            if wait is None:
+                wait = reset_seconds(headers.get("x-ratelimit-reset-requests")) or 1.0
+            self._pause_until(now, now + wait)
+        elif status is not None and status < 400 and _count(headers.get("x-ratelimit-remaining-requests")) == 0:
+            reset = reset_seconds(headers.get("x-ratelimit-reset-requests"))
+            if reset:
+                self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
+
+    def _pause_until(self, now: float, until: float) -> None:
+        """No call leaves before `until`; the time added to the pause is counted in `paused_s`."""
+        if until > self._paused_until:
+            self.paused_s += until - max(now, self._paused_until)
+            self._paused_until = until
+
     def _sample(self, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._sampled < _HISTORY_EVERY_S:
@@ -190,18 +266,28 @@ class RateController:
         self._sampled = now
         if len(self.history) >= _MAX_HISTORY:
             del self.history[: _MAX_HISTORY // 2 : 2]  # thin the oldest half, keep the shape
-        self.history.append(Sample(now - self._started, self.limit, self.in_flight, self.rate_limited))
+        self.history.append(
+            Sample(now - self._started, self.window_limit(), self.in_flight, self.rate_limited)
+        )
+
+    def window_limit(self) -> float:
+        """The window shown in the history (a fleet member shows the fleet's, not its share)."""
+        return self.limit
 
     def summary(self) -> dict[str, Any]:
         """What is stored with a run: the settings, the totals and the history."""
         self._sample(force=True)
         return {
             "endpoint": self.name,
+            "share": self.share,
             "ceiling": self.ceiling,
             "rpm": self.rpm,
-            "limit": round(self.limit, 2),
+            "tpm": self.tpm,
+            "limit": round(self.window_limit(), 2),
+            "peak": round(max((s.limit for s in self.history), default=self.window_limit()), 2),
             "responses": self.responses,
             "rate_limited": self.rate_limited,
+            "paused_s": round(self.paused_s, 3),
             "history": {
                 "columns": ["t", "limit", "in_flight", "rate_limited"],
                 "rows": [s.as_list() for s in self.history],
@@ -209,27 +295,83 @@ class RateController:
         }
 
 
-_controllers: dict[str, RateController] = {}
+SHARE_ENV = "ASSAY_RATE_SHARE"
+_default_share: str | None = None
+_controllers: dict[tuple[str, int], RateController] = {}
 
 
-def controller_for(base_url: str, model: str, ceiling: int, *, rpm: float | None = None) -> RateController:
-    """The process's controller of (endpoint, model), made on first use; a later run asking a
-    higher ceiling raises it (each run's items stay within its own `concurrency` too).
+def use_share(share: str | None) -> None:
+    """Share the controllers made from now on through `share` unless `ASSAY_RATE_SHARE` says
+    otherwise (`--dask ADDRESS` passes `dask://ADDRESS`, so a run's workers share one window).
+
+    Args:
+        share: `local`, `dask://HOST:PORT` (or a `tcp://` / `tls://` scheduler address); None
+            for the default (`local`).
+    """
+    global _default_share
+    _default_share = check_share(share) if share is not None else None
+
+
+def check_share(share: str) -> str:
+    """`share` if it names a backend, else a ValueError naming the setting."""
+    if share == "local" or (
+        share.startswith(("dask://", "tcp://", "tls://")) and ":" in share.split("//", 1)[1]
+    ):
+        return share
+    raise ValueError(
+        f"{SHARE_ENV} must be `local` or a Dask scheduler address (`dask://HOST:PORT`), got {share!r}"
+    )
+
+
+def current_share() -> str:
+    """The backend the controllers are shared through: `ASSAY_RATE_SHARE`, else what
+    `use_share` set, else `local`. Raises ValueError when the setting is not a backend."""
+    return check_share(os.environ.get(SHARE_ENV) or _default_share or "local")
+
+
+def controller_for(
+    base_url: str, model: str, ceiling: int, *, rpm: float | None = None, tpm: float | None = None
+) -> RateController:
+    """The controller of (endpoint, model), made on first use, from the backend `current_share`
+    names: the process's own (`local`), or this process's member of the fleet's (a Dask
+    scheduler's: `assay.calls.fleet`). A later run asking a higher ceiling raises it (each run's
+    items stay within its own `concurrency` too); the lowest `rpm` / `tpm` given wins.
 
     Args:
         base_url: the endpoint.
         model: the model called there.
         ceiling: the run's `concurrency`.
-        rpm: the target's `rate_limits.rpm`, if any (the lowest given wins).
+        rpm: the target's `rate_limits.rpm`, if any.
+        tpm: the target's `rate_limits.tpm`, if any.
     """
     name = f"{base_url.rstrip('/')} {model}"
-    controller = _controllers.get(name)
-    if controller is None:
-        controller = _controllers[name] = RateController(name, ceiling, rpm=rpm)
+    share = current_share()
+    # A fleet member belongs to one event loop: threads running their own loops (a Dask worker's
+    # tasks) are separate members. In-process, the process's runs share one controller.
+    key = (name, 0 if share == "local" else threading.get_ident())
+    controller = _controllers.get(key)
+    if controller is None or controller.share_url != share:
+        controller = _controllers[key] = _make(name, ceiling, share, rpm=rpm, tpm=tpm)
     else:
         controller.ceiling = max(controller.ceiling, ceiling)
         if rpm is not None:
             controller.rpm = min(controller.rpm or rpm, rpm)
+        if tpm is not None:
+            controller.tpm = min(controller.tpm or tpm, tpm)
+    return controller
+
+
+def _make(name: str, ceiling: int, share: str, *, rpm: float | None, tpm: float | None) -> RateController:
+    if share == "local":
+        return RateController(name, ceiling, rpm=rpm, tpm=tpm)
+    # Imported here: the plain path imports no Dask.
+    from assay.calls.fleet import SharedRateController
+    from assay.calls.fleet_dask import DaskLink, scheduler_address
+
+    controller = SharedRateController(
+        name, ceiling, sync=DaskLink(scheduler_address(share)), share="dask", rpm=rpm, tpm=tpm
+    )
+    controller.share_url = share
     return controller
 
 
@@ -237,5 +379,10 @@ def rate_history(target: Any) -> dict[str, Any] | None:
     """The state and history of the controller a run's target spec calls through, if any (what
     is stored with the run as `rate_control`)."""
     base_url, model = getattr(target, "base_url", None), getattr(target, "model", None)
-    controller = _controllers.get(f"{str(base_url).rstrip('/')} {model}") if base_url and model else None
-    return controller.summary() if controller is not None else None
+    if not (base_url and model):
+        return None
+    name = f"{str(base_url).rstrip('/')} {model}"
+    found = [
+        c for (n, thread), c in _controllers.items() if n == name and thread in (0, threading.get_ident())
+    ]
+    return found[-1].summary() if found else None
