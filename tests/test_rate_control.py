@@ -148,3 +148,32 @@ def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):
         stats = mock.stats()
     assert summary["items"]["completed"] == 20
     assert stats["by_status"] == {"200": 20}, "paced under the server's limit: nothing refused"
+
+
+def test_rate_limits_tpm_paces_the_tokens(tmp_path, capsys):
+    """Prompts of ~64 words against an account allowing 39,000 tokens a minute (~10 of them a
+    second): paced to 36,000 — each call's estimate (its size, then corrected by its usage) —
+    nothing is refused; unpaced, the first second's burst would be."""
+    with MockOpenAIServer() as mock:
+        mock.configure(rate_limits={"tpm": 39000})
+        target = {
+            "kind": "openai",
+            "base_url": mock.base_url,
+            "model": "paced-tokens",
+            "prompt": "{question} " + "please " * 60,
+            "rate_limits": {"tpm": 36000},
+        }
+        spec = openai_spec(tmp_path, mock.base_url, n=40, concurrency=8, target=target)
+        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        stats = mock.stats()
+    assert summary["items"]["completed"] == 40
+    assert stats["by_status"] == {"200": 40}, "paced under the server's token limit: nothing refused"
+    assert summary["rate_control"]["tpm"] == 36000
+
+
+def test_rate_limits_need_a_limit(tmp_path, mock):
+    target = {"kind": "openai", "base_url": mock.base_url, "model": "m", "rate_limits": {}}
+    spec = openai_spec(tmp_path, mock.base_url, target=target)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    assert not (tmp_path / "s").exists()
