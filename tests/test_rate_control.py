@@ -127,7 +127,11 @@ def test_a_rate_limited_endpoint_costs_time_never_items(tmp_path, capsys):
     assert stored["history"]["columns"] == ["t", "limit", "in_flight", "rate_limited"]
     assert main(["show", summary["run_id"], "--store", str(store)]) == 0
     shown = capsys.readouterr().out
-    assert ("rate control" in shown) == (refused > 0)
+    assert ("rate control" in shown) == bool(refused or stored["paused_s"])
+    if refused:
+        assert f"{refused} of {stats['requests']} answers 429" in shown
+        assert f"window peak {round(stored['peak'], 1):g} final {round(stored['limit'], 1):g} of 16" in shown
+        assert f"paused {stored['paused_s']:.1f} s" in shown
     assert main(["show", summary["run_id"], "--store", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rate_control"]["responses"] == stats["requests"]
 
