@@ -7,11 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,46 +17,15 @@ from assay.calls import fleet
 from assay.calls.fleet import FleetWindow, SharedRateController, fair_shares
 from assay.calls.fleet_dask import DaskLink
 from assay.store import Store
+from assay.testing.dask_scheduler import dask_scheduler
 from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import openai_spec, run_assay, start_assay
-
-_BOOT_TIMEOUT_S = 60.0
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@contextmanager
-def dask_scheduler(folder: Path) -> Iterator[str]:
-    """A real `dask scheduler` process on a free port of 127.0.0.1; yields its address."""
-    port = _free_port()
-    log = folder / "scheduler.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
-            + ["--port", str(port), "--no-dashboard"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + _BOOT_TIMEOUT_S
-        # Ready when it says so in its log (it listens before it writes this line).
-        while b"Scheduler at:" not in log.read_bytes():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"no scheduler within {_BOOT_TIMEOUT_S} s: {log.read_text()}"
-            time.sleep(0.05)
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")
