@@ -248,7 +248,9 @@ class RateController:
             if wait is None:
                 wait = reset_seconds(headers.get("x-ratelimit-reset-requests")) or 1.0
             self._pause_until(now, now + wait)
-        elif status is not None and status < 400 and _count(headers.get("x-ratelimit-remaining-requests")) == 0:
+        elif (
+            status is not None and status < 400 and _count(headers.get("x-ratelimit-remaining-requests")) == 0
+        ):
             reset = reset_seconds(headers.get("x-ratelimit-reset-requests"))
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
@@ -382,7 +384,8 @@ def rate_history(target: Any) -> dict[str, Any] | None:
     if not (base_url and model):
         return None
     name = f"{str(base_url).rstrip('/')} {model}"
-    found = [
-        c for (n, thread), c in _controllers.items() if n == name and thread in (0, threading.get_ident())
-    ]
+    # This thread's controller, else another thread's (a flow whose tasks ran on other threads).
+    named = {key: c for key, c in _controllers.items() if key[0] == name}
+    found = [c for (_, thread), c in named.items() if thread in (0, threading.get_ident())]
+    found = found or list(named.values())
     return found[-1].summary() if found else None
