@@ -15,12 +15,14 @@ in flight — and moves it as TCP moves its congestion window:
 - **the server's own count**: while `x-ratelimit-remaining-requests` is no more than the calls in
   flight, the window holds instead of growing; a reply saying it is 0 pauses new calls until
   `x-ratelimit-reset-requests` (at most 1 s), before any 429;
-- `rate_limits: {rpm}` (optional, per target) paces calls to at most that many a minute.
+- `rate_limits: {rpm, tpm}` (optional, per target) paces calls to at most that many requests /
+  tokens a minute (a call's tokens estimated before it leaves, corrected by its usage: `settle`).
 
 One controller serves every run of the process that calls the same endpoint and model (a matrix's
 cells, runs started from one flow): they share the window, so together they stay under the
-account's limit. Separate processes each run their own controller; the servers' `x-ratelimit-*`
-headers and `Retry-After` are what they share (docs/rate-control.md). The controller's history —
+account's limit. With `ASSAY_RATE_SHARE=dask://HOST:PORT` (or `use_share`, for `--dask`) every
+process pointed at that Dask scheduler shares one window (`assay.calls.fleet`): `controller_for`
+gives this process's member of it, with the same interface. The controller's history —
 (seconds since it started, window, in flight, 429s so far) — is stored with each run.
 """
 
