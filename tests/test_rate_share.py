@@ -114,6 +114,15 @@ def test_a_refusal_seen_by_one_member_pauses_and_halves_for_all():
     assert window.sync({**report, "member": "b", "answers": []})["quota"] == 8
 
 
+def test_rpm_is_divided_as_the_window_is():
+    window = FleetWindow("e m", ceiling=16)
+    report = {"ceiling": 16, "rpm": 1200, "in_flight": 0, "answers": []}
+    assert window.sync({**report, "member": "a", "waiting": 3})["rpm"] == 1200  # alone: all of it
+    assert window.sync({**report, "member": "b", "waiting": 3})["rpm"] == 300  # 1 of a's 3 + 1
+    assert window.sync({**report, "member": "a", "waiting": 3})["rpm"] == 800  # a's 2 of 2 + b's 1
+    assert window.sync({**report, "member": "b", "waiting": 3})["rpm"] == 600  # 2 and 2
+
+
 def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     """Nothing listens at the scheduler's address: the member keeps trying a while, then admits
     its calls as a local controller would, and says so."""

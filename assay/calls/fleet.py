@@ -124,7 +124,9 @@ class FleetWindow:
         quota = min(shares.get(member_id, 0), max(0, window - held))
         if member_id in self.members:
             self.members[member_id].quota = quota
-        fraction = quota / window if window else 0.0
+        # `rpm` / `tpm` divided as the window is: by the shares granted (a lone member gets all).
+        others = sum(v.quota for m, v in self.members.items() if m != member_id)
+        fraction = quota / (quota + others) if quota else 0.0
         return {
             "quota": quota,
             "window": control.limit,
@@ -172,7 +174,7 @@ class SharedRateController(RateController):
         name: `<base_url> <model>`.
         ceiling: this process's `concurrency` for the endpoint.
         sync: the host's sync.
-        share: the backend's name, as stored with the run (`dask`, `prefect`).
+        share: the backend's name, as stored with the run (`dask`).
         rpm, tpm: the target's `rate_limits` (the fleet paces to the lowest given).
     """
 
