@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +149,31 @@ def test_a_bad_share_setting_is_refused_naming_it(tmp_path, mock):
     assert done.returncode == 2
     assert "ASSAY_RATE_SHARE" in done.stderr
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_code_on_a_dask_worker_shares_through_its_scheduler(scheduler, tmp_path):
+    """A `--dask` run's shards run in tasks on the workers: there, without any setting, the
+    controllers are shared through the worker's own scheduler (ASSAY_RATE_SHARE still wins)."""
+    from distributed import Client
+
+    from assay.calls.rate import current_share
+
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nworkers", "1"]
+        + ["--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={k: v for k, v in os.environ.items() if k != "ASSAY_RATE_SHARE"},
+        start_new_session=True,
+    )
+    try:
+        with Client(scheduler, timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert client.submit(current_share, pure=False).result(timeout=60) == scheduler
+        assert current_share() == "local"  # here, in no worker's task
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        log.close()

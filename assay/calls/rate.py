@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -329,8 +330,22 @@ def check_share(share: str) -> str:
 
 def current_share() -> str:
     """The backend the controllers are shared through: `ASSAY_RATE_SHARE`, else what
-    `use_share` set, else `local`. Raises ValueError when the setting is not a backend."""
-    return check_share(os.environ.get(SHARE_ENV) or _default_share or "local")
+    `use_share` set, else — in a task on a Dask worker — the worker's own scheduler, else
+    `local`. Raises ValueError when the setting is not a backend."""
+    return check_share(os.environ.get(SHARE_ENV) or _default_share or _worker_scheduler() or "local")
+
+
+def _worker_scheduler() -> str | None:
+    """The scheduler of the Dask worker running this code, if it runs in one: the shards of a
+    `--dask` run share their window through it without being told."""
+    if "distributed" not in sys.modules:  # not on a worker; and no Dask import on the plain path
+        return None
+    from distributed import get_worker
+
+    try:
+        return str(get_worker().scheduler.address)
+    except ValueError:  # not in a worker's task
+        return None
 
 
 def controller_for(
