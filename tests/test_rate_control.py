@@ -1,4 +1,4 @@
-"""The adaptive rate controller (assay/calls/rate.py) and the mock's token-bucket mode, against a
+"""The adaptive rate controller (assay/calls/aimd.py) and the mock's token-bucket mode, against a
 real mock server on 127.0.0.1 that enforces requests per minute with 429 + Retry-After."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from assay.calls.rate import START_WINDOW, RateController, reset_seconds
+from assay.calls.aimd import START_WINDOW, RateController, reset_seconds
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer

@@ -45,7 +45,7 @@ from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 
 if TYPE_CHECKING:
-    from assay.calls.rate import RateController
+    from assay.calls.aimd import RateController
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from assay.calls.aimd import RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
-from assay.calls.rate import RateController
 
 SYNC_S = 0.1  # how often a member that is calling reports
 IDLE_SYNC_S = 1.0  # how often an idle member says it is still there
