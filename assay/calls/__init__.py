@@ -8,6 +8,10 @@ One concern a module:
     capture         the request sidecar: each call as redacted `start / attempt / end` records
     request_codec   those records as JSONL: `RequestRecord`, written and checked
     response_cache  the opt-in response cache kept in the store
+    aimd            `RateController`: the adaptive window of calls in flight to one endpoint
+    rate            which controller an (endpoint, model) gets: the process's, or a fleet's
+    fleet           the fleet's window held by a host, members leasing shares of it
+    fleet_dask      the host on a Dask scheduler (imported only when sharing through one)
 """
 
 from assay.calls.accounting import (
