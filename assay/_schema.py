@@ -369,8 +369,9 @@ RUNS = _schema(
         pa.string(),
         (
             "the target endpoint's adaptive rate controller at the end of the last execution (JSON: "
-            "endpoint, ceiling, rpm, limit, responses, rate_limited, history {columns [t, limit, "
-            "in_flight, rate_limited], rows}); null for targets without one"
+            "endpoint, share (local or dask), members, ceiling, rpm, tpm, limit, peak, responses, "
+            "rate_limited, paused_s, history {columns [t, limit, in_flight, rate_limited], rows}); "
+            "null for targets without one"
         ),
     ),
     ("assay_version", pa.string(), "Assay's version"),

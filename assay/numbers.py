@@ -154,3 +154,57 @@ def cost_line(cost: dict[str, Any]) -> str:
         why = f"{models} {'is' if len(unpriced) == 1 else 'are'} unpriced (add it to the spec's `prices`)"
         return f"cost {shown.figure}: {why}"
     return f"cost {shown.figure} ({shown.note or 'complete'})"
+
+
+def rate_facts(rate: dict[str, Any]) -> dict[str, Any]:
+    """A run's rate controller (its `rate_control`) in a few figures: where its window is shared
+    (`local`, `dask`), its ceiling, peak and final window, the answers seen and refused for rate,
+    the time no call could leave, and the `rpm` / `tpm` it paced to. Windows to one decimal.
+
+    Args:
+        rate: the summary's `rate_control` (`assay.calls.rate.RateController.summary`); runs
+            stored before `peak` / `paused_s` existed get the peak from the history.
+    """
+    rows = rate["history"]["rows"]
+    return {
+        "endpoint": rate["endpoint"],
+        "share": rate.get("share", "local"),
+        "members": rate.get("members"),
+        "ceiling": rate["ceiling"],
+        "peak": round(rate.get("peak", max((row[1] for row in rows), default=rate["limit"])), 1),
+        "final": round(rate["limit"], 1),
+        "responses": rate["responses"],
+        "rate_limited": rate["rate_limited"],
+        "paused_s": rate.get("paused_s"),
+        "rpm": rate.get("rpm"),
+        "tpm": rate.get("tpm"),
+    }
+
+
+def rate_worth_showing(rate: dict[str, Any] | None) -> bool:
+    """Whether a run's rate controller did anything to tell: answers refused for rate, a pause,
+    or a window shared with other processes (`assay show` and the report show it then)."""
+    return bool(rate) and bool(
+        rate["rate_limited"] or rate.get("paused_s") or rate.get("share", "local") != "local"
+    )
+
+
+def rate_line(rate: dict[str, Any]) -> str:
+    """The rate controller in one line: `rate control (http://… m, shared through dask by 2
+    processes): window peak 12 final 7.5 of 32 · 31 of 640 answers 429 · paused 4.2 s · paced
+    to 1200 rpm`.
+
+    Args:
+        rate: the summary's `rate_control`.
+    """
+    f = rate_facts(rate)
+    shared = f", shared through {f['share']}" if f["share"] != "local" else ""
+    if shared and f["members"]:
+        shared += f" by {f['members']} processes"
+    paced = " and ".join(f"{f[k]:g} {k}" for k in ("rpm", "tpm") if f.get(k))
+    return (
+        f"rate control ({f['endpoint']}{shared}): window peak {f['peak']:g} final {f['final']:g} "
+        f"of {f['ceiling']} · {f['rate_limited']} of {f['responses']} answers 429"
+        + (f" · paused {f['paused_s']:.1f} s" if f["paused_s"] else "")
+        + (f" · paced to {paced}" if paced else "")
+    )

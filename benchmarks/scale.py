@@ -8,7 +8,11 @@ rate used (successful requests / (rpm x minutes)), over the whole wall time and 
 run's flow (its `wall_ms`: without the processes' start-up, when no call can be made).
 
     .venv/bin/python benchmarks/scale.py [--items 600] [--runs 2] [--concurrency 32] [--rpm 3000]
-                                         [--latency-ms 200] [--assay-src DIR]
+                                         [--latency-ms 200] [--share local|dask] [--assay-src DIR]
+
+`--share dask` starts a Dask scheduler on 127.0.0.1 and gives both runs
+`ASSAY_RATE_SHARE=<its address>`: the two processes share one controller (assay/calls/fleet.py)
+instead of each running its own. The issue's case: `--rpm 1200 --share dask`.
 
 On a Dask cluster (`dask scheduler` and `dask worker` processes this script starts on 127.0.0.1):
 
@@ -23,6 +27,7 @@ answered 429, >= 90 % of the allowed rate used.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -35,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
+from assay.testing.dask_scheduler import dask_scheduler
 from assay.testing.mock_openai import MockOpenAIServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +71,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--latency-ms", type=float, default=200)
+    parser.add_argument("--share", choices=("local", "dask"), default="local")
     parser.add_argument("--assay-src", help="run `assay` from this checkout instead")
     args = parser.parse_args()
 
@@ -72,34 +79,43 @@ def main() -> int:
     env.pop("PREFECT_API_URL", None)
     if args.assay_src:
         env["PYTHONPATH"] = args.assay_src
-    with MockOpenAIServer(latency_ms=args.latency_ms) as mock, tempfile.TemporaryDirectory() as tmp:
-        mock.configure(rate_limits={"rpm": args.rpm})
-        spec = _spec(Path(tmp), mock.base_url, args.items, args.concurrency)
-        started = time.perf_counter()
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "assay.cli",
-                    "run",
-                    str(spec),
-                    "--store",
-                    f"{tmp}/store",
-                    "--json",
-                    "-q",
-                ],
-                cwd=args.assay_src or REPO_ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(args.runs)
-        ]
-        outputs = [proc.communicate() for proc in procs]
-        wall = time.perf_counter() - started
-        stats = mock.stats()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        mock = stack.enter_context(MockOpenAIServer(latency_ms=args.latency_ms))
+        if args.share == "dask":
+            env["ASSAY_RATE_SHARE"] = stack.enter_context(dask_scheduler(Path(tmp)))
+        return _measure(args, env, mock, tmp)
+
+
+def _measure(args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServer, tmp: str) -> int:
+    """Start the runs together, wait for them, print the figures."""
+    mock.configure(rate_limits={"rpm": args.rpm})
+    spec = _spec(Path(tmp), mock.base_url, args.items, args.concurrency)
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "assay.cli",
+                "run",
+                str(spec),
+                "--store",
+                f"{tmp}/store",
+                "--json",
+                "-q",
+            ],
+            cwd=args.assay_src or REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(args.runs)
+    ]
+    outputs = [proc.communicate() for proc in procs]
+    wall = time.perf_counter() - started
+    stats = mock.stats()
     summaries = []
     for proc, (out, err) in zip(procs, outputs, strict=True):
         if not out.strip():
@@ -118,7 +134,8 @@ def main() -> int:
     allowed_in_flows = args.rpm * flow_s / 60
     print(
         f"{args.runs} runs x {args.items} items, concurrency {args.concurrency}, {args.rpm:g} rpm, "
-        f"{args.latency_ms:g} ms latency{' (assay from ' + args.assay_src + ')' if args.assay_src else ''}"
+        f"{args.latency_ms:g} ms latency, controllers shared: {args.share}"
+        f"{' (assay from ' + args.assay_src + ')' if args.assay_src else ''}"
     )
     print(f"items:     {completed} completed, {failed} failed of {args.runs * args.items}")
     print(f"requests:  {requests}, answered 429: {refused} ({100 * refused / max(requests, 1):.1f} %)")

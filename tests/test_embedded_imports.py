@@ -22,7 +22,9 @@ from assay.cli import main
 code = main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m == "prefect" or m.startswith("prefect."))
 scipy = sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy."))
-print(json.dumps({"code": code, "prefect": loaded[:5], "scipy": scipy[:5]}))
+# Dask is imported only to share rate controllers through a scheduler (ASSAY_RATE_SHARE).
+dask = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
+print(json.dumps({"code": code, "prefect": loaded[:5], "scipy": scipy[:5], "dask": dask[:5]}))
 """
 
 
@@ -51,10 +53,10 @@ def test_run_and_resume_embedded_import_no_prefect(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=5)
     store = tmp_path / "store"
     ran = _probe("run", str(spec), "--store", str(store), "--quiet", cwd=tmp_path)
-    assert ran == {"code": 0, "prefect": [], "scipy": []}
+    assert ran == {"code": 0, "prefect": [], "scipy": [], "dask": []}
     run_id = next((store / "runs").iterdir()).name.removeprefix("run_id=")
     resumed = _probe("resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path)
-    assert resumed == {"code": 0, "prefect": [], "scipy": []}
+    assert resumed == {"code": 0, "prefect": [], "scipy": [], "dask": []}
 
 
 def test_the_reading_commands_import_neither_prefect_nor_scipy(tmp_path, mock):
@@ -72,7 +74,12 @@ def test_the_reading_commands_import_neither_prefect_nor_scipy(tmp_path, mock):
         ["power", first, "--mde", "0.05"],
         ["estimate", str(spec)],
     ):
-        assert _probe(*argv, "--store", store, cwd=tmp_path) == {"code": 0, "prefect": [], "scipy": []}, argv
+        assert _probe(*argv, "--store", store, cwd=tmp_path) == {
+            "code": 0,
+            "prefect": [],
+            "scipy": [],
+            "dask": [],
+        }, argv
 
 
 def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
@@ -84,7 +91,7 @@ def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
     rescored = _probe(
         "rescore", run_id, "--scorer", "includes", "--store", str(store), "--quiet", cwd=tmp_path
     )
-    assert rescored == {"code": 0, "prefect": [], "scipy": []}
+    assert rescored == {"code": 0, "prefect": [], "scipy": [], "dask": []}
     assert len(list((store / "runs").iterdir())) == 2
 
 

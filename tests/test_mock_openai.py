@@ -175,7 +175,13 @@ def test_stats_and_reset(server: MockOpenAIServer, client: httpx.Client) -> None
     assert stats["last_authorization"] is None
 
     server.reset()
-    assert server.stats() == {"requests": 0, "by_status": {}, "bodies": [], "last_authorization": None}
+    assert server.stats() == {
+        "requests": 0,
+        "by_status": {},
+        "bodies": [],
+        "last_authorization": None,
+        "peak_in_flight": 0,
+    }
     resp = chat(client, "three", headers={"Authorization": "Bearer sk-other"})
     assert resp.status_code == 200 and content(resp) == "three"
     assert server.stats()["last_authorization"] == "Bearer sk-other"

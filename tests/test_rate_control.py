@@ -1,4 +1,4 @@
-"""The adaptive rate controller (assay/calls/rate.py) and the mock's token-bucket mode, against a
+"""The adaptive rate controller (assay/calls/aimd.py) and the mock's token-bucket mode, against a
 real mock server on 127.0.0.1 that enforces requests per minute with 429 + Retry-After."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from assay.calls.rate import START_WINDOW, RateController, reset_seconds
+from assay.calls.aimd import START_WINDOW, RateController, reset_seconds
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
@@ -127,7 +127,11 @@ def test_a_rate_limited_endpoint_costs_time_never_items(tmp_path, capsys):
     assert stored["history"]["columns"] == ["t", "limit", "in_flight", "rate_limited"]
     assert main(["show", summary["run_id"], "--store", str(store)]) == 0
     shown = capsys.readouterr().out
-    assert ("rate control" in shown) == (refused > 0)
+    assert ("rate control" in shown) == bool(refused or stored["paused_s"])
+    if refused:
+        assert f"{refused} of {stats['requests']} answers 429" in shown
+        assert f"window peak {round(stored['peak'], 1):g} final {round(stored['limit'], 1):g} of 16" in shown
+        assert f"paused {stored['paused_s']:.1f} s" in shown
     assert main(["show", summary["run_id"], "--store", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rate_control"]["responses"] == stats["requests"]
 
@@ -148,3 +152,32 @@ def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):
         stats = mock.stats()
     assert summary["items"]["completed"] == 20
     assert stats["by_status"] == {"200": 20}, "paced under the server's limit: nothing refused"
+
+
+def test_rate_limits_tpm_paces_the_tokens(tmp_path, capsys):
+    """Prompts of ~64 words against an account allowing 39,000 tokens a minute (~10 of them a
+    second): paced to 36,000 — each call's estimate (its size, then corrected by its usage) —
+    nothing is refused; unpaced, the first second's burst would be."""
+    with MockOpenAIServer() as mock:
+        mock.configure(rate_limits={"tpm": 39000})
+        target = {
+            "kind": "openai",
+            "base_url": mock.base_url,
+            "model": "paced-tokens",
+            "prompt": "{question} " + "please " * 60,
+            "rate_limits": {"tpm": 36000},
+        }
+        spec = openai_spec(tmp_path, mock.base_url, n=40, concurrency=8, target=target)
+        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        stats = mock.stats()
+    assert summary["items"]["completed"] == 40
+    assert stats["by_status"] == {"200": 40}, "paced under the server's token limit: nothing refused"
+    assert summary["rate_control"]["tpm"] == 36000
+
+
+def test_rate_limits_need_a_limit(tmp_path, mock):
+    target = {"kind": "openai", "base_url": mock.base_url, "model": "m", "rate_limits": {}}
+    spec = openai_spec(tmp_path, mock.base_url, target=target)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    assert not (tmp_path / "s").exists()

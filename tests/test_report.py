@@ -22,7 +22,8 @@ import pytest
 from assay.cli import main
 from assay.report import money
 from assay.store import Store
-from tests.conftest import mock_target, write_jsonl, write_spec
+from assay.testing.mock_openai import MockOpenAIServer
+from tests.conftest import mock_target, openai_spec, run_assay, write_jsonl, write_spec
 
 pytestmark = [pytest.mark.browser]
 
@@ -308,3 +309,27 @@ def test_report_cli_errors_and_json(runs, capsys, tmp_path):
 def test_money_never_shows_an_incomplete_zero(usd, completeness, reasons, shown, absent):
     text = money(usd, completeness, reasons)
     assert shown in text and absent not in text
+
+
+def test_the_rate_controllers_history_in_chromium(browser, capsys, tmp_path):
+    """A run that met its account's limit: the report shows the controller's figures (peak and
+    final window, answers refused, time paused) and draws its window over time."""
+    with MockOpenAIServer(latency_ms=20) as mock:
+        mock.configure(rate_limits={"rpm": 600})
+        spec = openai_spec(tmp_path, mock.base_url, n=30, concurrency=8)
+        store = tmp_path / "store"
+        # A process of its own: Playwright's loop runs in this thread.
+        done = run_assay("run", str(spec), "--store", str(store), "-q")
+        assert done.returncode == 0, done.stderr
+        refused = mock.stats()["by_status"]["429"]
+    run_id = Store(store).runs().collect()["run_id"][0]
+    opened = Opened(browser, report(capsys, run_id, "--store", str(store)))
+    try:
+        page = opened.page
+        cells = page.locator("table.rate tbody td").all_inner_texts()
+        assert cells[0] == "8" and cells[4] == str(refused) and cells[5].endswith(" s"), cells
+        page.wait_for_function("() => document.querySelector('#fig-rate .main-svg .scatterlayer .trace')")
+        assert page.locator("#fig-rate .scatterlayer .trace").count() == 3  # window, in flight, 429s
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.close()

@@ -10,6 +10,10 @@ One concern a module:
     response_cache  the opt-in response cache kept in the store
     batch           batch mode: provider batch APIs behind one `ask` per request (`Batcher`)
     batch_mode      around a batcher: the run's batch ledger, the budget hold, batch prices
+    aimd            `RateController`: the adaptive window of calls in flight to one endpoint
+    rate            which controller an (endpoint, model) gets: the process's, or a fleet's
+    fleet           the fleet's window held by a host, members leasing shares of it
+    fleet_dask      the host on a Dask scheduler (imported only when sharing through one)
 """
 
 from assay.calls.accounting import (

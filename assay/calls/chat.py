@@ -45,7 +45,7 @@ from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 
 if TYPE_CHECKING:
-    from assay.calls.rate import RateController
+    from assay.calls.aimd import RateController
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +158,7 @@ class ChatClient:
                 op.end(RequestOutcome.CACHE_HIT, total_ms=(time.perf_counter() - started) * 1000)
             return self._chat_reply(hit, self._api.usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
         content = pydantic_core.to_json(sent_body)
+        tokens = _token_estimate(content, body)
         wire: list[float] = [0.0]
         first: list[float | None] = [None]
         attempts: list[int] = [0]
@@ -165,7 +166,7 @@ class ChatClient:
         async def attempt(number: int) -> dict[str, Any]:
             attempts[0] = number
             sent = time.perf_counter()
-            reply, first[0] = await self._attempt(content, op, number)
+            reply, first[0] = await self._attempt(content, op, number, tokens)
             wire[0] = (time.perf_counter() - sent) * 1000
             return reply
 
@@ -199,9 +200,10 @@ class ChatClient:
         return record
 
     async def _attempt(
-        self, content: bytes, op: Operation | None, number: int
+        self, content: bytes, op: Operation | None, number: int, tokens: int = 0
     ) -> tuple[dict[str, Any], float | None]:
-        """One attempt: its reply (assembled, when streamed) and its first token's time."""
+        """One attempt: its reply (assembled, when streamed) and its first token's time.
+        `tokens` is the attempt's estimated size, for the rate controller's `tpm` pacing."""
         ledger = current_ledger()
         if ledger is not None:
             try:
@@ -210,7 +212,7 @@ class ChatClient:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
         session = self._session or self._open()
-        gate = self._gate if self._gate is not None else contextlib.nullcontext()
+        gate = self._gate.call(tokens) if self._gate is not None else contextlib.nullcontext()
         first_token_ms: float | None = None
         streamed: dict[str, Any] | None = None
         try:
@@ -250,12 +252,18 @@ class ChatClient:
                 response=streamed if streamed is not None else _body(raw),
             )
         if status >= 400:
+            if self._gate is not None:  # a refused request used no tokens of the account's
+                self._gate.settle(tokens, 0)
             # Providers do not bill refused requests: a settled operation that cost nothing.
             self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
             raise self._endpoint.status_failed(status, headers, raw, reason=reason)
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
             self._api.check(reply)
+            if self._gate is not None:
+                usage = self._api.usage(reply)
+                if usage.input_tokens is not None or usage.output_tokens is not None:
+                    self._gate.settle(tokens, (usage.input_tokens or 0) + (usage.output_tokens or 0))
         except (ValueError, KeyError, IndexError, TypeError):
             shown = json.dumps(streamed) if streamed is not None else raw.decode("utf-8", "replace")
             raise AttemptFailed(
@@ -360,6 +368,8 @@ class ChatClient:
         )
 
     async def aclose(self) -> None:
+        if self._gate is not None:
+            await self._gate.aclose()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -373,6 +383,14 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(
         cafile=os.environ.get("SSL_CERT_FILE") or certifi.where(), capath=os.environ.get("SSL_CERT_DIR")
     )
+
+
+def _token_estimate(content: bytes, body: dict[str, Any]) -> int:
+    """A request's tokens before it is sent, as providers count them against a `tpm` limit: the
+    prompt at ~4 bytes a token (the JSON around it included: an over-estimate), plus the most the
+    answer may take (`max_tokens`); corrected by the reply's usage (`RateController.settle`)."""
+    most = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    return len(content) // 4 + (most if isinstance(most, int) else 0)
 
 
 def _body(content: bytes) -> Any:

@@ -39,8 +39,13 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         check: checks the input before a flow run exists (orchestrated only).
         params: the flow's parameters.
     """
+    from assay.calls.rate import current_share
     from assay.run import progress
 
+    try:  # where the endpoints' rate controllers are shared: checked before anything is written
+        current_share()
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     orchestrated = _orchestrated(args)
     if orchestrated:
         # Bad input and an unreachable server are found here, before a flow run exists to fail.

@@ -184,14 +184,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
     console.print(escape(numbers.cost_line(summary["cost"])))
     rate = summary.get("rate_control")
-    if rate and rate["rate_limited"]:
-        rows = rate["history"]["rows"]
-        lowest = min((row[1] for row in rows), default=rate["limit"])
-        console.print(
-            f"rate control ({rate['endpoint']}): {rate['rate_limited']} of {rate['responses']} answers "
-            f"rate-limited; window {numbers.num(lowest)}..{numbers.num(rate['limit'])} of {rate['ceiling']}"
-            + (f", paced to {rate['rpm']:g} rpm" if rate.get("rpm") else "")
-        )
+    if numbers.rate_worth_showing(rate):
+        console.print(escape(numbers.rate_line(rate)))
 
 
 def _batches_line(batch: dict[str, Any]) -> str:

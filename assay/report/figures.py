@@ -9,6 +9,7 @@ also HTML-escaped with `label`, because Plotly reads a few tags in the text it d
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from typing import Any
 
@@ -238,6 +239,50 @@ def latency(data: RunData) -> str:
     figure.update_xaxes(title="duration ms (target call, retries included)", rangemode="tozero")
     figure.update_yaxes(title="items")
     return _html(figure, "latency", 320)
+
+
+def rate_history(rate: dict[str, Any]) -> str:
+    """The rate controller's history: its window and calls in flight over the run, and when
+    answers were refused for rate (a mark per sample where the count rose).
+
+    Args:
+        rate: the summary's `rate_control` (columns `t, limit, in_flight, rate_limited`).
+    """
+    import plotly.graph_objects as go
+
+    columns = rate["history"]["columns"]
+    rows = [dict(zip(columns, row, strict=True)) for row in rate["history"]["rows"]]
+    t = [row["t"] for row in rows]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=t, y=[row["limit"] for row in rows], name="window", line={"shape": "hv", "color": ACCENT}
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=t, y=[row["in_flight"] for row in rows], name="in flight", line={"shape": "hv", "color": "#888"}
+        )
+    )
+    refused = [
+        (a["t"], a["limit"])
+        for a, b in itertools.pairwise(rows)
+        if b["rate_limited"] > a["rate_limited"]
+    ]
+    if refused:
+        figure.add_trace(
+            go.Scatter(
+                x=[x for x, _ in refused],
+                y=[y for _, y in refused],
+                name="429",
+                mode="markers",
+                marker={"color": OUTCOME_COLOURS[ItemOutcome.FAILED.value], "symbol": "x"},
+            )
+        )
+    figure.update_layout(title="Rate control: window and calls in flight", legend=HORIZONTAL_LEGEND)
+    figure.update_xaxes(title="seconds since the controller started", rangemode="tozero")
+    figure.update_yaxes(title="calls", rangemode="tozero")
+    return _html(figure, "rate", 280)
 
 
 def cost(known: list[float]) -> str:

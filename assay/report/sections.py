@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.errors import InputError
-from assay.numbers import pct, reasons_text
+from assay.numbers import pct, rate_facts, rate_worth_showing, reasons_text
 from assay.outcomes import ItemOutcome, ScorerOutcome
 from assay.report import data as queries
 from assay.report import figures
@@ -110,7 +110,15 @@ def timing(data: RunData) -> dict[str, Any]:
         "total": total,
         "reasons": costs["reasons"],
         "gauges": data.summary["gauges"],
+        "rate": _rate(data.summary.get("rate_control")),
     }
+
+
+def _rate(rate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The rate controller's figures and history chart, when it did something to tell."""
+    if rate is None or not rate_worth_showing(rate):
+        return None
+    return {**rate_facts(rate), "chart": figures.rate_history(rate) if rate["history"]["rows"] else None}
 
 
 def models(data: RunData) -> dict[str, Any]:

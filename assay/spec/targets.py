@@ -29,9 +29,18 @@ class RateLimits(StrictModel):
 
     Args:
         rpm: requests per minute.
+        tpm: tokens per minute (prompt and answer; a call's are estimated before it is sent —
+            its prompt's size plus `max_tokens` — and corrected by its usage).
     """
 
-    rpm: float = Field(gt=0, strict=True)
+    rpm: float | None = Field(default=None, gt=0, strict=True)
+    tpm: float | None = Field(default=None, gt=0, strict=True)
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> RateLimits:
+        if self.rpm is None and self.tpm is None:
+            raise ValueError("rate_limits needs rpm, tpm or both")
+        return self
 
 
 def _template(value: str | None) -> str | None:
@@ -61,7 +70,8 @@ class OpenAITarget(StrictModel):
             `assay.calls.http`), a timeout or a connection error.
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
-        rate_limits: `{rpm}`: pace calls to this endpoint and model to at most that many a minute
+        rate_limits: `{rpm, tpm}`: pace calls to this endpoint and model to at most that many
+            requests / tokens a minute
             (the adaptive controller handles the rest: `assay/calls/rate.py`).
         stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
             time to its first token is measured (`items.first_token_ms`).

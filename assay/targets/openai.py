@@ -40,8 +40,14 @@ class OpenAIChatTarget(ChatTarget):
         self, spec: OpenAITarget, *, concurrency: int, seed: int, context: TargetContext | None = None
     ) -> None:
         # Every attempt passes the endpoint's adaptive controller, shared by the process's runs.
-        rpm = spec.rate_limits.rpm if spec.rate_limits is not None else None
-        self.rate_controller = controller_for(spec.base_url, spec.model, concurrency, rpm=rpm)
+        limits = spec.rate_limits
+        self.rate_controller = controller_for(
+            spec.base_url,
+            spec.model,
+            concurrency,
+            rpm=limits.rpm if limits is not None else None,
+            tpm=limits.tpm if limits is not None else None,
+        )
         client = ChatClient(
             spec.base_url,
             api_key_env=spec.api_key_env,

@@ -57,7 +57,8 @@ Endpoints
 
 `GET /_mock/stats`
     `{"requests": n, "by_status": {"200": n, ...}, "bodies": [last 50 request bodies],
-    "last_authorization": <Authorization header of the last chat request or null>}`.
+    "last_authorization": <Authorization header of the last chat request or null>,
+    "peak_in_flight": <the most chat requests being answered at once>}`.
     A request is counted, under the status it is going to get, when it arrives.
 
 `POST /_mock/reset`

@@ -68,6 +68,8 @@ class MockOpenAI(MockApp):
         self._next_id = 0
         self._requests = 0
         self._by_status: collections.Counter[int] = collections.Counter()
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._bodies: collections.deque[Any] = collections.deque(maxlen=BODIES_KEPT)
         self._last_authorization: str | None = None
         self.batches = OpenAIBatches()  # the Batch API (`assay.testing._openai_batches`)
@@ -133,6 +135,7 @@ class MockOpenAI(MockApp):
         return {
             "requests": self._requests,
             "by_status": {str(status): n for status, n in sorted(self._by_status.items())},
+            "peak_in_flight": self._peak_in_flight,
             "bodies": list(self._bodies),
             "last_authorization": self._last_authorization,
         }
@@ -141,6 +144,7 @@ class MockOpenAI(MockApp):
         """Zero the counters, clear the fault queue and restore the settings given at construction."""
         self._requests = 0
         self._by_status.clear()
+        self._peak_in_flight = 0
         self._bodies.clear()
         self._last_authorization = None
         self.batches.reset()
@@ -204,6 +208,17 @@ class MockOpenAI(MockApp):
         return await self._answer(request, body, messages, request_id)
 
     async def _answer(
+        self, request: web.Request, body: Any, messages: list[dict[str, Any]], request_id: str
+    ) -> web.StreamResponse:
+        # The most requests being answered at once, whoever sent them (a fleet's calls together).
+        self._in_flight += 1
+        self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            return await self._reply(request, body, messages, request_id)
+        finally:
+            self._in_flight -= 1
+
+    async def _reply(
         self, request: web.Request, body: Any, messages: list[dict[str, Any]], request_id: str
     ) -> web.StreamResponse:
         last_user = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")

@@ -1,0 +1,295 @@
+"""The adaptive rate controller: an AIMD window of calls in flight, `concurrency` its ceiling.
+
+Every HTTP attempt to the endpoint takes a slot of its controller (`ChatClient(gate=…)`): a retry
+waits for a slot like a first attempt, so retries after a 429 are paced too. The run's items stay
+within its own `concurrency` as before. Every attempt's status and headers come back through
+`Endpoint.on_response` (`assay.calls.http`). The controller keeps a window — how many calls may be
+in flight — and moves it as TCP moves its congestion window:
+
+- **slow start**: the window starts small (`START_WINDOW`) and grows by one per success (doubling
+  every round trip) until the first rate-limit answer or the ceiling;
+- **multiplicative decrease**: a 429 or 529 halves the window — once per window: refusals of calls
+  that were already in flight at the last decrease count once — and no call is sent until the
+  server's `Retry-After` (or its `x-ratelimit-reset-requests`) has passed;
+- **additive increase**: after that, each success adds 1 / window (one slot per round trip);
+- **the server's own count**: while `x-ratelimit-remaining-requests` is no more than the calls in
+  flight, the window holds instead of growing; a reply saying it is 0 pauses new calls until
+  `x-ratelimit-reset-requests` (at most 1 s), before any 429;
+- `rate_limits: {rpm, tpm}` (optional, per target) paces calls to at most that many requests /
+  tokens a minute (a call's tokens estimated before it leaves, corrected by its usage: `settle`).
+
+`assay.calls.rate.controller_for` gives the controller of an (endpoint, model): this class, one
+per process, or a member of a fleet's (`assay.calls.fleet`), with the same interface. The
+controller's history — (seconds since it started, window, in flight, 429s so far) — is stored
+with each run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from assay.calls.http import RATE_LIMIT_STATUSES, retry_after
+
+START_WINDOW = 4
+DECREASE = 0.5
+INCREASE = 0.5  # slots per window of successes once past slow start
+_HISTORY_EVERY_S = 0.5
+_MAX_RESET_PAUSE_S = 1.0
+_MAX_HISTORY = 2_000
+_DURATION = re.compile(
+    r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?"
+)
+
+
+def reset_seconds(value: str | None) -> float | None:
+    """OpenAI's `x-ratelimit-reset-*` durations (`"1s"`, `"6m0s"`, `"20ms"`, `"0.5s"`) or plain
+    seconds, as seconds; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    match = _DURATION.fullmatch(value.strip())
+    if not match or not any(match.groups()):
+        return None
+    hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def _count(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One point of a controller's history."""
+
+    t: float
+    limit: float
+    in_flight: int
+    rate_limited: int
+
+    def as_list(self) -> list[float | int]:
+        return [round(self.t, 3), round(self.limit, 2), self.in_flight, self.rate_limited]
+
+
+class RateController:
+    """The window of calls in flight to one endpoint and model (see the module docstring).
+
+    Use `async with controller:` around a call; pass `controller.observe` as the client's
+    `on_response`.
+
+    Args:
+        name: what the controller controls (`<base_url> <model>`), for people.
+        ceiling: the most calls in flight (the spec's `concurrency`).
+        rpm: at most this many calls a minute, if set.
+        tpm: at most this many tokens a minute (estimated before a call, corrected by its usage).
+    """
+
+    share = "local"  # the backend's name, stored with the run
+    share_url = "local"  # the setting it was made from
+
+    def __init__(
+        self, name: str, ceiling: int, *, rpm: float | None = None, tpm: float | None = None
+    ) -> None:
+        self.name = name
+        self.ceiling = ceiling
+        self.rpm = rpm
+        self.tpm = tpm
+        self.waiting = 0
+        self.paused_s = 0.0  # total time no call could leave because of a refusal or reset
+        self.limit = float(min(ceiling, START_WINDOW))
+        self.threshold = float(ceiling)  # slow start ends here (halved on a rate limit)
+        self.in_flight = 0
+        self.rate_limited = 0
+        self.responses = 0
+        self._paused_until = 0.0
+        self._outstanding = 0  # calls in flight at the last decrease
+        self._since_decrease = 0  # answers since then
+        self._next_send = 0.0
+        self._next_tokens = 0.0
+        self._freed: asyncio.Event | None = None
+        self._started = time.monotonic()
+        self._sampled = 0.0
+        self.history: list[Sample] = []
+        self._sample(force=True)
+
+    # -- admission ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextlib.asynccontextmanager
+    async def call(self, tokens: int = 0) -> AsyncIterator[None]:
+        """A slot for one attempt estimated to use `tokens` tokens (paced under `tpm`; correct
+        the estimate with `settle` once the usage is known)."""
+        await self.acquire(tokens)
+        try:
+            yield
+        finally:
+            self.release()
+
+    async def acquire(self, tokens: int = 0) -> None:
+        """Wait for a slot (and, under `rpm` / `tpm`, for the call's turn), then take it."""
+        self.waiting += 1
+        try:
+            while True:
+                wait = self._try_take(tokens)
+                if wait is None:
+                    return
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                else:  # the window is full: wait for a call to end
+                    self._window_full()
+                    if self._freed is None:
+                        self._freed = asyncio.Event()
+                    freed = self._freed
+                    await freed.wait()
+        finally:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        """Give back a slot taken by `acquire`."""
+        self.in_flight -= 1
+        self._wake()
+
+    async def aclose(self) -> None:
+        """A client calling through this controller is done (a fleet member hands its share
+        back; a local controller has nothing to do)."""
+
+    def _wake(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    def _window_full(self) -> None:
+        """A call waits for the window (a shared controller asks its fleet for more)."""
+
+    def _try_take(self, tokens: int = 0) -> float | None:
+        """Take a slot (None), or say how long to wait: seconds, or 0 for "until a call ends"."""
+        now = time.monotonic()
+        if now < self._paused_until:
+            return self._paused_until - now
+        if self.in_flight >= int(self.limit):
+            return 0.0
+        rpm, tpm = self.pacing()
+        if rpm and now < self._next_send:
+            return self._next_send - now
+        if tpm and tokens and now < self._next_tokens:
+            return self._next_tokens - now
+        if rpm:
+            self._next_send = max(now, self._next_send) + 60.0 / rpm
+        if tpm and tokens:
+            self._next_tokens = max(now, self._next_tokens) + tokens * 60.0 / tpm
+        self.in_flight += 1
+        return None
+
+    def pacing(self) -> tuple[float | None, float | None]:
+        """The requests and tokens a minute this controller's calls are paced to (None: unpaced)."""
+        return self.rpm, self.tpm
+
+    def settle(self, estimated: int, used: int | None) -> None:
+        """Correct a call's token estimate by its usage (None: unknown, the estimate stands; 0: a
+        refused call, which used none), so `tpm` paces what the calls really use."""
+        _, tpm = self.pacing()
+        if tpm and used is not None and estimated:
+            self._next_tokens += (used - estimated) * 60.0 / tpm
+
+    # -- feedback -------------------------------------------------------------------------------
+
+    def observe(self, status: int | None, headers: Mapping[str, str]) -> None:
+        """One attempt's answer (`assay.calls.http.ResponseHook`)."""
+        self.responses += 1
+        self._since_decrease += 1
+        now = time.monotonic()
+        self.pause_for(status, headers, now)
+        if status in RATE_LIMIT_STATUSES:
+            self.rate_limited += 1
+            # One decrease per window: refusals of calls sent before the last decrease (still in
+            # flight then) say nothing new about the smaller window.
+            if self._since_decrease >= self._outstanding:
+                self.threshold = max(1.0, self.limit * DECREASE)
+                self.limit = self.threshold
+                self._outstanding, self._since_decrease = self.in_flight, 0
+            self._sample(force=True)
+            return
+        if status is not None and status < 400:
+            remaining = _count(headers.get("x-ratelimit-remaining-requests"))
+            if remaining is not None and remaining <= self.in_flight:
+                pass  # the account is nearly used up: hold the window rather than grow into a 429
+            elif self.limit < self.threshold:
+                self.limit = min(self.limit + 1, self.ceiling)
+            else:
+                self.limit = min(self.limit + INCREASE / self.limit, self.ceiling)
+        self._sample()
+
+    def pause_for(self, status: int | None, headers: Mapping[str, str], now: float) -> None:
+        """The pause an answer asks for: a refusal's `Retry-After` (else
+        `x-ratelimit-reset-requests`, else 1 s); a success saying no request is left, until its
+        `x-ratelimit-reset-requests` (at most 1 s)."""
+        if status in RATE_LIMIT_STATUSES:
+            wait = retry_after(headers.get("retry-after"))
+            if wait is None:
+                wait = reset_seconds(headers.get("x-ratelimit-reset-requests")) or 1.0
+            self._pause_until(now, now + wait)
+        elif (
+            status is not None and status < 400 and _count(headers.get("x-ratelimit-remaining-requests")) == 0
+        ):
+            reset = reset_seconds(headers.get("x-ratelimit-reset-requests"))
+            if reset:
+                self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
+
+    def _pause_until(self, now: float, until: float) -> None:
+        """No call leaves before `until`; the time added to the pause is counted in `paused_s`."""
+        if until > self._paused_until:
+            self.paused_s += until - max(now, self._paused_until)
+            self._paused_until = until
+
+    def _sample(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._sampled < _HISTORY_EVERY_S:
+            return
+        self._sampled = now
+        if len(self.history) >= _MAX_HISTORY:
+            del self.history[: _MAX_HISTORY // 2 : 2]  # thin the oldest half, keep the shape
+        self.history.append(
+            Sample(now - self._started, self.window_limit(), self.in_flight, self.rate_limited)
+        )
+
+    def window_limit(self) -> float:
+        """The window shown in the history (a fleet member shows the fleet's, not its share)."""
+        return self.limit
+
+    def summary(self) -> dict[str, Any]:
+        """What is stored with a run: the settings, the totals and the history."""
+        self._sample(force=True)
+        return {
+            "endpoint": self.name,
+            "share": self.share,
+            "ceiling": self.ceiling,
+            "rpm": self.rpm,
+            "tpm": self.tpm,
+            "limit": round(self.window_limit(), 2),
+            "peak": round(max((s.limit for s in self.history), default=self.window_limit()), 2),
+            "responses": self.responses,
+            "rate_limited": self.rate_limited,
+            "paused_s": round(self.paused_s, 3),
+            "history": {
+                "columns": ["t", "limit", "in_flight", "rate_limited"],
+                "rows": [s.as_list() for s in self.history],
+            },
+        }

@@ -1,0 +1,103 @@
+"""The fleet's rate controllers hosted by a Dask scheduler (`ASSAY_RATE_SHARE=dask://HOST:PORT`).
+
+A scheduler plugin (`RateShareHost`) keeps one `assay.calls.fleet.FleetWindow` per (endpoint,
+model) and answers one comm handler, `assay_rate_sync`; each member reaches it over distributed's
+own RPC — the connection a Dask client or worker already speaks, no extra server. The first member
+to arrive installs the plugin (`register_scheduler_plugin`, idempotent by name), so any
+scheduler whose environment can import `assay` serves (the same environment its workers need).
+
+Why a plugin and not distributed's `Semaphore` / `Variable` / `Lock`: a `Semaphore`'s
+`max_leases` is fixed when it is made, so it cannot be an AIMD window, and taking one lease per
+request costs a scheduler round trip per call; a `Variable` guarded by a `Lock` costs four round
+trips per update and leaves the AIMD state with whoever holds the lock. The plugin does the
+update where the state lives, in one round trip per member every `fleet.SYNC_S`
+(figures: docs/rate-control.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from distributed.core import rpc
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
+
+from assay.calls.fleet import FleetWindow
+
+PLUGIN = "assay-rate-share"
+HANDLER = "assay_rate_sync"
+_RPC_TIMEOUT_S = 5.0
+
+
+class RateShareHost(SchedulerPlugin):
+    """Keeps the fleet's windows on the scheduler and answers members' syncs."""
+
+    name = PLUGIN
+
+    def __init__(self) -> None:
+        self.windows: dict[str, FleetWindow] = {}
+
+    async def start(self, scheduler: Any) -> None:
+        scheduler.handlers[HANDLER] = self.sync
+
+    def sync(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
+        """One member's report on `name`; its grant back (`FleetWindow.sync`)."""
+        window = self.windows.get(name)
+        if window is None:
+            if report.get("leaving"):
+                return {}
+            window = self.windows[name] = FleetWindow(name, int(report["ceiling"]))
+        return window.sync(report)
+
+
+def scheduler_address(share: str) -> str:
+    """`dask://HOST:PORT` as distributed writes it (`tcp://HOST:PORT`); `tcp://` and `tls://`
+    addresses pass as they are."""
+    return "tcp://" + share.removeprefix("dask://") if share.startswith("dask://") else share
+
+
+class DaskLink:
+    """A member's way to the scheduler's plugin: `await link(name, report)` -> the grant.
+
+    Args:
+        address: the scheduler's address (`tcp://127.0.0.1:8786`).
+    """
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._rpc: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._installed = False
+
+    def _scheduler(self) -> Any:
+        # Comms belong to the loop that opened them: a new loop (a later run) opens its own.
+        loop = asyncio.get_running_loop()
+        if self._rpc is None or self._loop is not loop:
+            self._rpc = rpc(self.address, timeout=_RPC_TIMEOUT_S)
+            self._loop = loop
+        return self._rpc
+
+    async def __call__(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
+        scheduler = self._scheduler()
+        try:
+            async with asyncio.timeout(_RPC_TIMEOUT_S):
+                if not self._installed:
+                    await scheduler.register_scheduler_plugin(
+                        plugin=dumps(RateShareHost()), name=PLUGIN, idempotent=True
+                    )
+                    self._installed = True
+                grant = await scheduler.assay_rate_sync(name=name, report=report)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(f"Dask scheduler {self.address}: {exc}") from exc
+        if not isinstance(grant, dict):  # the plugin went missing (a restarted scheduler)
+            self._installed = False
+            raise ConnectionError(
+                f"Dask scheduler {self.address} answered {grant!r}: the plugin is not installed"
+            )
+        return grant
+
+    def abort(self) -> None:
+        if self._rpc is not None:
+            rpc_, self._rpc = self._rpc, None
+            rpc_.close_comms()
