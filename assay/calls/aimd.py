@@ -253,6 +253,10 @@ class RateController:
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
 
+    def pause_left(self, now: float) -> float:
+        """Seconds until a call may leave again (0 when none is paused)."""
+        return max(0.0, self._paused_until - now)
+
     def _pause_until(self, now: float, until: float) -> None:
         """No call leaves before `until`; the time added to the pause is counted in `paused_s`."""
         if until > self._paused_until:

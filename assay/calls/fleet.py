@@ -115,8 +115,6 @@ class FleetWindow:
         control.in_flight = sum(m.in_flight for m in self.members.values())
         for status, headers in report.get("answers", ()):
             control.observe(status, headers)
-        if not report.get("answers"):
-            control._sample()
         window = int(control.limit)
         shares = fair_shares(window, {m: v.demand for m, v in self.members.items()})
         # The others keep what they were granted until they sync: never grant past the window.
@@ -130,7 +128,7 @@ class FleetWindow:
         return {
             "quota": quota,
             "window": control.limit,
-            "pause_s": max(0.0, control._paused_until - now),
+            "pause_s": control.pause_left(now),
             "rpm": control.rpm * fraction if control.rpm else None,
             "tpm": control.tpm * fraction if control.tpm else None,
             "members": len(self.members),
