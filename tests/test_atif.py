@@ -103,7 +103,8 @@ def harness() -> Iterator[HarnessServer]:
 
 def _spec(tmp_path: Path, base_url: str) -> Path:
     write_jsonl(tmp_path / "d.jsonl", [{"id": "t1", "input": "task 1"}, {"id": "t2", "input": "task 2"}])
-    (tmp_path / "graders.py").write_text(
+    # A module name of its own: modules are cached per process, and other tests have a `graders`.
+    (tmp_path / "atif_graders.py").write_text(
         "def steps(trajectory):\n"
         "    return {'score': 1.0, 'metadata': {'roles': [s['role'] for s in trajectory or []]}}\n"
     )
@@ -112,7 +113,7 @@ def _spec(tmp_path: Path, base_url: str) -> Path:
         name="atif",
         dataset={"path": "d.jsonl", "id": "id"},
         target={"kind": "http_agent", "base_url": base_url, "poll_interval": 0.01},
-        scorers=[{"kind": "user_code", "name": "steps", "function": "graders:steps"}],
+        scorers=[{"kind": "user_code", "name": "steps", "function": "atif_graders:steps"}],
         fail_on_item_error_rate=1,
     )
 
