@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
 
 from assay.orchestrate.run import drive_run
-from flows._host import prefect_host
+from assay.spec import spec_title
+from flows._host import failing_cleanly, prefect_host
 
 
 @flow(name="assay-run", log_prints=False)
@@ -26,8 +28,11 @@ async def run_eval(
     compare_to: str | None = None,
     retry_failed: list[str] | None = None,
     check_keys: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
+
+    Bad input (the spec, its dataset, a run to resume) fails the flow run with the message alone,
+    as the terminal prints it, and names the flow run after the spec.
 
     Args:
         spec: path to the eval spec (YAML).
@@ -42,15 +47,18 @@ async def run_eval(
             every kind); their failed rows stay as history (`assay resume --retry-failed`).
         check_keys: try each agent's provider key with one cheap request before anything starts.
     """
-    return await drive_run(
-        spec,
-        store,
-        run_id,
-        resume,
-        cell,
-        extra_tags,
-        compare_to,
-        retry_failed=retry_failed,
-        check_keys=check_keys,
-        host=prefect_host(),
+    return await failing_cleanly(
+        drive_run(
+            spec,
+            store,
+            run_id,
+            resume,
+            cell,
+            extra_tags,
+            compare_to,
+            retry_failed=retry_failed,
+            check_keys=check_keys,
+            host=prefect_host(),
+        ),
+        title=lambda: spec_title(spec),
     )

@@ -11,7 +11,6 @@ maximum cost until its result arrives; each batch is recorded in the store's `ba
 from __future__ import annotations
 
 import json
-import os
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Protocol, TypeVar
@@ -21,6 +20,7 @@ from pydantic import BaseModel
 from assay.calls.accounting import Accounting, Usage, current_ledger
 from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings, custom_id
 from assay.calls.chat import ChatClient
+from assay.calls.keys import key_of
 from assay.calls.wire import ChatAPI
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BatchState, FailureKind
@@ -146,7 +146,7 @@ def open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batc
         return None
     store = context.store if context is not None else None
     run_id = context.run_id if context is not None else None
-    key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else None
+    key = key_of(spec)
     return Batcher(
         BATCH_APIS[api.name],
         spec.base_url,

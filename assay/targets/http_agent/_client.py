@@ -9,7 +9,6 @@ noise. aiohttp's transport (`httpx-aiohttp`) under it: httpx's own costs ~4 ms a
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +16,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy
+from assay.calls.keys import key_of
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
 
@@ -50,9 +50,10 @@ class HarnessClient:
         )
         self._policy = RetryPolicy(spec.max_retries)
         headers = {"accept": "application/json"}
-        if spec.api_key_env:
+        key = key_of(spec)
+        if key is not None:
             # Read here and kept only in the client's headers: never in a record, a log or argv.
-            headers["authorization"] = f"Bearer {os.environ.get(spec.api_key_env, '')}"
+            headers["authorization"] = f"Bearer {key}"
         self._client = httpx.AsyncClient(
             base_url=spec.base_url.rstrip("/"),
             headers=headers,
