@@ -26,6 +26,7 @@ async def rescore_run(
     budget: str | None = None,
     concurrency: int | None = None,
     capture_requests: bool | None = None,
+    keep_scores: bool = False,
 ) -> dict[str, Any] | State:
     """Score a stored run again with new scorers and return the rescore's summary. Bad input fails
     the flow run with the message alone (`failing_cleanly`).
@@ -41,6 +42,8 @@ async def rescore_run(
         concurrency: items scored at once (default: the source's).
         capture_requests: capture the judges' requests and carry the source's forward (default:
             as the source did).
+        keep_scores: carry the source's scores forward, of every scorer no new one replaces by
+            name, so the rescore compares with its source.
     """
     return await failing_cleanly(
         drive_rescore(
@@ -53,6 +56,7 @@ async def rescore_run(
             budget=budget,
             concurrency=concurrency,
             capture_requests=capture_requests,
+            keep_scores=keep_scores,
             host=prefect_host(),
         ),
         title=lambda: f"rescore {source_run_id}",
