@@ -135,7 +135,10 @@ ITEMS = _schema(
     (
         "retries",
         pa.int32(),
-        "how many attempts failed before the last (failed items too); null if not counted",
+        (
+            "how many attempts failed before the last (failed items too; an http_agent's summed over "
+            "its requests to the harness; a python target's 0: never retried); null if not counted"
+        ),
     ),
     *_TOKENS,
     ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
