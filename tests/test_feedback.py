@@ -244,6 +244,7 @@ def test_the_readme_documents_every_field_of_the_scorers_that_take_fields():
     assert "python -m assay.testing.mock_openai --port 8000" in readme
 
 
+@pytest.mark.slow
 def test_a_failed_item_says_how_many_retries_it_took(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 500, "times": -1}])
     spec = priced_spec(tmp_path, mock.base_url, target={"max_retries": 2}, fail_on_item_error_rate=1)
@@ -267,6 +268,7 @@ def test_a_rescore_is_labelled_as_one_in_show_and_ls(tmp_path, mock, capsys):
     assert f"rescore of {source}" in line
 
 
+@pytest.mark.slow
 def test_assay_ui_refuses_a_busy_port_before_starting_anything(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
