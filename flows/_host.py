@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import asyncio
+import os
+import signal
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from prefect.client.schemas.objects import State
+from prefect.exceptions import TerminationSignal
 from prefect.logging import get_run_logger
-from prefect.states import Failed
+from prefect.states import Cancelled, Failed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
+from assay.run import progress
 from assay.run.plan import MAX_SHARDS, new_run_id
 from tasks import current_flow_run, run_shard
 from tasks.publish import name_flow_run, publish_run_summary
@@ -39,19 +45,69 @@ def prefect_host() -> Host:
     )
 
 
-async def failing_cleanly(
+def _worker_owned() -> bool:
+    """Whether this process was started (by a worker or runner) for the current flow run, which
+    then owns its cancellation: it stops the process with SIGTERM."""
+    flow_run = current_flow_run()
+    return flow_run is not None and os.environ.get("PREFECT__FLOW_RUN_ID") == str(flow_run.id)
+
+
+@contextmanager
+def _sigterm_cancels() -> Iterator[None]:
+    """Within the block, SIGTERM cancels the current task at its next `await`, as Ctrl-C does at
+    a terminal (`assay.cli._flows`), so the runs are recorded `cancelled` and the flow run ends
+    in a state. Prefect's own handler raises `TerminationSignal` at whatever bytecode runs —
+    between a batch's commit and its bookkeeping, say, or inside the engine where nothing of
+    ours sees it. Outside the main thread (no signals there) it changes nothing."""
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+
+    def cancel(signum: int, frame: object) -> None:
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, cancel)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+async def ending_cleanly(
     driven: Coroutine[Any, Any, dict[str, Any]], *, title: Callable[[], str]
 ) -> dict[str, Any] | State:
-    """What a driver returns; on bad input (`InputError`: the spec, its dataset, a run id) a
-    failed state whose message is the one the terminal prints, with no traceback in the flow
-    run's logs, and the flow run named `<title> · bad input`. Outside a flow run it raises.
+    """What a driver returns; or the flow run's end as a state, where Prefect would otherwise say
+    less (outside a flow run, these raise):
+
+    - bad input (`InputError`: the spec, its dataset, a run id): failed, the message the terminal
+      prints and no traceback in the logs, the flow run named `<title> · bad input`;
+    - in a process a worker started for this flow run, a cancellation (the UI's Cancel, which
+      reaches the process as SIGTERM): cancelled, naming the runs it stopped and how to resume
+      them. Let through, a cancellation that the worker owns leaves Prefect's engine logging
+      "Finished in state Running()". (`assay run` under Prefect handles its own Ctrl-C and
+      SIGTERM, as embedded.)
 
     Args:
         driven: the driver's call, e.g. `drive_run(...)`.
         title: what the flow run is named after (the spec), asked only on bad input.
     """
+    worker_owned = _worker_owned()
     try:
-        return await driven
+        with _sigterm_cancels() if worker_owned else nullcontext():
+            return await driven
+    except (asyncio.CancelledError, TerminationSignal):
+        if not worker_owned:
+            raise
+        if (task := asyncio.current_task()) is not None:
+            task.uncancel()  # handled here: the engine's own awaits that follow must not see it
+        stopped = progress.cancelled_so_far()
+        resume = ", ".join(f"`assay resume {run_id}`" for run_id in stopped)
+        return Cancelled(
+            message="cancelled: finished items are stored" + (f"; {resume} continues" if resume else "")
+        )
     except InputError as bad:
         if current_flow_run() is None:
             raise

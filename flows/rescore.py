@@ -12,7 +12,7 @@ from prefect import flow
 from prefect.client.schemas.objects import State
 
 from assay.orchestrate.rescore import drive_rescore
-from flows._host import failing_cleanly, prefect_host
+from flows._host import ending_cleanly, prefect_host
 
 
 @flow(name="assay-rescore", log_prints=False)
@@ -29,7 +29,7 @@ async def rescore_run(
     keep_scores: bool = False,
 ) -> dict[str, Any] | State:
     """Score a stored run again with new scorers and return the rescore's summary. Bad input fails
-    the flow run with the message alone (`failing_cleanly`).
+    the flow run with the message alone (`ending_cleanly`).
 
     Args:
         source_run_id: the run whose outputs are scored.
@@ -45,7 +45,7 @@ async def rescore_run(
         keep_scores: carry the source's scores forward, of every scorer no new one replaces by
             name, so the rescore compares with its source.
     """
-    return await failing_cleanly(
+    return await ending_cleanly(
         drive_rescore(
             source_run_id,
             spec,

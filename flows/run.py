@@ -14,7 +14,7 @@ from prefect.client.schemas.objects import State
 
 from assay.orchestrate.run import drive_run
 from assay.spec import spec_title
-from flows._host import failing_cleanly, prefect_host
+from flows._host import ending_cleanly, prefect_host
 
 
 @flow(name="assay-run", log_prints=False)
@@ -47,7 +47,7 @@ async def run_eval(
             every kind); their failed rows stay as history (`assay resume --retry-failed`).
         check_keys: try each agent's provider key with one cheap request before anything starts.
     """
-    return await failing_cleanly(
+    return await ending_cleanly(
         drive_run(
             spec,
             store,

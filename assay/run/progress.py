@@ -130,6 +130,11 @@ def cancelled(run_id: str) -> None:
     _cancelled.append(run_id)
 
 
+def cancelled_so_far() -> list[str]:
+    """The runs noted by `cancelled` and not yet taken, in order (they stay noted)."""
+    return list(_cancelled)
+
+
 def take_cancelled() -> list[str]:
     """The runs noted by `cancelled` since the last call, in order; forgets them."""
     taken = list(_cancelled)
