@@ -135,7 +135,10 @@ ITEMS = _schema(
     (
         "retries",
         pa.int32(),
-        "how many attempts failed before the last (failed items too); null if not counted",
+        (
+            "how many attempts failed before the last (failed items too; an http_agent's summed over "
+            "its requests to the harness; a python target's 0: never retried); null if not counted"
+        ),
     ),
     *_TOKENS,
     ("cost_usd", pa.float64(), "measured cost in USD of the item: generation plus its scorers' judging"),
@@ -303,6 +306,15 @@ RUNS = _schema(
         f"for a rescore: {_words(Completeness)}, how far `source_generation_usd` holds",
     ),
     (
+        "kept_scorers",
+        pa.list_(pa.string()),
+        (
+            "for a rescore with `--keep-scores`: the source's scorers whose rows it carries forward "
+            "unchanged (every one no new scorer replaces by name), so it compares with its source "
+            "scorer by scorer; null otherwise"
+        ),
+    ),
+    (
         "matrix_id",
         pa.string(),
         "for a cell of a matrix spec (`targets:`): the matrix's id, shared by its cells",
@@ -413,6 +425,7 @@ class RunRecord(TypedDict, total=False):
     source_run_id: str | None
     source_generation_usd: float | None
     source_generation_completeness: str | None
+    kept_scorers: list[str] | None
     matrix_id: str | None
     cell: str | None
     target_kind: str

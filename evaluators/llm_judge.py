@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import string
 import weakref
@@ -46,6 +45,7 @@ from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
+from assay.calls.keys import key_problems
 from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
 from assay.calls.wire import APIS, ChatAPI
@@ -179,6 +179,8 @@ class LlmJudge(Scorer):
         model: the judge's exact model version (a moving alias makes scores unrepeatable; with
             `provider: anthropic` one is refused before the run starts).
         api_key_env: the environment variable holding the API key; the key is never stored.
+        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
+            (for deployment runs: docs/prefect.md); never stored either.
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
             (the scale in words), the item's annotations and the dataset row's fields (those four
             names win over an annotation of the same name). The default asks for correctness,
@@ -204,7 +206,17 @@ class LlmJudge(Scorer):
     version: ClassVar[str] = "1"
     deterministic: ClassVar[bool] = False
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "concurrency", "cache", "gold_check", "batch"}
+        {
+            "base_url",
+            "api_key_env",
+            "api_key_secret",
+            "timeout",
+            "max_retries",
+            "concurrency",
+            "cache",
+            "gold_check",
+            "batch",
+        }
     )
 
     kind: Literal["llm_judge"] = "llm_judge"
@@ -212,6 +224,7 @@ class LlmJudge(Scorer):
     provider: Literal["openai", "anthropic"] = "openai"
     model: str = Field(min_length=1)
     api_key_env: str | None = Field(default=None, min_length=1)
+    api_key_secret: str | None = Field(default=None, min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)
     system: str | None = None
     scale: Literal["0-1"] | int = SCALE_UNIT
@@ -361,11 +374,12 @@ class LlmJudge(Scorer):
         held = self._clients.by_loop.get(loop)
         if held is not None:
             return held[0]
-        if self.api_key_env and not os.environ.get(self.api_key_env):
-            raise ValueError(f"llm_judge api_key_env: environment variable {self.api_key_env!r} is not set")
+        if problems := key_problems(self, "llm_judge"):
+            raise ValueError(problems[0])
         client = ChatClient(
             self.base_url,
             api_key_env=self.api_key_env,
+            api_key_secret=self.api_key_secret,
             timeout=self.timeout,
             max_retries=self.max_retries,
             concurrency=self.concurrency,

@@ -16,12 +16,12 @@ whole. With `requires_trajectory`, an item whose target gave no trajectory is a 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
 from assay.calls.http import HttpURL
+from assay.calls.keys import key_of
 from assay.errors import ScorerNotApplicable
 from evaluators._base import Sample, Score, Scorer
 
@@ -32,17 +32,19 @@ class Remote(Scorer):
     Args:
         url: the evaluator's endpoint (POST).
         api_key_env: the environment variable holding a bearer key, if the evaluator wants one.
+        api_key_secret: a Prefect Secret block holding it instead (docs/prefect.md).
         timeout: seconds for the request.
         config: sent to the evaluator as `case.config` (its settings for this eval).
         requires_trajectory: skip (neutrally) items whose target gave no trajectory.
     """
 
     deterministic: ClassVar[bool] = False
-    operational: ClassVar[frozenset[str]] = frozenset({"api_key_env", "timeout", "gold_check"})
+    operational: ClassVar[frozenset[str]] = frozenset({"api_key_env", "api_key_secret", "timeout", "gold_check"})
 
     kind: Literal["remote"] = "remote"
     url: HttpURL
     api_key_env: str | None = None
+    api_key_secret: str | None = Field(default=None, min_length=1)
     timeout: float = Field(default=30.0, gt=0)
     config: dict[str, JsonValue] = Field(default_factory=dict)
     requires_trajectory: bool = False
@@ -52,8 +54,8 @@ class Remote(Scorer):
         if self.requires_trajectory and not trajectory:
             raise ScorerNotApplicable("the target gave no trajectory, and this evaluator needs one")
         headers = {}
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            headers["authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        if key := key_of(self):
+            headers["authorization"] = f"Bearer {key}"
         files = _files(sample.fields.get("files"))
         case_input = sample.input
         if isinstance(case_input, dict) and files and "files" not in case_input:

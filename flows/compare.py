@@ -11,7 +11,7 @@ from prefect.states import Failed
 from assay.analysis.compare import CompareOptions
 from assay.orchestrate.compare import compare_and_store
 from tasks import current_flow_run
-from tasks.publish import name_flow_run, publish_comparison
+from tasks.publish import log_line, name_flow_run, publish_comparison
 
 
 @flow(name="assay-compare", log_prints=False)
@@ -32,8 +32,12 @@ def compare_runs(
     # Read both sides, compare them per scorer, gate, and store the comparison beside the runs.
     comparison = compare_and_store(baseline, candidate, store, options)
 
-    # Show it in the Prefect UI.
+    # Show it in the Prefect UI: the flow run's name, its logs, an artifact.
     name_flow_run(f"compare {'+'.join(baseline)} → {'+'.join(candidate)}")
+    for line in [f"comparison {comparison['comparison_id']}", *comparison["lines"]]:
+        log_line(line)
+    for message in comparison["failed_gates"]:
+        log_line(f"gate failed: {message}")
     publish_comparison(comparison)
 
     # Under Prefect a failed gate fails the flow run, so schedules and automations see it.

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
 
 from assay.orchestrate.rescore import drive_rescore
-from flows._host import prefect_host
+from flows._host import ending_cleanly, prefect_host
 
 
 @flow(name="assay-rescore", log_prints=False)
@@ -25,8 +26,10 @@ async def rescore_run(
     budget: str | None = None,
     concurrency: int | None = None,
     capture_requests: bool | None = None,
-) -> dict[str, Any]:
-    """Score a stored run again with new scorers and return the rescore's summary.
+    keep_scores: bool = False,
+) -> dict[str, Any] | State:
+    """Score a stored run again with new scorers and return the rescore's summary. Bad input fails
+    the flow run with the message alone (`ending_cleanly`).
 
     Args:
         source_run_id: the run whose outputs are scored.
@@ -39,16 +42,22 @@ async def rescore_run(
         concurrency: items scored at once (default: the source's).
         capture_requests: capture the judges' requests and carry the source's forward (default:
             as the source did).
+        keep_scores: carry the source's scores forward, of every scorer no new one replaces by
+            name, so the rescore compares with its source.
     """
-    return await drive_rescore(
-        source_run_id,
-        spec,
-        scorers,
-        store,
-        run_id,
-        resume,
-        budget=budget,
-        concurrency=concurrency,
-        capture_requests=capture_requests,
-        host=prefect_host(),
+    return await ending_cleanly(
+        drive_rescore(
+            source_run_id,
+            spec,
+            scorers,
+            store,
+            run_id,
+            resume,
+            budget=budget,
+            concurrency=concurrency,
+            capture_requests=capture_requests,
+            keep_scores=keep_scores,
+            host=prefect_host(),
+        ),
+        title=lambda: f"rescore {source_run_id}",
     )

@@ -12,9 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
 
 from assay.orchestrate.run import drive_run
-from flows._host import prefect_host
+from assay.spec import spec_title
+from flows._host import ending_cleanly, prefect_host
 
 
 @flow(name="assay-run", log_prints=False)
@@ -29,8 +31,11 @@ async def run_eval(
     retry_failed: list[str] | None = None,
     check_keys: bool = False,
     dask: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
+
+    Bad input (the spec, its dataset, a run to resume) fails the flow run with the message alone,
+    as the terminal prints it, and names the flow run after the spec.
 
     Args:
         spec: path to the eval spec (YAML).
@@ -51,21 +56,28 @@ async def run_eval(
     params = {"retry_failed": retry_failed, "check_keys": check_keys}
     host = prefect_host()
     dask = dask or os.environ.get("ASSAY_DASK") or None
+    title = lambda: spec_title(spec)
     if dask is None or host.flow_run_id is None:  # outside a flow run: no task runs to make
-        return await drive_run(
-            spec, store, run_id, resume, cell, extra_tags, compare_to, **params, dask=dask, host=host
+        return await ending_cleanly(
+            drive_run(
+                spec, store, run_id, resume, cell, extra_tags, compare_to, **params, dask=dask, host=host
+            ),
+            title=title,
         )
     from flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
 
     async with dask_task_runner(dask) as execute:
-        return await drive_run(
-            spec,
-            store,
-            run_id,
-            resume,
-            cell,
-            extra_tags,
-            compare_to,
-            **params,
-            host=replace(host, execute=execute),
+        return await ending_cleanly(
+            drive_run(
+                spec,
+                store,
+                run_id,
+                resume,
+                cell,
+                extra_tags,
+                compare_to,
+                **params,
+                host=replace(host, execute=execute),
+            ),
+            title=title,
         )

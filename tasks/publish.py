@@ -1,4 +1,4 @@
-"""What a flow shows in the Prefect UI: a meaningful flow-run name and artifacts.
+"""What a flow shows in the Prefect UI: a meaningful flow-run name, log lines and artifacts.
 
 Every function here does nothing outside a Prefect flow run (the embedded path has no UI).
 """
@@ -9,6 +9,7 @@ from typing import Any
 
 from prefect.artifacts import acreate_table_artifact, create_markdown_artifact
 from prefect.client.orchestration import get_client
+from prefect.logging import get_run_logger
 
 from assay import numbers
 from assay.analysis.compare import gauge_line
@@ -23,6 +24,12 @@ def name_flow_run(name: str) -> None:
     if flow_run is not None:
         with get_client(sync_client=True) as client:
             client.update_flow_run(flow_run.id, name=name)
+
+
+def log_line(line: str) -> None:
+    """Log `line` at INFO to the current flow run (the Logs tab); nothing outside a flow run."""
+    if current_flow_run() is not None:
+        get_run_logger().info(line)
 
 
 def _key(text: str) -> str:

@@ -301,6 +301,32 @@ def test_the_pass_rate_counts_each_item_once_after_a_retry(store):
     items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)
     runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
     executed = items.join(runs.filter(pl.col("kind") == "run").select("run_id").unique(), on="run_id")
-    pairs = executed.filter(pl.col("outcome").is_in(["completed", "failed"])).select("run_id", "item_id", "trial")
+    pairs = executed.filter(pl.col("outcome").is_in(["completed", "failed"])).select(
+        "run_id", "item_id", "trial"
+    )
     assert pairs.height > pairs.unique().height, "the store holds retried items"
     assert result["attempted"].sum() == pairs.unique().height
+
+
+def test_the_per_model_queries_keep_a_matrix_cell_apart_from_other_runs_of_its_model(store):
+    """Queries 1 and 8 on the store's mock-1 runs: the two nightly runs and the matrix's `small`
+    cell, which asks with another prompt. The cell's pass rate and spend are rows of their own."""
+    (one,) = [c for h, c in PYTHON if h.startswith("1. ")]
+    passes = (
+        run_python(one, store)
+        .filter(pl.col("model") == "mock-1")
+        .group_by("cell")
+        .agg(pl.col("attempted", "passed").sum())
+    )
+    by_cell = {row["cell"]: (row["attempted"], row["passed"]) for row in passes.iter_rows(named=True)}
+    assert by_cell == {None: (2 * N_ITEMS, 8), "small": (N_ITEMS, 6)}, by_cell
+
+    (eight,) = [c for h, c in PYTHON if h.startswith("8. ")]
+    usage = run_python(eight, store).filter((pl.col("model") == "mock-1") & (pl.col("kind") == "generation"))
+    spend = dict(usage.group_by("cell").agg(pl.col("cost_usd").sum()).iter_rows())
+    runs = pl.read_parquet(f"{store}/runs/**/*.parquet", hive_partitioning=True)
+    runs = runs.filter(pl.col("revision") == pl.col("revision").max().over("run_id"))
+    assert set(spend) == {None, "small"}, spend
+    assert spend["small"] == pytest.approx(
+        runs.filter(pl.col("cell") == "small")["cost_generation_usd"].item()
+    )

@@ -19,7 +19,7 @@ from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import AnthropicMessagesTarget, TargetResult
-from tests.conftest import arithmetic_rows, run_assay, write_jsonl, write_spec
+from tests.conftest import arithmetic_rows, write_jsonl, write_spec
 from tests.test_sessions import THREE_PROMPTS, session_spec, write_policy
 
 MODEL = "claude-sonnet-4-5-20250929"
@@ -114,21 +114,22 @@ def test_a_refused_request_fails_at_once_naming_the_provider(claude):
     assert claude.stats()["requests"] == 1
 
 
-def test_max_tokens_is_required_by_the_spec(tmp_path, claude):
+def test_max_tokens_is_required_by_the_spec(tmp_path, claude, capsys):
     target = target_spec(claude.base_url)
     del target["max_tokens"]
     spec = arithmetic_spec(tmp_path, target)
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2 and "target.max_tokens: required field is missing" in done.stderr
+    code = main(["run", str(spec), "--store", str(tmp_path / "s")])
+    assert code == 2 and "target.max_tokens: required field is missing" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.parametrize("alias", ["claude-sonnet-4-5", "claude-3-5-sonnet-latest"])
-def test_a_moving_alias_is_refused_before_the_run(tmp_path, claude, alias):
+def test_a_moving_alias_is_refused_before_the_run(tmp_path, claude, alias, capsys):
     spec = arithmetic_spec(tmp_path, target_spec(claude.base_url, model=alias))
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2, done.stderr
-    assert "target.model" in done.stderr and alias in done.stderr
+    code = main(["run", str(spec), "--store", str(tmp_path / "s")])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert "target.model" in stderr and alias in stderr
     assert claude.stats()["requests"] == 0 and not (tmp_path / "s" / "runs").exists()
 
 
@@ -201,7 +202,7 @@ def test_an_anthropic_judge_grades_with_the_messages_api(tmp_path, claude, mock,
     assert scores["cost_usd"].sum() > 0
 
 
-def test_an_anthropic_judge_must_be_pinned(tmp_path, claude, mock):
+def test_an_anthropic_judge_must_be_pinned(tmp_path, claude, mock, capsys):
     judge = {
         "kind": "llm_judge",
         "provider": "anthropic",
@@ -211,6 +212,7 @@ def test_an_anthropic_judge_must_be_pinned(tmp_path, claude, mock):
     spec = arithmetic_spec(
         tmp_path, {"kind": "openai", "base_url": mock.base_url, "model": "mock-1"}, scorers=[judge]
     )
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2 and "scorers.0.model" in done.stderr and "claude-opus-4-5" in done.stderr
+    code = main(["run", str(spec), "--store", str(tmp_path / "s")])
+    stderr = capsys.readouterr().err
+    assert code == 2 and "scorers.0.model" in stderr and "claude-opus-4-5" in stderr
     assert mock.stats()["requests"] == 0

@@ -111,6 +111,7 @@ def test_errored_and_expired_requests_fail_their_items(tmp_path, claude, capsys)
     assert counts == {"canceled": 0, "errored": 1, "expired": 1, "succeeded": 2}
 
 
+@pytest.mark.slow
 def test_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_path, claude):
     n = 15
     claude.configure(batch_delay_ms=3000, answers=answers(n))
@@ -145,6 +146,7 @@ def test_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_a_request_that_expired_while_the_run_was_down_is_submitted_again_once(tmp_path, claude):
     claude.configure(batch_delay_ms=1500, answers=answers(6), expire="3 + 3")
     store = tmp_path / "s"
@@ -260,13 +262,14 @@ def test_openai_errored_and_expired_requests_fail_their_items(tmp_path, mock, ca
     }
 
 
-def test_openai_batch_needs_max_tokens(tmp_path, mock):
+def test_openai_batch_needs_max_tokens(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, 2, batch=True)
     spec.write_text(spec.read_text().replace("max_tokens: 16", "max_tokens: null"))
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2 and "batch needs max_tokens" in done.stderr
+    code = main(["run", str(spec), "--store", str(tmp_path / "s")])
+    assert code == 2 and "batch needs max_tokens" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_openai_sigkill_with_batches_in_flight_then_resume_submits_nothing_twice(tmp_path, mock):
     n = 15
     mock.configure(batch_delay_ms=3000, answers=answers(n))

@@ -244,6 +244,7 @@ def test_the_readme_documents_every_field_of_the_scorers_that_take_fields():
     assert "python -m assay.testing.mock_openai --port 8000" in readme
 
 
+@pytest.mark.slow
 def test_a_failed_item_says_how_many_retries_it_took(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 500, "times": -1}])
     spec = priced_spec(tmp_path, mock.base_url, target={"max_retries": 2}, fail_on_item_error_rate=1)
@@ -267,6 +268,7 @@ def test_a_rescore_is_labelled_as_one_in_show_and_ls(tmp_path, mock, capsys):
     assert f"rescore of {source}" in line
 
 
+@pytest.mark.slow
 def test_assay_ui_refuses_a_busy_port_before_starting_anything(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -279,3 +281,41 @@ def test_assay_ui_refuses_a_busy_port_before_starting_anything(tmp_path):
         "server?); stop it, or pass another --port"
     )
     assert not (tmp_path / "logs").exists(), "nothing started, nothing written"
+
+
+def test_a_failed_python_item_says_it_was_not_retried(tmp_path, capsys):
+    """A python target's call is never retried: its failed items' `retries` is 0, not null."""
+    (tmp_path / "broken.py").write_text("def answer(question):\n    raise ValueError('no')\n")
+    write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "input": "x"}, {"id": "b", "input": "y"}])
+    spec = write_spec(
+        tmp_path,
+        name="broken",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={"kind": "python", "function": "broken:answer"},
+        scorers=[{"kind": "exact_match"}],
+        fail_on_item_error_rate=1,
+    )
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    items = Store(tmp_path / "s").run_items(run_id)
+    assert items["outcome"].to_list() == ["failed"] * 2 and items["retries"].to_list() == [0, 0]
+
+
+def test_logged_progress_says_each_tenth_and_every_few_seconds_between():
+    """A flow run's progress lines (`assay.run.progress.Logged`): one at the start, one at each
+    tenth of the run, and one at least every `every_s` seconds while items finish between tenths."""
+    from assay.run.progress import Logged
+
+    lines: list[str] = []
+    now = [0.0]
+    reporter = Logged(lines.append, every_s=5.0, clock=lambda: now[0])
+    reporter.started(1000, 0)
+    for _ in range(50):  # 5 % of the run, one item a second: a line every 5 s
+        now[0] += 1.0
+        reporter.item_done("completed")
+    assert len(lines) == 1 + 10
+    assert lines[0] == "progress: 0 of 1000 items (0.0%) · 0 failed · 0.0 s"
+    assert lines[-1] == "progress: 50 of 1000 items (5.0%) · 0 failed · 50.0 s"
+    for _ in range(50):  # the next 5 %, at once: one line, at the tenth
+        reporter.item_done("failed")
+    assert lines[-2:] == [lines[10], "progress: 100 of 1000 items (10.0%) · 50 failed · 50.0 s"]

@@ -548,6 +548,7 @@ def test_429_and_5xx_are_retried(harness):
     )
     result = one_result(harness)
     assert result.caller_metadata["trajectory_status"] == "valid"
+    assert result.retries == 4, "the item's retries: every failed attempt of its requests"
     stats = harness.stats()
     assert stats["requests"]["create"] == 2 and stats["requests"]["status"] == 3
     keys = [h["idempotency_key"] for h in stats["headers"] if h["route"] == "create"]
@@ -559,6 +560,7 @@ def test_retries_run_out(harness):
     harness.configure(faults=[{"route": "create", "status": 503, "retry_after": 0, "times": -1}])
     failure = one_failure(harness, max_retries=2)
     assert failure.kind == "http" and failure.http_status == 503 and failure.retryable
+    assert failure.retries == 2, "a failed item's retries, as a model call's"
     assert "POST /runs: HTTP 503: fault: HTTP 503" in failure.message
     assert harness.stats()["requests"]["create"] == 3
 

@@ -129,6 +129,7 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after(None) is None and retry_after("soon") is None and retry_after("nan") is None
 
 
+@pytest.mark.slow
 def test_the_chat_client_waits_for_an_http_date(mock):
     # The date has whole seconds, so the wait is between 2 and 3 s; backoff alone would be <= 1 s.
     mock.configure(faults=[{"status": 503, "times": 1, "retry_after": http_date_in(3)}])
@@ -136,6 +137,7 @@ def test_the_chat_client_waits_for_an_http_date(mock):
     assert reply.retries == 1 and reply.retry_ms >= 1900
 
 
+@pytest.mark.slow
 def test_the_http_agent_waits_for_an_http_date(harness):
     harness.configure(faults=[{"route": "capabilities", "status": 429, "retry_after": http_date_in(3)}])
     started = time.perf_counter()
@@ -144,6 +146,7 @@ def test_the_http_agent_waits_for_an_http_date(harness):
     assert harness.stats()["requests"]["capabilities"] == 2
 
 
+@pytest.mark.slow
 def test_the_http_agent_waits_for_seconds(harness):
     harness.configure(faults=[{"route": "capabilities", "status": 503, "retry_after": 1}])
     started = time.perf_counter()

@@ -186,6 +186,7 @@ def test_every_phase_is_accepted(tmp_path: Path) -> None:
     assert validate_jsonl(path) == (3, None)
 
 
+@pytest.mark.slow
 def test_a_file_at_the_size_limit_is_read_fast(tmp_path: Path) -> None:
     """Many small records and a few near the line limit, up to 16 MiB exactly."""
     path = tmp_path / "requests.jsonl"

@@ -214,3 +214,55 @@ def test_a_rescore_takes_its_own_budget_and_concurrency_and_records_the_source_g
     code = main(["rescore", source_id, "--scorer", "exact_match", "--concurrency", "0", "--store", store])
     assert code == 2 and "concurrency" in capsys.readouterr().err
     assert Store(store).runs().collect().height == runs
+
+
+def test_keep_scores_carries_the_source_scores_so_the_rescore_compares_with_it(source, capsys):
+    """`--keep-scores`: the scorers no new one replaces keep the source's rows (their spend zero),
+    so `compare SOURCE --candidate RESCORE` shows the redone scorer's change beside no change."""
+    store, source_id = source
+    code, summary = run_json(
+        capsys,
+        "rescore",
+        source_id,
+        "--store",
+        store,
+        "--scorer",
+        "{kind: regex, name: exact, pattern: '.'}",  # `exact` redone: any answer passes
+        "--scorer",
+        "{kind: numeric, name: num}",
+        "--keep-scores",
+    )
+    assert code == 0
+    the = Store(store)
+    rescore_id = summary["run_id"]
+    assert the.read_run(rescore_id)["kept_scorers"] == ["digits"]
+    scores = the.run_scores(rescore_id)
+    assert set(scores["scorer"]) == {"exact", "num", "digits"}
+    assert {row["scorer"] for row in summary["scorers"]} == {"exact", "num", "digits"}
+    columns = ["item_id", "trial", "score", "outcome", "explanation"]
+    kept = scores.filter(pl.col("scorer") == "digits").select(columns).sort("item_id")
+    source_digits = (
+        the.run_scores(source_id).filter(pl.col("scorer") == "digits").select(columns).sort("item_id")
+    )
+    assert kept.height == 5 and kept.equals(source_digits)
+    assert scores.filter(pl.col("scorer") == "digits")["cost_usd"].to_list() == [0.0] * 5
+
+    code, comparison = run_json(capsys, "compare", source_id, "--candidate", rescore_id, "--store", store)
+    verdicts = {row["scorer"]: (row["verdict"], row.get("n_pairs")) for row in comparison["scorers"]}
+    assert verdicts["digits"] == ("unchanged", 5)
+    assert verdicts["exact"] == ("improved", 5), comparison["scorers"]
+
+    # A resume keeps the choice and adds nothing.
+    code, _ = run_json(capsys, "resume", rescore_id, "--store", store)
+    assert code == 0 and the.read_run(rescore_id)["kept_scorers"] == ["digits"]
+    assert the.run_scores(rescore_id).height == scores.height
+
+
+def test_without_keep_scores_a_rescore_holds_only_its_new_scores(source, capsys):
+    store, source_id = source
+    code, summary = run_json(
+        capsys, "rescore", source_id, "--store", store, "--scorer", "{kind: numeric, name: num}"
+    )
+    assert code == 0
+    assert Store(store).read_run(summary["run_id"])["kept_scorers"] is None
+    assert set(Store(store).run_scores(summary["run_id"])["scorer"]) == {"num"}

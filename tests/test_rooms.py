@@ -33,6 +33,7 @@ def test_each_room_says_what_it_does_and_exports_real_names(room: str) -> None:
         assert not isinstance(value, types.ModuleType), f"{room}.{name} is a module"
 
 
+@pytest.mark.slow
 def test_lazy_rooms_load_nothing_until_a_name_is_used() -> None:
     probe = (
         "import importlib, json, sys\n"

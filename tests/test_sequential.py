@@ -103,6 +103,7 @@ def test_bad_differences_and_settings_are_refused() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_the_sequence_covers_the_true_delta_at_every_item_at_once(kind: str) -> None:
     rng = np.random.default_rng(20 + len(kind))
     n = 2000

@@ -161,6 +161,7 @@ def test_a_bad_baseline_is_refused_before_anything_is_written(tmp_path, capsys, 
     assert not (spec.parent / "calls.log").exists()
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_its_sequence_from_the_committed_rows(tmp_path, capsys, baseline) -> None:
     """SIGKILL mid-run, then `assay resume`: the sequence is rebuilt from what was committed and
     carried on over every pair, as if the run had never stopped."""

@@ -397,6 +397,7 @@ def test_same_seed_same_result_and_thread_count_does_not_matter(monkeypatch: pyt
 
 
 @pytest.mark.parametrize("watched", [[0, 600], [0, 600, 800, 900, 970, 995, 999]])
+@pytest.mark.slow
 def test_index_draws_pick_every_item_with_probability_one_over_n(watched: list[int]) -> None:
     # n = 1000 = 512 + 256 + 128 + 64 + 32 + 8: one watched item in each block. A one-hot column's
     # resampled sum is how often its item was drawn: Binomial(n, 1/n), mean 1, variance 1 - 1/n.
@@ -415,6 +416,7 @@ def test_index_draws_pick_every_item_with_probability_one_over_n(watched: list[i
         assert draws.var() == pytest.approx(1 - 1 / n, rel=0.06), item
 
 
+@pytest.mark.slow
 def test_summing_by_matmul_or_by_gather_sees_the_same_resamples() -> None:
     rng = np.random.default_rng(13)
     n = 4_000
@@ -448,6 +450,7 @@ def test_blocks_are_powers_of_two_summing_to_n(n: int) -> None:
     assert all(s & (s - 1) == 0 and 1 <= s <= 65_536 for s in sizes.tolist())
 
 
+@pytest.mark.slow
 def test_large_n_spans_several_full_blocks() -> None:
     rng = np.random.default_rng(10)
     n = 2 * 65_536 + 3

@@ -115,6 +115,7 @@ def test_an_unknown_store_scheme_is_bad_input():
         Store("gs://bucket/x")
 
 
+@pytest.mark.slow
 def test_run_resume_rescore_compare_report_show_on_s3(s3, request, tmp_path, mock, capsys):
     url = _url(s3, request)
     mock.configure(answers={"What is 3 + 3?": "6"})
@@ -184,6 +185,7 @@ def test_response_cache_lives_in_the_bucket(s3, request, tmp_path, mock, capsys)
     assert mock.stats()["requests"] == 5 and again["items"]["completed"] == 5
 
 
+@pytest.mark.slow
 def test_sigkill_between_puts_of_a_batch_then_resume_commits_every_row_once(s3, request, tmp_path, mock):
     url = _url(s3, request)
     # 100 items, 4 at a time, 120 ms each: 3 s, so a batch is committed after 2 s and another at the end.

@@ -12,13 +12,13 @@ the batches of its own purpose and scorer.
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
 from assay.calls.accounting import Accounting, Usage, current_ledger
 from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings
+from assay.calls.keys import key_of
 from assay.calls.wire import ChatAPI
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BatchState, FailureKind, SpendKind
@@ -110,7 +110,7 @@ def open_batcher(
     run_id: str | None,
     scorer: str | None = None,
 ) -> Batcher:
-    """The batcher of a spec in batch mode (a target's or a judge's: `base_url`, `api_key_env`,
+    """The batcher of a spec in batch mode (a target's or a judge's: `base_url`, `api_key_env` or `api_key_secret`,
     `batch`, `timeout`, `max_retries`), its ledger the run's `batches/` (in memory without a store).
 
     Args:
@@ -120,7 +120,7 @@ def open_batcher(
         run_id: the run's id, or None.
         scorer: the judging scorer's name; None for a target.
     """
-    key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else None
+    key = key_of(spec)
     return Batcher(
         BATCH_APIS[api.name],
         spec.base_url,

@@ -16,7 +16,6 @@ capture makes it `unavailable` for the rest of the run; ids of records never sto
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay.calls.keys import key_of
 from assay.calls.request_codec import VERSION
 from assay.outcomes import CaptureStatus, RequestOutcome, RequestPhase, SpendKind
 
@@ -306,11 +306,9 @@ def _size(record: dict[str, Any]) -> int:
 
 
 def secrets_of(spec: Any) -> list[str]:
-    """The values of every API-key variable a spec names (read now, never stored)."""
-    names = [getattr(spec.target, "api_key_env", None)] + [
-        getattr(s, "api_key_env", None) for s in spec.scorers
-    ]
-    return [os.environ[name] for name in names if name and os.environ.get(name)]
+    """The values of every API key a spec names, from its variables and Secret blocks (read now,
+    never stored)."""
+    return [key for part in [spec.target, *spec.scorers] if (key := key_of(part))]
 
 
 def stored_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

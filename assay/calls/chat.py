@@ -40,6 +40,7 @@ from yarl import URL
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
+from assay.calls.keys import api_key
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
@@ -82,6 +83,7 @@ class ChatClient:
         api: the provider's chat API (default: OpenAI's chat completions).
         stream: ask for the reply as a stream, and time its first token.
         api_key_env: the environment variable holding the API key, if any.
+        api_key_secret: the Prefect Secret block holding it instead (`assay.calls.keys`).
         timeout: seconds for one HTTP attempt (to connect, and between bytes of the reply).
         max_retries: retries after the first attempt on retryable failures.
         concurrency: the connection pool's width.
@@ -96,6 +98,7 @@ class ChatClient:
         base_url: str,
         *,
         api_key_env: str | None,
+        api_key_secret: str | None = None,
         timeout: float,
         max_retries: int,
         concurrency: int,
@@ -115,7 +118,7 @@ class ChatClient:
         self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
-        key = os.environ.get(api_key_env, "") if api_key_env else None
+        key = api_key(api_key_env, api_key_secret)
         self._headers = {"content-type": "application/json", **api.headers(key)}
         # As httpx's `Timeout(t)` was: t to connect (a pooled connection included) and t between
         # reads; no limit on the whole reply, which a slow but live model may take long to send.

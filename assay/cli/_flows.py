@@ -176,6 +176,7 @@ def rescore(args: argparse.Namespace) -> int:
         budget=args.budget,
         concurrency=args.concurrency,
         capture_requests=args.capture_requests,
+        **({"keep_scores": True} if args.keep_scores else {}),
     )
 
 

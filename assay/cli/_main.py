@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.own_process = argv is None
-    _prefect_env.configure(verbose=args.verbose)
+    # `assay ui`'s server, worker and flow runs log to their files and the UI at Prefect's own levels.
+    _prefect_env.configure(verbose=args.verbose or args.command == "ui")
     try:
         return _COMMANDS[args.command](args)
     except InputError as exc:

@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="capture the judges' requests and carry the source's forward (default: as the source did)",
     )
     rescore.add_argument(
+        "--keep-scores",
+        action="store_true",
+        help="carry the source's scores forward (those no new scorer replaces), to compare with the source",
+    )
+    rescore.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
     compare = commands.add_parser(
@@ -177,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         "ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)"
     )
     ui.add_argument("--port", type=int, default=4200, help="the server's port on 127.0.0.1 (default 4200)")
+    ui.add_argument(
+        "--store",
+        help="the store of deployment runs that name none (default $ASSAY_STORE, else ./assay-store here)",
+    )
     ui.add_argument("--home", help="PREFECT_HOME for the server and worker (default: Prefect's own)")
     ui.add_argument(
         "--logs", default=".assay-ui", help="where the server's and worker's logs go (default .assay-ui)"

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assay import numbers
+from assay.analysis import lines
 from assay.calls.batch import BatchCounts
 from assay.outcomes import ItemOutcome, ScorerOutcome
 
@@ -112,9 +113,6 @@ def _table(columns: tuple[str, ...], *, left: tuple[str, ...], wraps: tuple[str,
 def print_summary(summary: dict[str, Any]) -> None:
     console = _console()
     counts = summary["items"]
-    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
-    rate = summary["item_error_rate"]
-    gate = "passed" if summary["gate_passed"] else "FAILED"
     source = summary.get("source_run_id")
     console.print(
         f"[bold]{summary['name']}[/bold]  run [cyan]{summary['run_id']}[/cyan]"
@@ -125,16 +123,13 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(
             f"stopped by: {escape(summary['error'])} (`assay resume {summary['run_id']}` continues it)"
         )
-    console.print(
-        f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
-        f"{numbers.pct(rate)} (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
-    )
+    console.print(escape(lines.items_line(summary)))
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 
         console.print(escape(compare_line(summary) or ""))
     if summary.get("failures"):
-        console.print(escape(failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
+        console.print(escape(lines.failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
     _print_scorers(console, summary)
     if summary.get("gauges"):
         gauges = _table(("gauge", "n", "mean", "min", "p50", "p95", "max"), left=("gauge",))
@@ -197,28 +192,11 @@ def _batches_line(batch: dict[str, Any]) -> str:
     )
 
 
-def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
-    """The failed items in one line, grouped by error: `30 failed: connection refused by
-    127.0.0.1:8799 (30)`.
-
-    Args:
-        n_failed: how many items failed.
-        groups: `summary.failure_groups`, most frequent first; a group with error None is the rest.
-    """
-    named = [f"{_cut(g['error'])} ({g['n']})" if g["error"] else f"other errors ({g['n']})" for g in groups]
-    return f"{n_failed} failed: " + " · ".join(named)
-
-
-def _cut(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _print_scorers(console: Console, summary: dict[str, Any]) -> None:
     """The scorers' table, then a line per scorer that failed (how often, and its first error) —
     or, when nothing was scored, why the table is empty."""
     if not summary["scorers"]:
-        completed = summary["items"].get(ItemOutcome.COMPLETED, 0)
-        console.print("no scores: " + ("no item completed" if not completed else "no scorer ran"))
+        console.print(lines.no_scores_line(summary))
         return
     table = Table(show_header=True, header_style="bold")
     for column in ("scorer", "mean", "min", "p50", "p95", "max", "scored", "failed", "skipped"):
@@ -231,14 +209,8 @@ def _print_scorers(console: Console, summary: dict[str, Any]) -> None:
         )
     console.print(table)
     for row in summary["scorers"]:
-        if row[ScorerOutcome.FAILED]:
-            total = sum(
-                row.get(outcome, 0) for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED
-            )
-            console.print(
-                f"[yellow]{escape(row['scorer'])}: {row[ScorerOutcome.FAILED]} of {total} failed — "
-                f"{escape(_cut(row.get('first_error') or 'no error recorded'))}[/yellow]"
-            )
+        if line := lines.scorer_failed_line(row):
+            console.print(f"[yellow]{escape(line)}[/yellow]")
 
 
 def print_matrix_summary(summary: dict[str, Any]) -> None:
@@ -417,8 +389,8 @@ def print_nightly(report: dict[str, Any]) -> None:
     """The nightly benchmark: a line per spec (its comparison, or why there is none), what was pruned."""
     for spec in report["specs"]:
         comparison = spec.get("comparison")
-        lines = comparison["lines"] if comparison else [spec.get("note", "")]
-        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(lines))
+        said = comparison["lines"] if comparison else [spec.get("note", "")]
+        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(said))
         if spec.get("removed"):
             print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
     for failure in report["failures"]:

@@ -2,6 +2,7 @@
 
     drive(plans, host, title, execute, check)
     ├── host.name(title); progress started          what the host and the terminal show
+    │   (a host that logs: each run's id and store, progress, then each summary in lines)
     ├── check()                                     (a run: the judges' gold check) -> unavailable
     ├── each plan, at once, holding its lease:
     │   execute(plan, host) -> finish_run           completed / failed its gate, cancelled, failed
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from assay.analysis.lines import summary_lines
 from assay.analysis.summary import mark_unavailable
 from assay.errors import TargetUnreachable
 from assay.orchestrate.finish import finish_run
@@ -55,6 +57,8 @@ class Host:
         publish: publishes a run's summary (a Prefect artifact).
         execute: executes one plan instead of the driver's own `execute` (on a Dask cluster:
             `assay/orchestrate/dask.py`, whose workers open the target themselves).
+        log: where the host's log lines go (the flow run's logger, at INFO); None: no log (the
+            terminal shows a bar and the summary instead).
     """
 
     flow_run_id: str | None = None
@@ -64,6 +68,7 @@ class Host:
     name: Callable[[str], None] = _name_nothing
     publish: Callable[[dict[str, Any]], Awaitable[None]] = _publish_nothing
     execute: Callable[[RunPlan, Host], Awaitable[None]] | None = None
+    log: Callable[[str], None] | None = None
 
     async def run_shards(self, executor: ShardExecutor) -> None:
         """Execute every shard of the executor's plan, at once."""
@@ -98,6 +103,40 @@ async def drive(
         check: finds why the runs cannot start (one line each); any makes them all `unavailable`
             and nothing runs.
     """
+    if host.log is None:
+        return await _drive(plans, host=host, started=started, title=title, execute=execute, check=check)
+    for plan in plans:
+        host.log(_opening_line(plan))
+    with progress.also(progress.Logged(host.log)):
+        summaries = await _drive(plans, host=host, started=started, title=title, execute=execute, check=check)
+    for summary in summaries:
+        for line in summary_lines(summary):
+            host.log(line)
+    return summaries
+
+
+def _opening_line(plan: RunPlan) -> str:
+    """`run 20261129T102824-dcedf3 of quickstart-arithmetic: 40 items to run (0 done) · store /data/assay-store`."""
+    source = plan.record.get("source_run_id")
+    cell = plan.record.get("cell")
+    return (
+        f"{'rescore' if source else 'run'} {plan.run_id} of {plan.spec.name}"
+        + (f" (rescore of {source})" if source else "")
+        + (f" cell {cell}" if cell else "")
+        + f": {plan.total - len(plan.done)} of {plan.total} items to run · store {plan.store.root}"
+    )
+
+
+async def _drive(
+    plans: list[RunPlan],
+    *,
+    host: Host,
+    started: float,
+    title: str,
+    execute: Execute,
+    check: Callable[[], Awaitable[list[str]]] | None,
+) -> list[dict[str, Any]]:
+    """`drive`, the host's log aside."""
     try:
         host.name(title)
         progress.current().started(sum(p.total for p in plans), sum(len(p.done) for p in plans))

@@ -18,11 +18,17 @@ from pathlib import Path
 
 
 def configure(*, verbose: bool) -> None:
-    """Set Prefect's environment before it is imported: logs quiet, telemetry off."""
+    """Set Prefect's environment before it is imported: the terminal quiet, telemetry off.
+
+    Quiet means Prefect's console handler shows warnings only; its loggers keep their INFO level,
+    so a flow run's log lines (its run id, progress, summary: `flows/_host.py`) still reach the
+    Prefect API and the flow run's Logs tab. (Setting `PREFECT_LOGGING_LEVEL` instead would
+    silence them there too, and in every process `assay ui` starts.)
+    """
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
         # Prefect's event worker logs "Still processing items" at exit under its own top-level
-        # logger name, which PREFECT_LOGGING_LEVEL does not reach.
+        # logger name, whose handler is not Prefect's console handler.
         logging.getLogger("EventsWorker").setLevel(logging.ERROR)
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -28,6 +28,7 @@ async def drive_rescore(
     budget: str | None = None,
     concurrency: int | None = None,
     capture_requests: bool | None = None,
+    keep_scores: bool = False,
     host: Host = EMBEDDED,
 ) -> dict[str, Any]:
     """Score a stored run again with new scorers and return the rescore's summary.
@@ -43,6 +44,8 @@ async def drive_rescore(
         concurrency: items scored at once (default: the source's).
         capture_requests: capture the judges' requests and carry the source's forward (default:
             as the source did).
+        keep_scores: carry the source's scores forward, of every scorer no new one replaces by
+            name, so the rescore compares with its source (`assay rescore --keep-scores`).
         host: what runs this (see `Host`).
     """
     started = time.perf_counter()
@@ -60,6 +63,7 @@ async def drive_rescore(
         resume=resume,
         flow_run_id=host.flow_run_id,
         settings=RescoreSettings(budget=budget, concurrency=concurrency, capture_requests=capture_requests),
+        keep_scores=keep_scores,
     )
 
     # Score every completed source item in shards; failed ones pass through unscored.

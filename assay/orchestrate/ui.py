@@ -2,7 +2,9 @@
 of `prefect.yaml`, and a worker — one command, in the foreground until Ctrl-C.
 
 Runs from the repository checkout (where `prefect.yaml` is): the deployments run the flows from
-that folder. Offline throughout: the server serves its UI from bundled files.
+that folder. Offline throughout: the server serves its UI from bundled files. What it writes, and
+where (it says so as it starts): the runs' store (`--store`, given to the worker as
+`ASSAY_STORE`), Prefect's state (`--home`: the server's database, the task cache) and the logs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from assay.errors import InputError
+from assay.store import default_root
 
 POOL = "assay"
 BOOT_TIMEOUT_S = 120.0
@@ -58,23 +61,46 @@ def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
+def _places(home: Path | None, log_dir: Path, store: str | None) -> tuple[Path, Path, str]:
+    """Where Prefect's state, the logs and the runs' store go, as absolute paths (a store URL as is).
+
+    Args:
+        home: `--home`; default `PREFECT_HOME`, else Prefect's own `~/.prefect`.
+        log_dir: `--logs`.
+        store: `--store`; default `ASSAY_STORE`, else `./assay-store`.
+    """
+    home = home or Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+    store = store or default_root()
+    if "://" not in store:
+        store = str(Path(store).expanduser().resolve())
+    return home.expanduser().resolve(), log_dir.expanduser().resolve(), store
+
+
+def serve(*, port: int, home: Path | None, log_dir: Path, store: str | None = None) -> int:
     """Start the server and a worker, deploy everything, and wait until interrupted.
 
     Args:
         port: the server's port on 127.0.0.1.
-        home: PREFECT_HOME for the server and worker (default: Prefect's own).
+        home: PREFECT_HOME for the server and worker (default: `PREFECT_HOME`, else Prefect's own).
         log_dir: where the server's and worker's output go.
+        store: the store of deployment runs that name none (default `ASSAY_STORE`, else
+            `./assay-store` in the checkout).
     """
     if not Path("prefect.yaml").is_file():
         raise InputError("run `assay ui` from the Assay checkout: no prefect.yaml in the current folder")
     _check_port_free(port)
-    print(f"starting: a Prefect server on 127.0.0.1:{port} (logs in {log_dir}/) …", flush=True)
+    home, log_dir, store = _places(home, log_dir, store)
+    print(
+        f"starting: a Prefect server on 127.0.0.1:{port} · store {store} · Prefect state {home} · "
+        f"logs {log_dir}/ …",
+        flush=True,
+    )
     api_url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_API_URL": api_url, "DO_NOT_TRACK": "1"}
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    if home is not None:
-        env["PREFECT_HOME"] = str(home)
+    env["PREFECT_HOME"] = str(home)
+    # The worker's flow runs use it when their `store` parameter is empty.
+    env["ASSAY_STORE"] = store
     log_dir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _stop)  # `kill` stops the server and worker too, not only Ctrl-C
     server_log, worker_log = log_dir / "prefect-server.log", log_dir / "prefect-worker.log"
@@ -121,6 +147,7 @@ def serve(*, port: int, home: Path | None, log_dir: Path) -> int:
         print(
             f"ready: Prefect UI at http://127.0.0.1:{port} · API {api_url} · worker on pool {POOL!r}\n"
             f"deployments: assay-run, assay-rescore, assay-compare, assay-nightly (02:00 UTC)\n"
+            f"store: {store} (runs that name no store) · Prefect state: {home}\n"
             f"logs: {server_log}, {worker_log} · Ctrl-C stops everything",
             flush=True,
         )

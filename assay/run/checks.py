@@ -8,11 +8,11 @@ before it records a run; `assay validate` and the estimate call it alone.
 from __future__ import annotations
 
 import inspect
-import os
 from pathlib import Path
 from typing import Any
 
 from assay.calls.accounting import PriceTable
+from assay.calls.keys import key_problems
 from assay.errors import DatasetError, SpecError
 from assay.spec import EvalSpec, load_spec
 from assay.spec.dataset import Item, load_items
@@ -52,9 +52,7 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
             (f"scorers.{n}", s) for n, s in enumerate(cell_spec.scorers)
         ]
         for where, part in parts:
-            key_env = getattr(part, "api_key_env", None)
-            if key_env and not os.environ.get(key_env):
-                problems.append(f"{where}.api_key_env: environment variable {key_env!r} is not set")
+            problems += key_problems(part, where)
         # Models whose spend Assay measures: the target's (if its kind is metered), judges'.
         metered = kind_of(cell_spec.target).metered(cell_spec.target)
         judged = [

@@ -1,16 +1,25 @@
 """Where item-level progress goes while a run executes.
 
-The CLI installs a reporter (a live progress bar); flows and the Prefect UI run without one.
-A module-level hook rather than a flow parameter, because Prefect sends parameters to its API
-as JSON and a callback is not JSON.
+The CLI installs a reporter (a live progress bar); a Prefect flow run adds one that logs
+(`Logged`, through the flow run's logger: the Logs tab of the UI). A module-level hook rather
+than a flow parameter, because Prefect sends parameters to its API as JSON and a callback is
+not JSON.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
+from assay import numbers
 from assay.calls import batch
 from assay.calls.batch import BatchCounts
+from assay.outcomes import ItemOutcome
+
+# A progress line at least this often while items finish, besides one at each tenth of the run.
+LOG_EVERY_S = 5.0
 
 
 class Reporter(Protocol):
@@ -34,6 +43,81 @@ class _Silent:
         pass
 
 
+class Logged:
+    """Progress as log lines: `progress: 20 of 40 items (50.0%) · 2 failed · 3.1 s`, one at each
+    tenth of the run and at least one every `every_s` seconds while items finish.
+
+    Args:
+        log: where a line goes (a Prefect flow run's logger).
+        every_s: the longest quiet stretch while items finish.
+        clock: seconds, monotonic (a test's own clock).
+    """
+
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        every_s: float = LOG_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log, self._every_s, self._clock = log, every_s, clock
+        self._total = self._done = self._failed = self._tenth = 0
+        self._started = self._last = clock()
+        self._batches: dict[str, BatchCounts] = {}
+
+    def started(self, total: int, already_done: int) -> None:
+        self._total, self._done = total, already_done
+        self._tenth = self._tenth_of(already_done)
+        self._started = self._last = self._clock()
+        self._line()
+
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+        self._done += 1
+        self._failed += outcome == ItemOutcome.FAILED
+        tenth, now = self._tenth_of(self._done), self._clock()
+        if tenth > self._tenth or now - self._last >= self._every_s:
+            self._tenth, self._last = tenth, now
+            self._line()
+
+    def _tenth_of(self, done: int) -> int:
+        return done * 10 // self._total if self._total else 10
+
+    def _line(self) -> None:
+        share = numbers.pct(self._done / self._total) if self._total else "–"
+        self._log(
+            f"progress: {self._done} of {self._total} items ({share}) · {self._failed} failed · "
+            f"{self._clock() - self._started:.1f} s"
+        )
+
+    def batches(self, label: str, counts: BatchCounts) -> None:
+        """A line when a batcher's batches change: `batches (judge quality): 1 in flight (5
+        requests), 2 done (10 requests)`."""
+        if self._batches.get(label) != counts:
+            self._batches[label] = counts
+            self._log(
+                f"batches ({label}): {counts.in_flight} in flight ({counts.requests_in_flight} requests), "
+                f"{counts.ended} done ({counts.requests_done} requests)"
+            )
+
+
+class _Both:
+    """Two reporters told the same."""
+
+    def __init__(self, first: Reporter, second: Reporter) -> None:
+        self._first, self._second = first, second
+
+    def started(self, total: int, already_done: int) -> None:
+        self._first.started(total, already_done)
+        self._second.started(total, already_done)
+
+    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+        self._first.item_done(outcome, cost_usd)
+        self._second.item_done(outcome, cost_usd)
+
+    def batches(self, label: str, counts: BatchCounts) -> None:
+        self._first.batches(label, counts)
+        self._second.batches(label, counts)
+
+
 _reporter: Reporter = _Silent()
 # Runs this process stopped on a cancellation (Ctrl-C, SIGTERM): the CLI names them in its hint.
 _cancelled: list[str] = []
@@ -50,9 +134,35 @@ def install(reporter: Reporter | None) -> None:
     batch.watch(reporter.batches if reporter is not None else None)
 
 
+@contextmanager
+def also(reporter: Reporter | None) -> Iterator[None]:
+    """Within the block, report to `reporter` too, beside the installed one (None: nothing added).
+
+    Args:
+        reporter: e.g. `Logged`, for a flow run's logs beside the terminal's bar.
+    """
+    global _reporter
+    if reporter is None:
+        yield
+        return
+    before = _reporter
+    _reporter = _Both(before, reporter)
+    batch.watch(_reporter.batches)
+    try:
+        yield
+    finally:
+        _reporter = before
+        batch.watch(before.batches)
+
+
 def cancelled(run_id: str) -> None:
     """Note that this process recorded `run_id` as cancelled."""
     _cancelled.append(run_id)
+
+
+def cancelled_so_far() -> list[str]:
+    """The runs noted by `cancelled` and not yet taken, in order (they stay noted)."""
+    return list(_cancelled)
 
 
 def take_cancelled() -> list[str]:

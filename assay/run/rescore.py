@@ -7,6 +7,11 @@ steps, tokens…) are carried forward from the source (the rescore made no gener
 spend is zero. Resume works as for a run: the
 rescore's identity is the source's dataset and target with the new scorers.
 
+With `keep_scores` (`assay rescore --keep-scores`) the source's score rows of every scorer that no
+new scorer replaces by name are carried forward too (`runs.kept_scorers`), unchanged but for their
+spend (the rescore made no call for them): the rescore is then the source with some scores redone,
+and `assay compare SOURCE --candidate RESCORE` shows those scorers' change beside the rest's none.
+
 As the seed's `rescore`: a rescore takes its own budget, concurrency and capture settings
 (`RescoreSettings`; the source's otherwise), records the source's generation spend beside its own
 judging (`runs.source_generation_usd`), and carries the source's captured requests forward only
@@ -27,7 +32,15 @@ from assay._lazy import lazy_module
 from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
-from assay.outcomes import TOKEN_COLUMNS, CaptureStatus, ItemOutcome, RowKind, RunKind, RunStatus
+from assay.outcomes import (
+    TOKEN_COLUMNS,
+    CaptureStatus,
+    Completeness,
+    ItemOutcome,
+    RowKind,
+    RunKind,
+    RunStatus,
+)
 from assay.run.admit import Gate
 from assay.run.checks import scorer_problems
 from assay.run.execute import ShardExecutor
@@ -145,6 +158,7 @@ def open_rescore(
     resume: bool = False,
     flow_run_id: str | None = None,
     settings: RescoreSettings | None = None,
+    keep_scores: bool = False,
 ) -> tuple[RunPlan, dict[tuple[str, int], dict[str, Any]]]:
     """Plan a rescore of `source_run_id` and record it as `running`.
 
@@ -158,6 +172,8 @@ def open_rescore(
         resume: continue `run_id`.
         flow_run_id: the Prefect flow run executing this, if any.
         settings: the rescore's own budget, concurrency and capture (a resume keeps its first).
+        keep_scores: carry the source's scores forward, of the scorers no new one replaces (a
+            resume keeps its first choice: `runs.kept_scorers`).
 
     Returns:
         The plan, and the source's item rows by (item_id, trial).
@@ -209,6 +225,7 @@ def open_rescore(
         # The source's cell, so per-cell queries of a matrix keep a rescore with its cell; not its
         # matrix_id: a rescore is no cell of the matrix's leaderboard.
         cell=source.get("cell"),
+        kept_scorers=kept_scorers(store, source_run_id, spec.scorers) if keep_scores else None,
         **source_generation(source),
     )
     run_id = run_id or new_run_id()
@@ -244,6 +261,20 @@ def open_rescore(
         lease.release()
         raise
     return plan, source_rows
+
+
+def kept_scorers(store: Store, source_run_id: str, scorers: list[Any]) -> list[str]:
+    """The source's scorers a `--keep-scores` rescore carries forward: all it has rows of, but
+    those a new scorer of the same name replaces.
+
+    Args:
+        store: the store.
+        source_run_id: the source run.
+        scorers: the rescore's new scorers.
+    """
+    replaced = {scorer.name for scorer in scorers}
+    names = store.run_scores(source_run_id)["scorer"].unique().to_list()
+    return sorted(name for name in names if name not in replaced)
 
 
 def source_generation(source: dict[str, Any]) -> dict[str, Any]:
@@ -323,11 +354,16 @@ class RescoreItems:
         self._gate = gate
         self._scoring = scoring
         # The source's gauges measured the target's work, which a rescore does not redo: they are
-        # carried forward unchanged, as the items' timing is.
+        # carried forward unchanged, as the items' timing is; so are the kept scorers' scores.
         self._source_gauges: dict[tuple[str, int], list[ScoreRow]] = {}
         gauges = plan.store.run_scores(plan.record["source_run_id"], kind=RowKind.GAUGE)
         for row in gauges.iter_rows(named=True):
             self._source_gauges.setdefault((row["item_id"], row["trial"]), []).append(row)
+        self._kept: dict[tuple[str, int], list[ScoreRow]] = {}
+        if plan.record.get("kept_scorers"):
+            scores = plan.store.run_scores(plan.record["source_run_id"])
+            for row in scores.filter(pl.col("scorer").is_in(plan.record["kept_scorers"])).iter_rows(named=True):
+                self._kept.setdefault((row["item_id"], row["trial"]), []).append(row)
 
     async def __call__(self, item: Item, trial: int) -> Finished:
         async with self._gate:
@@ -359,7 +395,32 @@ class RescoreItems:
         ]
         row.update(Accounting.total(scored.judging).columns(), operation_ids=operation_ids or None)
         gauges = self._source_gauges.get((item.item_id, trial), [])
-        return Finished(row, [*scored.rows, *gauges], [r for scope in scored.scopes for r in scope.records])
+        kept = [_carried(score, source) for score in self._kept.get((item.item_id, trial), [])]
+        return Finished(
+            row, [*scored.rows, *kept, *gauges], [r for scope in scored.scopes for r in scope.records]
+        )
+
+
+def _carried(score: ScoreRow, item: dict[str, Any]) -> ScoreRow:
+    """A kept scorer's source row as the rescore's: its judgement as it was, its spend zero (the
+    rescore made no call for it), its references only to the records the rescore holds (those its
+    item row keeps).
+
+    Args:
+        score: the source's score row.
+        item: the item's source row, its `operation_ids` already cut to the carried records.
+    """
+    held = set(item["operation_ids"] or [])
+    ids = [i for i in score["operation_ids"] or [] if i in held]
+    return {
+        **score,
+        **dict.fromkeys(TOKEN_COLUMNS, 0),
+        "cost_usd": 0.0,
+        "cost_completeness": Completeness.COMPLETE.value,
+        "cost_reasons": None,
+        "operations": 0,
+        "operation_ids": ids or None,
+    }
 
 
 def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:

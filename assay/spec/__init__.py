@@ -11,7 +11,7 @@ and the bad value, as a `SpecError` (exit status 2); nothing is written before i
 """
 
 from assay.spec._errors import describe_errors
-from assay.spec.load import load_spec, parse_spec
+from assay.spec.load import load_spec, parse_spec, spec_title
 from assay.spec.models import DatasetSpec, EvalSpec
 from assay.spec.targets import (
     TARGET_KINDS,
@@ -42,4 +42,5 @@ __all__ = [
     "describe_errors",
     "load_spec",
     "parse_spec",
+    "spec_title",
 ]

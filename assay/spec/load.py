@@ -81,3 +81,18 @@ def load_spec(path: str | Path) -> EvalSpec:
             f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}", source=str(path)
         ) from None
     return parse_spec(data, source=str(path))
+
+
+def spec_title(path: str | Path) -> str:
+    """What to call a spec in a title even when it is invalid: its `name` when the file is YAML
+    with a text `name`, else the file's name.
+
+    Args:
+        path: the spec file.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else Path(path).name

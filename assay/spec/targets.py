@@ -62,6 +62,8 @@ class OpenAITarget(StrictModel):
         base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
         model: the exact model version (a moving alias makes runs unrepeatable).
         api_key_env: the environment variable holding the API key; the key itself is never stored.
+        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
+            (for deployment runs: docs/prefect.md); never stored either.
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         system: an optional system prompt (also a template).
         temperature, max_tokens: passed through when set.
@@ -84,6 +86,7 @@ class OpenAITarget(StrictModel):
     base_url: HttpURL
     model: str = Field(min_length=1)
     api_key_env: str | None = None
+    api_key_secret: str | None = Field(default=None, min_length=1)
     prompt: str = "{input}"
     system: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
@@ -120,6 +123,8 @@ class AnthropicTarget(StrictModel):
             (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
         api_key_env: the environment variable holding the API key, sent as `x-api-key`; the key
             itself is never stored.
+        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
+            (for deployment runs: docs/prefect.md); never stored either.
         anthropic_version: the `anthropic-version` header.
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         system: an optional system prompt (also a template).
@@ -144,6 +149,7 @@ class AnthropicTarget(StrictModel):
     base_url: HttpURL = "https://api.anthropic.com/v1"
     model: str = Field(min_length=1)
     api_key_env: str | None = None
+    api_key_secret: str | None = Field(default=None, min_length=1)
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     prompt: str = "{input}"
     system: str | None = None
@@ -194,6 +200,8 @@ class HttpAgentTarget(StrictModel):
             model override (otherwise the run warns and the harness uses its default).
         api_key_env: the environment variable holding the harness's API key, sent as a bearer
             token; the key itself is never stored.
+        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
+            (for deployment runs: docs/prefect.md); never stored either.
         poll_interval: seconds between two `GET /runs/{id}` of one run.
         timeout: seconds one harness run may take, from `POST /runs` to a final status; past it
             the item fails with `timeout` (and the run is cancelled if the harness accepts that).
@@ -210,6 +218,7 @@ class HttpAgentTarget(StrictModel):
     base_url: HttpURL
     model: str | None = Field(default=None, min_length=1)
     api_key_env: str | None = None
+    api_key_secret: str | None = Field(default=None, min_length=1)
     poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)
     timeout: float = Field(default=600.0, gt=0, strict=True)
     request_timeout: float = Field(default=30.0, gt=0, strict=True)

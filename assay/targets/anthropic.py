@@ -28,7 +28,7 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
     name = "anthropic"
     # `cache_system` and `batch` change what a call costs, not what it answers.
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "cache", "stream", "cache_system", "batch"}
+        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "cache_system", "batch"}
     )
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
@@ -56,6 +56,7 @@ class AnthropicMessagesTarget(ChatTarget):
             spec.base_url,
             api=api,
             api_key_env=spec.api_key_env,
+            api_key_secret=spec.api_key_secret,
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             concurrency=concurrency,

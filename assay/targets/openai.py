@@ -19,7 +19,7 @@ class OpenAIKind(ChatKind[OpenAITarget]):
 
     name = "openai"
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "timeout", "max_retries", "cache", "stream", "batch", "rate_limits"}
+        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "batch", "rate_limits"}
     )
 
     def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:
@@ -51,6 +51,7 @@ class OpenAIChatTarget(ChatTarget):
         client = ChatClient(
             spec.base_url,
             api_key_env=spec.api_key_env,
+            api_key_secret=spec.api_key_secret,
             timeout=spec.timeout,
             max_retries=spec.max_retries,
             concurrency=concurrency,

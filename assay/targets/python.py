@@ -108,8 +108,9 @@ class PythonFunctionTarget:
                 loop = asyncio.get_running_loop()
                 answer = await loop.run_in_executor(self._pool, lambda: self._function(prompt, **kwargs))
         except Exception as exc:  # the user's code failing is data, not a crash
+            # One call, never retried: no attempt failed before it.
             raise TargetFailure(
-                f"{type(exc).__name__}: {exc}", kind=FailureKind.EXCEPTION, provider="python"
+                f"{type(exc).__name__}: {exc}", kind=FailureKind.EXCEPTION, provider="python", retries=0
             ) from exc
         return _result(answer, self._name)
 

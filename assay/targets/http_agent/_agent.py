@@ -9,6 +9,7 @@ every run imports the targets registry, and only an http_agent run needs it (~0.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -183,14 +184,26 @@ class HttpAgent:
         return item.input
 
     async def __call__(self, item: Item, trial: int) -> TargetResult:
-        return await self._invoke(item, trial, item.input, None)
+        return await self._counted(item, trial, item.input, None)
 
     async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
         """One prompt of a session: a harness run whose `input` is the prompt and whose
         `session_id` is the session's, so the harness continues the same conversation. A harness
         that does not accept sessions can take a first prompt (sent without `session_id`) but not
         a later one."""
-        return await self._invoke(item, trial, prompt, session)
+        return await self._counted(item, trial, prompt, session)
+
+    async def _counted(self, item: Item, trial: int, prompt: Any, session: SessionState | None) -> TargetResult:
+        """`_invoke`, its `retries` (success or failure) the failed attempts of its requests."""
+        from assay.targets.http_agent._client import counting_retries  # httpx: loaded with the client
+
+        with counting_retries() as retried:
+            try:
+                result = await self._invoke(item, trial, prompt, session)
+            except TargetFailure as failure:
+                failure.retries = retried[0]
+                raise
+        return dataclasses.replace(result, retries=retried[0])
 
     async def _invoke(
         self, item: Item, trial: int, prompt: Any, session: SessionState | None

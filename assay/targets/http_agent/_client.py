@@ -9,7 +9,9 @@ noise. aiohttp's transport (`httpx-aiohttp`) under it: httpx's own costs ~4 ms a
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,11 +19,34 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy
+from assay.calls.keys import key_of
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
 
 Files = list[tuple[str, tuple[str | None, bytes, str]]]
 _CANCEL_TIMEOUT_S = 5.0
+# The failed attempts of the requests an item's call made so far (`counting_retries`); None
+# outside one. Per task: items run concurrently, each in its own worker task.
+_RETRIED: ContextVar[list[int] | None] = ContextVar("harness_retried", default=None)
+
+
+@contextmanager
+def counting_retries() -> Iterator[list[int]]:
+    """Within the block, count the failed attempts of every request this task makes; yields the
+    one-element counter (an item's `retries`: the attempts that failed before the last, summed
+    over its requests to the harness)."""
+    counter = [0]
+    token = _RETRIED.set(counter)
+    try:
+        yield counter
+    finally:
+        _RETRIED.reset(token)
+
+
+def _count(failed_attempts: int) -> None:
+    counter = _RETRIED.get()
+    if counter is not None:
+        counter[0] += failed_attempts
 
 
 class HarnessClient:
@@ -50,9 +75,10 @@ class HarnessClient:
         )
         self._policy = RetryPolicy(spec.max_retries)
         headers = {"accept": "application/json"}
-        if spec.api_key_env:
+        key = key_of(spec)
+        if key is not None:
             # Read here and kept only in the client's headers: never in a record, a log or argv.
-            headers["authorization"] = f"Bearer {os.environ.get(spec.api_key_env, '')}"
+            headers["authorization"] = f"Bearer {key}"
         self._client = httpx.AsyncClient(
             base_url=spec.base_url.rstrip("/"),
             headers=headers,
@@ -89,7 +115,10 @@ class HarnessClient:
             stream: return the successful response unread; the caller reads and closes it.
         """
 
+        tried = [0]
+
         async def attempt(number: int) -> httpx.Response:
+            tried[0] = number
             # Built anew for each attempt: a multipart body is a stream, consumed once.
             request = self._client.build_request(method, path, content=content, files=files, headers=headers)
             try:
@@ -112,9 +141,11 @@ class HarnessClient:
             )
 
         try:
-            response, _ = await self._policy.run(attempt)
+            response, retries = await self._policy.run(attempt)
         except AttemptFailed as failed:
+            _count(tried[0] - 1)  # as a chat call counts: the attempts that failed before the last
             raise failed.failure from None
+        _count(retries)
         return response
 
     def json(self, response: httpx.Response, what: str) -> dict[str, Any]:

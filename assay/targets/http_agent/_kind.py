@@ -21,6 +21,7 @@ class HttpAgentKind(TargetKind[HttpAgentTarget]):
         {
             "base_url",
             "api_key_env",
+            "api_key_secret",
             "timeout",
             "max_retries",
             "poll_interval",

@@ -1,0 +1,94 @@
+"""A run's summary in plain lines, worded once: the terminal prints them around its tables
+(`assay/cli/_terminal.py`), a Prefect flow run logs them (`flows/_host.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay import numbers
+from assay.outcomes import ItemOutcome, ScorerOutcome
+
+
+def cut(text: str, limit: int = 160) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def items_line(summary: dict[str, Any]) -> str:
+    """`items: 38 completed, 2 failed of 40 planned · item error rate 5.0% (limit 5%, gate passed)`."""
+    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
+    gate = "passed" if summary["gate_passed"] else "FAILED"
+    return (
+        f"items: {outcomes or 'none'} of {summary['planned']} planned · item error rate "
+        f"{numbers.pct(summary['item_error_rate'])} (limit {summary['fail_on_item_error_rate'] * 100:g}%, gate {gate})"
+    )
+
+
+def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
+    """The failed items in one line, grouped by error: `30 failed: connection refused by
+    127.0.0.1:8799 (30)`.
+
+    Args:
+        n_failed: how many items failed.
+        groups: `summary.failure_groups`, most frequent first; a group with error None is the rest.
+    """
+    named = [f"{cut(g['error'])} ({g['n']})" if g["error"] else f"other errors ({g['n']})" for g in groups]
+    return f"{n_failed} failed: " + " · ".join(named)
+
+
+def no_scores_line(summary: dict[str, Any]) -> str:
+    """Why a summary has no scorer rows."""
+    completed = summary["items"].get(ItemOutcome.COMPLETED, 0)
+    return "no scores: " + ("no item completed" if not completed else "no scorer ran")
+
+
+def scorer_failed_line(row: dict[str, Any]) -> str | None:
+    """`judge: 30 of 30 failed — JudgeError: no score found in …`; None when the scorer never failed.
+
+    Args:
+        row: one of `summary.scorers`.
+    """
+    if not row[ScorerOutcome.FAILED]:
+        return None
+    total = sum(row.get(outcome, 0) for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED)
+    return (
+        f"{row['scorer']}: {row[ScorerOutcome.FAILED]} of {total} failed — "
+        f"{cut(row.get('first_error') or 'no error recorded')}"
+    )
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """A run's summary as the lines a log shows: what ended how, the items, the failures grouped,
+    each scorer's mean and counts (and first error), the cost.
+
+    Args:
+        summary: a run's summary (`assay.analysis.summary.RunSummary`).
+    """
+    source = summary.get("source_run_id")
+    lines = [
+        f"{summary['name']} run {summary['run_id']}"
+        + (f" (rescore of {source})" if source else "")
+        + (f" cell {summary['cell']}" if summary.get("cell") else "")
+        + f": {summary['status']}"
+    ]
+    if "reasons" in summary:  # unavailable (`mark_unavailable`): nothing ran
+        return [*lines, "nothing ran: " + "; ".join(summary["reasons"])]
+    if summary.get("error"):
+        lines.append(f"stopped by: {summary['error']} (`assay resume {summary['run_id']}` continues it)")
+    lines.append(items_line(summary))
+    if summary.get("compare_to"):
+        from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
+
+        lines.append(compare_line(summary) or "")
+    if summary.get("failures"):
+        lines.append(failures_line(summary["items"][ItemOutcome.FAILED], summary["failures"]))
+    if not summary["scorers"]:
+        lines.append(no_scores_line(summary))
+    for row in summary["scorers"]:
+        lines.append(
+            f"scorer {row['scorer']}: mean {numbers.num(row['mean'])} · "
+            + ", ".join(f"{row[o]} {o}" for o in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED))
+        )
+    lines += [line for row in summary["scorers"] if (line := scorer_failed_line(row))]
+    lines.append(numbers.cost_line(summary["cost"]))
+    return lines
