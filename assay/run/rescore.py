@@ -17,6 +17,7 @@ source whose records are gone makes its capture `unavailable`, saying so.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -348,11 +349,15 @@ class RescoreItems:
         # File-reading scorers see the source attempt's exported workspace, if it kept one, and
         # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
         kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
-        context: dict[str, Any] = {"workspace": self._store.artifacts_root / kept[0]} if kept else {}
+        context: dict[str, Any] = {"workspace": self._store.artifact_folder(kept[0])} if kept else {}
         trajectory = stored_trajectory(self._store, source.get("artifacts"))
         if trajectory is not None:
             context["trajectory"] = trajectory
-        scored = await self._scoring.score(item, trial, output, **context)
+        try:
+            scored = await self._scoring.score(item, trial, output, **context)
+        finally:
+            if kept and not self._store.local:  # a download from object storage: not kept twice
+                shutil.rmtree(context["workspace"], ignore_errors=True)
         # The source's operation ids stay as they were, where its records were carried forward.
         operation_ids = list(source["operation_ids"] or []) + [
             i for scope in scored.scopes for i in scope.operation_ids
@@ -377,7 +382,7 @@ def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[st
         if path.rsplit("/", 1)[-1] != "trajectory.json":
             continue
         try:
-            document = json.loads((store.artifacts_root / path).read_text(encoding="utf-8"))
+            document = json.loads(store.read_artifact(path))
         except (OSError, ValueError):
             continue  # deleted or damaged since: scored without it, as a target that kept none
         kept = document.get("steps") if isinstance(document, dict) else None
