@@ -16,7 +16,7 @@ from assay.store import Store
 from assay.testing._background import BackgroundServer
 from assay.testing.harness import HarnessServer
 from assay.testing.s3 import S3Server
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import run_assay, write_jsonl, write_spec
 from tests.test_remote_scorer import Evaluator
 
 
@@ -155,3 +155,39 @@ def test_a_reexecuted_attempt_replaces_its_files_and_a_resume_reads_the_ledger(
     q0 = set(store.location.keys(f"artifacts/run_id={run_id}/q0/0"))
     assert q0 == {f"artifacts/{p}" for p in items["q0"]["artifacts"]}, "the stray file is gone"
     assert store.location.read(f"artifacts/{items['q0']['artifacts'][0]}") == b"new"
+
+
+@pytest.mark.docker
+def test_a_container_run_on_s3_keeps_its_workspace_and_a_rescore_reads_it(s3, request, tmp_path):
+    """A container target's transcript, diff and exported workspace are uploaded by the process
+    that ran the attempt; a rescore in another process scores the workspace it downloads."""
+    from tests.sandbox_images import busybox_image, engine
+    from tests.test_sandbox import _eval
+
+    url = s3.url(request.node.name)
+    spec = _eval(tmp_path, busybox_image(engine()), "mkdir -p out; echo 42 > out/answer.txt; echo 42")
+    result = run_assay("run", str(spec), "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    run_id = json.loads(result.stdout)["run_id"]
+    store = Store(url)
+    (row,) = store.run_items(run_id).iter_rows(named=True)
+    assert row["outcome"] == "completed" and row["artifacts"]
+    workspace = next(p for p in row["artifacts"] if p.endswith("/workspace"))
+    keys = set(store.location.keys(f"artifacts/run_id={run_id}"))
+    assert f"artifacts/{workspace}/out/answer.txt" in keys
+    assert all(
+        any(k == f"artifacts/{p}" or k.startswith(f"artifacts/{p}/") for k in keys) for p in row["artifacts"]
+    )
+
+    (tmp_path / "graders.py").write_text(
+        "def answer_file(workspace, sandbox):\n"
+        "    assert sandbox is None\n"
+        "    return (workspace / 'out' / 'answer.txt').read_text().strip() == '42'\n"
+    )
+    (tmp_path / "rescore.yaml").write_text(
+        "scorers:\n  - {kind: user_code, function: 'graders:answer_file'}\n"
+    )
+    rescore = run_assay("rescore", run_id, "--store", url, "--json", "--spec", str(tmp_path / "rescore.yaml"))
+    assert rescore.returncode == 0, rescore.stderr
+    scores = store.run_scores(json.loads(rescore.stdout)["run_id"])
+    assert scores["score"].to_list() == [1.0], scores["error"].to_list()
