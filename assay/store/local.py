@@ -60,6 +60,8 @@ put-if-absent (revisions, leases, fences, comparisons) is the same conditional P
 when the key is taken; readers LIST then GET, which is safe because no key is ever overwritten.
 A writer killed between the PUTs of one batch leaves scores without their items part, which our
 readers ignore and `recover` removes.
+Artifacts, which targets write as files, are written into a local spool there and uploaded per
+attempt under deterministic keys before the batch naming them is committed (`_spool.py`).
 
 Length: over 500 lines by the commit protocol written out below (~170 docstring lines); the code is
 the one `Store` class, whose readers and writers keep that protocol together.
