@@ -117,6 +117,8 @@ class Spool:
                 without a spool folder (nothing kept, or a rescore's rows) are skipped.
             run_partition: `run_id=<id>`, whose sidecars are uploaded.
         """
+        if self._folder is None:  # no target of this process wrote a file (an LLM run, a rescore)
+            return
         for attempt in attempts:
             folder = self.root / attempt
             if folder.is_dir():
