@@ -16,6 +16,7 @@ source whose records are gone makes its capture `unavailable`, saying so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -346,17 +347,16 @@ class RescoreItems:
         if source["outcome"] != ItemOutcome.COMPLETED:
             return Finished(row, [], [])
         output = json.loads(source["output"]) if source["output"] is not None else None
-        # File-reading scorers see the source attempt's exported workspace, if it kept one, and
-        # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
-        kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
-        context: dict[str, Any] = {"workspace": self._store.artifact_folder(kept[0])} if kept else {}
-        trajectory = stored_trajectory(self._store, source.get("artifacts"))
-        if trajectory is not None:
-            context["trajectory"] = trajectory
+        artifacts = source.get("artifacts")
+        # Local files are read in place; from object storage they are downloaded, off the loop.
+        if self._store.local:
+            context = kept_context(self._store, artifacts)
+        else:
+            context = await asyncio.to_thread(kept_context, self._store, artifacts)
         try:
             scored = await self._scoring.score(item, trial, output, **context)
         finally:
-            if kept and not self._store.local:  # a download from object storage: not kept twice
+            if "workspace" in context and not self._store.local:  # a download: not kept twice
                 shutil.rmtree(context["workspace"], ignore_errors=True)
         # The source's operation ids stay as they were, where its records were carried forward.
         operation_ids = list(source["operation_ids"] or []) + [
@@ -365,6 +365,23 @@ class RescoreItems:
         row.update(Accounting.total(scored.judging).columns(), operation_ids=operation_ids or None)
         gauges = self._source_gauges.get((item.item_id, trial), [])
         return Finished(row, [*scored.rows, *gauges], [r for scope in scored.scopes for r in scope.records])
+
+
+def kept_context(store: Store, artifacts: list[str] | None) -> dict[str, Any]:
+    """What a rescore's scorers get of the files the source attempt kept: file-reading scorers
+    its exported `workspace` (a local folder: downloaded from object storage), trajectory-reading
+    ones its `trajectory` (an http_agent's `trajectory.json`); neither when it kept none.
+
+    Args:
+        store: the store.
+        artifacts: the attempt's `items.artifacts` (relative to `<store>/artifacts`).
+    """
+    kept = [path for path in artifacts or [] if path.endswith("/workspace")]
+    context: dict[str, Any] = {"workspace": store.artifact_folder(kept[0])} if kept else {}
+    trajectory = stored_trajectory(store, artifacts)
+    if trajectory is not None:
+        context["trajectory"] = trajectory
+    return context
 
 
 def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:
