@@ -141,15 +141,18 @@ def analyst_reads(store: Path) -> dict[str, Read]:
         assert board.filter(current("matrix_id")).collect().height == len(store_writer.RUNS)
 
     def duckdb_runs() -> None:
-        rows = (
-            duckdb.connect()  # one connection per thread: DuckDB's default one is shared
-            .sql(
+        # One connection per thread (DuckDB's default one is shared), held while its result is
+        # read: a relation does not keep its connection open.
+        with duckdb.connect() as con:
+            rows = con.sql(
                 f"SELECT run_id FROM read_parquet('{runs}', hive_partitioning = true) "
                 "QUALIFY revision = max(revision) OVER (PARTITION BY run_id)"
-            )
-            .fetchall()
-        )
+            ).fetchall()
         assert len(set(rows)) == len(rows), "one current record per run"
+
+    def duckdb_items() -> None:
+        with duckdb.connect() as con:
+            con.sql(f"SELECT count(*) FROM read_parquet('{items}')").fetchall()
 
     return {
         "polars scores": lambda: pl.scan_parquet(
@@ -157,9 +160,7 @@ def analyst_reads(store: Path) -> dict[str, Read]:
         ).collect(),
         "polars leaderboard": polars_board,
         "duckdb runs": duckdb_runs,
-        "duckdb items": lambda: (
-            duckdb.connect().sql(f"SELECT count(*) FROM read_parquet('{items}')").fetchall()
-        ),
+        "duckdb items": duckdb_items,
         "pyarrow items": lambda: ds.dataset(
             store / "items", format="parquet", partitioning="hive"
         ).count_rows(),
@@ -372,9 +373,8 @@ def test_a_run_killed_mid_write_leaves_nothing_for_analysts_then_resumes_exactly
     for dataset in ("runs", "items", "scores", "requests", "leaderboards"):  # schema.md's one-liners
         files = f"{store}/{dataset}/**/*.parquet"
         pl.scan_parquet(files, hive_partitioning=True).collect()
-        duckdb.connect().sql(
-            f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning = true)"
-        ).fetchall()
+        with duckdb.connect() as con:
+            con.sql(f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning = true)").fetchall()
     items = pl.read_parquet(f"{store}/items/**/*.parquet", hive_partitioning=True)
     scores = pl.read_parquet(f"{store}/scores/**/*.parquet", hive_partitioning=True)
     orphans = scores.join(items, on=["run_id", "item_id", "trial"], how="anti")

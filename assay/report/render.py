@@ -146,9 +146,10 @@ def write_report(
         return store.location.reader_path(key)
     path = Path(out) if out is not None else default_path(store, run_id)
     # Links to what attempts kept (transcripts, diffs, workspaces), relative to where the page is.
-    href = "../artifacts"
     if store.local:
         href = Path(os.path.relpath(store.artifacts_root.resolve(), path.parent.resolve())).as_posix()
+    else:  # a page outside the bucket names where the files are: `s3://bucket/prefix/artifacts`
+        href = store.location.reader_path("artifacts")
     page = build_report(store, run_id, baseline=baseline, artifacts_href=href)
     write_atomic(path, page)
     return path

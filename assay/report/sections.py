@@ -209,7 +209,7 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
 
     Args:
         data: the run.
-        artifacts_href: the store's artifacts folder, relative to the page.
+        artifacts_href: the store's artifacts folder, relative to the page (or its s3:// URL).
     """
     return {
         "outcomes": sorted(set(data.items["outcome"].to_list())),

@@ -21,7 +21,9 @@ source whose records are gone makes its capture `unavailable`, saying so.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -381,14 +383,17 @@ class RescoreItems:
         if source["outcome"] != ItemOutcome.COMPLETED:
             return Finished(row, [], [])
         output = json.loads(source["output"]) if source["output"] is not None else None
-        # File-reading scorers see the source attempt's exported workspace, if it kept one, and
-        # trajectory-reading ones the trajectory it kept (an http_agent's `trajectory.json`).
-        kept = [path for path in source.get("artifacts") or [] if path.endswith("/workspace")]
-        context: dict[str, Any] = {"workspace": self._store.artifacts_root / kept[0]} if kept else {}
-        trajectory = stored_trajectory(self._store, source.get("artifacts"))
-        if trajectory is not None:
-            context["trajectory"] = trajectory
-        scored = await self._scoring.score(item, trial, output, **context)
+        artifacts = source.get("artifacts")
+        # Local files are read in place; from object storage they are downloaded, off the loop.
+        if self._store.local:
+            context = kept_context(self._store, artifacts)
+        else:
+            context = await asyncio.to_thread(kept_context, self._store, artifacts)
+        try:
+            scored = await self._scoring.score(item, trial, output, **context)
+        finally:
+            if "workspace" in context and not self._store.local:  # a download: not kept twice
+                shutil.rmtree(context["workspace"], ignore_errors=True)
         # The source's operation ids stay as they were, where its records were carried forward.
         operation_ids = list(source["operation_ids"] or []) + [
             i for scope in scored.scopes for i in scope.operation_ids
@@ -423,6 +428,23 @@ def _carried(score: ScoreRow, item: dict[str, Any]) -> ScoreRow:
     }
 
 
+def kept_context(store: Store, artifacts: list[str] | None) -> dict[str, Any]:
+    """What a rescore's scorers get of the files the source attempt kept: file-reading scorers
+    its exported `workspace` (a local folder: downloaded from object storage), trajectory-reading
+    ones its `trajectory` (an http_agent's `trajectory.json`); neither when it kept none.
+
+    Args:
+        store: the store.
+        artifacts: the attempt's `items.artifacts` (relative to `<store>/artifacts`).
+    """
+    kept = [path for path in artifacts or [] if path.endswith("/workspace")]
+    context: dict[str, Any] = {"workspace": store.artifact_folder(kept[0])} if kept else {}
+    trajectory = stored_trajectory(store, artifacts)
+    if trajectory is not None:
+        context["trajectory"] = trajectory
+    return context
+
+
 def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[str, Any]] | None:
     """The steps of the `trajectory.json` files an attempt kept (an http_agent's: one per harness
     run, several for a session), in order, so a rescore's scorers see the trajectory the original
@@ -438,7 +460,7 @@ def stored_trajectory(store: Store, artifacts: list[str] | None) -> list[dict[st
         if path.rsplit("/", 1)[-1] != "trajectory.json":
             continue
         try:
-            document = json.loads((store.artifacts_root / path).read_text(encoding="utf-8"))
+            document = json.loads(store.read_artifact(path))
         except (OSError, ValueError):
             continue  # deleted or damaged since: scored without it, as a target that kept none
         kept = document.get("steps") if isinstance(document, dict) else None

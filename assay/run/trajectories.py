@@ -91,4 +91,4 @@ def _agent(record: dict[str, Any]) -> Agent:
 
 
 def _read(store: Store, path: str) -> Any:
-    return json.loads((store.artifacts_root / path).read_text(encoding="utf-8"))
+    return json.loads(store.read_artifact(path))

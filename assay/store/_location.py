@@ -267,6 +267,12 @@ class ObjectPrefix:
         except FileNotFoundError:
             pass
 
+    def keys(self, key: str) -> list[str]:
+        """Every object's key below `key` (at any depth)."""
+        import obstore
+
+        return [meta["path"] for batch in obstore.list(self.store, key.rstrip("/") + "/") for meta in batch]
+
     def delete_tree(self, key: str) -> None:
         import obstore
 

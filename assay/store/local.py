@@ -60,6 +60,8 @@ put-if-absent (revisions, leases, fences, comparisons) is the same conditional P
 when the key is taken; readers LIST then GET, which is safe because no key is ever overwritten.
 A writer killed between the PUTs of one batch leaves scores without their items part, which our
 readers ignore and `recover` removes.
+Artifacts, which targets write as files, are written into a local spool there and uploaded per
+attempt under deterministic keys before the batch naming them is committed (`_spool.py`).
 
 Length: over 500 lines by the commit protocol written out below (~170 docstring lines); the code is
 the one `Store` class, whose readers and writers keep that protocol together.
@@ -84,6 +86,7 @@ from assay.errors import RunNotFoundError, StoreError
 from assay.outcomes import BatchState, ItemOutcome, RowKind
 from assay.store import _revisions
 from assay.store._location import LocalFolder, ObjectPrefix, open_location
+from assay.store._spool import spool_for
 
 if TYPE_CHECKING:
     import polars as pl
@@ -199,7 +202,21 @@ class Store:
             )
             if table is not None and (table.num_rows or dataset == "items")
         ]
+        if isinstance(self.location, LocalFolder):  # the attempts' files are in place already
+            self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
+            return
+        # On object storage the attempts' files go up first: a committed row never names a
+        # missing file (assay/store/_spool.py). Here, in the process that ran the attempts.
+        spool = spool_for(self.location)
+        attempts = [
+            self._attempt_folder(run_id, item_id, trial)
+            for item_id, trial in zip(
+                items.column("item_id").to_pylist(), items.column("trial").to_pylist(), strict=True
+            )
+        ]
+        spool.upload(attempts, f"run_id={run_id}")
         self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
+        spool.committed(attempts)
 
     def recover(self, run_id: str) -> dict[str, int]:
         """Finish what a killed writer of the run left: roll complete staged batches forward,
@@ -249,35 +266,62 @@ class Store:
                 os.replace(folder, target)
         shutil.rmtree(self.location.root / ".trash", ignore_errors=True)
 
-    def _local_root(self, what: str) -> Path:
-        if not isinstance(self.location, LocalFolder):
-            raise StoreError(
-                f"{what} are files in a local store; {self.location.url} is object storage (docs/storage.md)"
-            )
-        return self.location.root
-
-    def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
-        """The folder of one attempt's kept files (not created); item ids are quoted into one
-        safe path segment."""
+    def _attempt_folder(self, run_id: str, item_id: str, trial: int) -> str:
+        """An attempt's folder below `artifacts/`: `run_id=<id>/<item>/<trial>`, the item id
+        quoted into one safe path segment."""
         segment = quote(item_id, safe="")
         # `.`, `..` and an empty id are not names of their own in a path: spelled out instead
         # (`%` alone or before dots is no output of `quote`, so these cannot collide).
         if segment in {"", ".", ".."}:
             segment = "%" + "2E" * len(segment) if segment else "%"
-        return self.artifacts_root / f"run_id={run_id}" / segment / str(trial)
+        return f"run_id={run_id}/{segment}/{trial}"
+
+    def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
+        """The folder of one attempt's kept files (not created)."""
+        return self.artifacts_root / self._attempt_folder(run_id, item_id, trial)
 
     @property
     def artifacts_root(self) -> Path:
-        """`<root>/artifacts`: the paths in `items.artifacts` are relative to it (they start with
-        the run's partition, so a rescore's rows still point at its source's files). Local
-        stores only (`StoreError` on object storage: docs/storage.md)."""
-        return self._local_root("artifacts") / "artifacts"
+        """The folder targets write artifacts into; the paths in `items.artifacts` are relative
+        to it (they start with the run's partition, so a rescore's rows still point at its
+        source's files). `<root>/artifacts` in a local store; on object storage this process's
+        spool, uploaded to `<root>/artifacts/` as each batch is committed (`_spool.py`). Read
+        kept files with `read_artifact` / `artifact_folder`, which work on both."""
+        if isinstance(self.location, LocalFolder):
+            return self.location.root / "artifacts"
+        return spool_for(self.location).root
 
     def run_sidecar(self, run_id: str, name: str) -> Path:
         """A run-level file in the run's artifacts partition, beside the attempt folders (not
-        created). Its name starts with `@`, which no attempt folder can: item ids are
-        percent-quoted there, and quoting never leaves an `@`. Deleted with the run."""
-        return self.artifacts_root / f"run_id={run_id}" / f"@{name}"
+        created in a local store). Its name starts with `@`, which no attempt folder can: item
+        ids are percent-quoted there, and quoting never leaves an `@`. Deleted with the run. On
+        object storage an append-only file: its spool copy, holding what other processes wrote
+        (uploaded with each batch, `_spool.py`)."""
+        relative = f"run_id={run_id}/@{name}"
+        if isinstance(self.location, LocalFolder):
+            return self.artifacts_root / relative
+        return spool_for(self.location).sidecar(relative)
+
+    def read_artifact(self, path: str) -> bytes:
+        """The bytes of a kept file (`FileNotFoundError` if it is gone).
+
+        Args:
+            path: as `items.artifacts` holds it (relative to `<root>/artifacts`).
+        """
+        if isinstance(self.location, LocalFolder):
+            return (self.artifacts_root / path).read_bytes()
+        return spool_for(self.location).read(path)
+
+    def artifact_folder(self, path: str) -> Path:
+        """A kept folder (an exported workspace) as a local folder: in place in a local store,
+        downloaded into a temporary folder from object storage.
+
+        Args:
+            path: as `items.artifacts` holds it (relative to `<root>/artifacts`).
+        """
+        if isinstance(self.location, LocalFolder):
+            return self.artifacts_root / path
+        return spool_for(self.location).fetch_folder(path)
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch), once:
