@@ -319,7 +319,8 @@ def test_the_per_model_queries_keep_a_matrix_cell_apart_from_other_runs_of_its_m
         .agg(pl.col("attempted", "passed").sum())
     )
     by_cell = {row["cell"]: (row["attempted"], row["passed"]) for row in passes.iter_rows(named=True)}
-    assert by_cell == {None: (2 * N_ITEMS, 8), "small": (N_ITEMS, 6)}, by_cell
+    # The nightly runs: 8 passed at first, and the second night's two failures pass on retry.
+    assert by_cell == {None: (2 * N_ITEMS, 10), "small": (N_ITEMS, 6)}, by_cell
 
     (eight,) = [c for h, c in PYTHON if h.startswith("8. ")]
     usage = run_python(eight, store).filter((pl.col("model") == "mock-1") & (pl.col("kind") == "generation"))
