@@ -181,3 +181,19 @@ def test_rate_limits_need_a_limit(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, target=target)
     assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
     assert not (tmp_path / "s").exists()
+
+
+def test_a_later_run_of_the_process_stores_its_own_counts(tmp_path, capsys):
+    """Runs one after another in one process share the endpoint's controller (its window), but
+    each stores its own answers and refusals, not those of the runs before it."""
+    with MockOpenAIServer(latency_ms=20) as mock:
+        mock.configure(rate_limits={"rpm": 600})
+        spec = openai_spec(tmp_path, mock.base_url, n=30, concurrency=8)
+        store = str(tmp_path / "s")
+        assert main(["run", str(spec), "--store", store, "--json"]) == 0
+        first = json.loads(capsys.readouterr().out)["rate_control"]
+        mock.configure(rate_limits=None)
+        assert main(["run", str(spec), "--store", store, "--json"]) == 0
+        second = json.loads(capsys.readouterr().out)["rate_control"]
+    assert first["rate_limited"] > 0
+    assert (second["responses"], second["rate_limited"]) == (30, 0)

@@ -253,6 +253,17 @@ class RateController:
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
 
+    def new_episode(self) -> None:
+        """A run starts while no call is in flight: its counts and history start afresh (what it
+        stores is its own), the learned window and any pause carry on."""
+        if self.in_flight or self.waiting:
+            return  # another run of this process is calling: they share the counts too
+        self.responses = self.rate_limited = 0
+        self.paused_s = 0.0
+        self.history = []
+        self._started = time.monotonic()
+        self._sample(force=True)
+
     def pause_left(self, now: float) -> float:
         """Seconds until a call may leave again (0 when none is paused)."""
         return max(0.0, self._paused_until - now)

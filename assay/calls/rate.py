@@ -88,6 +88,7 @@ def controller_for(
     if controller is None or controller.share_url != share:
         controller = _controllers[key] = _make(name, ceiling, share, rpm=rpm, tpm=tpm)
     else:
+        controller.new_episode()
         controller.ceiling = max(controller.ceiling, ceiling)
         if rpm is not None:
             controller.rpm = min(controller.rpm or rpm, rpm)
