@@ -15,8 +15,6 @@ import functools
 import os
 from typing import Any
 
-import httpx
-
 
 def api_key(env: str | None, secret: str | None) -> str | None:
     """The key from its source: the Secret block's value, else the environment variable's ("" when
@@ -47,6 +45,7 @@ def secret_value(name: str) -> str:
     Raises:
         KeyError: there is no such block, or the API did not answer (the message says which).
     """
+    import httpx  # Prefect's client's errors; like Prefect, loaded only when a block is named
     from prefect.blocks.system import Secret  # only a spec that names a block pays for Prefect
 
     try:
