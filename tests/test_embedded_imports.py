@@ -123,11 +123,11 @@ import json, sys
 import assay.orchestrate.run as driver
 from assay.cli import main
 seen = {}
-opened = driver.open_target
-def open_target(*args, **kwargs):
+opened = driver.open_plan_target
+def open_plan_target(*args, **kwargs):
     seen.update({m: m in sys.modules for m in sys.argv[1].split(",")})
     return opened(*args, **kwargs)
-driver.open_target = open_target
+driver.open_plan_target = open_plan_target
 code = main(sys.argv[2:])
 everything = {m for m in sys.modules}
 print(json.dumps({"code": code, "at_open": seen, "http_agent": sorted(m for m in everything if "http_agent" in m)}))
@@ -139,7 +139,7 @@ def test_an_openai_run_plans_without_polars_and_never_loads_other_target_kinds(t
     the first calls wait, for the summary at the end) and never imports the modules of target
     kinds it does not use, nor the sequential monitor of `compare_to` runs."""
     spec = openai_spec(tmp_path, mock.base_url, n=5)
-    watched = "polars,assay.analysis.monitor,assay.run.rescore,assay.targets.container.target"
+    watched = "polars,httpx,assay.analysis.monitor,assay.run.rescore,assay.targets.container.target"
     done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
         [
             sys.executable,
