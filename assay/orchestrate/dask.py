@@ -19,7 +19,7 @@ from distributed import Client, as_completed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run
+from assay.orchestrate.remote import BUDGET_ON_DASK, RemoteRun, execute_shard, forget_run
 from assay.run import progress
 from assay.run.plan import RunPlan, Shard
 
@@ -109,6 +109,8 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
         )
+    if plan.spec.budget_usd is not None:
+        raise InputError(BUDGET_ON_DASK)
     threads = sum((await client.nthreads()).values())
     run = remote_run(plan)
     shards = shards_for(plan, threads)
