@@ -280,3 +280,9 @@ def test_two_dask_runs_share_one_window_through_the_clusters_scheduler(cluster, 
     assert [s["items"]["completed"] for s in summaries] == [160, 160]
     assert stats["by_status"] == {"200": 320}
     assert stats["peak_in_flight"] <= 8, stats
+    # Each run's record carries the fleet's controller, as the scheduler hosted it: the calls of
+    # both runs, from both workers.
+    for i, summary in enumerate(summaries):
+        stored = json.loads(Store(tmp_path / f"store{i}").read_run(summary["run_id"])["rate_control"])
+        assert stored["share"] == "dask" and stored["members"] == 2 and stored["ceiling"] == 8
+        assert stored["responses"] >= 160 and stored["history"]["rows"]

@@ -84,6 +84,7 @@ class FleetWindow:
     def __init__(self, name: str, ceiling: int) -> None:
         self.controller = RateController(name, ceiling)
         self.members: dict[str, _Member] = {}
+        self.most_members = 0
 
     def sync(self, report: Mapping[str, Any]) -> dict[str, Any]:
         """Take one member's report; return its grant.
@@ -106,6 +107,7 @@ class FleetWindow:
             member.seen = now
         for gone in [m for m, v in self.members.items() if now - v.seen > MEMBER_TTL_S]:
             del self.members[gone]
+        self.most_members = max(self.most_members, len(self.members))
         # The fleet's settings: the widest ceiling asked, the lowest limits given.
         ceiling = max((m.ceiling for m in self.members.values()), default=control.ceiling)
         if control.threshold >= control.ceiling:  # still in slow start: it runs to the new ceiling
@@ -139,6 +141,11 @@ class FleetWindow:
             "members": len(self.members),
             "rate_limited": control.rate_limited,
         }
+
+    def summary(self) -> dict[str, Any]:
+        """The fleet's controller as stored with a run: its window, the answers of every member
+        (every run sharing it), its history."""
+        return {**self.controller.summary(), "share": "dask", "members": self.most_members}
 
 
 def fair_shares(window: int, demands: Mapping[str, int]) -> dict[str, int]:
