@@ -8,11 +8,14 @@ rate used (successful requests / (rpm x minutes)), over the whole wall time and 
 run's flow (its `wall_ms`: without the processes' start-up, when no call can be made).
 
     .venv/bin/python benchmarks/scale.py [--items 600] [--runs 2] [--concurrency 32] [--rpm 3000]
-                                         [--latency-ms 200] [--share local|dask] [--assay-src DIR]
+                                         [--latency-ms 200] [--share local|dask|cluster] [--assay-src DIR]
 
 `--share dask` starts a Dask scheduler on 127.0.0.1 and gives both runs
 `ASSAY_RATE_SHARE=<its address>`: the two processes share one controller (assay/calls/fleet.py)
-instead of each running its own. The issue's case: `--rpm 1200 --share dask`.
+instead of each running its own. `--share cluster` starts a Dask scheduler and 2 `dask worker`
+processes and runs both with `--dask <its address>`: their shards on the workers, which share one
+controller through the scheduler without any setting. The issue's case (point 4): `--rpm 1200
+--share cluster`.
 
 On a Dask cluster (`dask scheduler` and `dask worker` processes this script starts on 127.0.0.1):
 
@@ -71,7 +74,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--latency-ms", type=float, default=200)
-    parser.add_argument("--share", choices=("local", "dask"), default="local")
+    parser.add_argument("--share", choices=("local", "dask", "cluster"), default="local")
     parser.add_argument("--assay-src", help="run `assay` from this checkout instead")
     args = parser.parse_args()
 
@@ -82,13 +85,22 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         mock = stack.enter_context(MockOpenAIServer(latency_ms=args.latency_ms))
+        extra: tuple[str, ...] = ()
         if args.share == "dask":
             env["ASSAY_RATE_SHARE"] = stack.enter_context(dask_scheduler(Path(tmp)))
-        return _measure(args, env, mock, tmp)
+        elif args.share == "cluster":
+            from assay.testing.dask_cluster import DaskCluster
+
+            cluster_env = {**env, "PYTHONPATH": args.assay_src or str(REPO_ROOT)}
+            cluster = stack.enter_context(DaskCluster(workers=2, env=cluster_env, preload=_PRELOAD))
+            extra = ("--dask", cluster.address)
+        return _measure(args, env, mock, tmp, extra)
 
 
-def _measure(args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServer, tmp: str) -> int:
-    """Start the runs together, wait for them, print the figures."""
+def _measure(
+    args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServer, tmp: str, extra: tuple[str, ...]
+) -> int:
+    """Start the runs together (each with `extra` arguments), wait for them, print the figures."""
     mock.configure(rate_limits={"rpm": args.rpm})
     spec = _spec(Path(tmp), mock.base_url, args.items, args.concurrency)
     started = time.perf_counter()
@@ -104,6 +116,7 @@ def _measure(args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServ
                 f"{tmp}/store",
                 "--json",
                 "-q",
+                *extra,
             ],
             cwd=args.assay_src or REPO_ROOT,
             env=env,
@@ -134,7 +147,7 @@ def _measure(args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServ
     allowed_in_flows = args.rpm * flow_s / 60
     print(
         f"{args.runs} runs x {args.items} items, concurrency {args.concurrency}, {args.rpm:g} rpm, "
-        f"{args.latency_ms:g} ms latency, controllers shared: {args.share}"
+        f"{args.latency_ms:g} ms latency, controllers shared: {args.share}; {_load()}"
         f"{' (assay from ' + args.assay_src + ')' if args.assay_src else ''}"
     )
     print(f"items:     {completed} completed, {failed} failed of {args.runs * args.items}")

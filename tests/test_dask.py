@@ -173,6 +173,19 @@ def test_an_address_where_no_scheduler_answers_is_bad_input_and_writes_nothing(t
     assert not store.exists()
 
 
+def test_a_budget_with_dask_is_bad_input_naming_it_and_writes_nothing(tmp_path, mock):
+    """Each worker process would check `budget` against its own spend, not the run's: refused
+    before the scheduler is even asked."""
+    spec = openai_spec(
+        tmp_path, mock.base_url, n=5, budget="$1", prices={"mock-1": {"input": 1.0, "output": 2.0}}
+    )
+    store = tmp_path / "store"
+    done = run_assay("run", str(spec), "--store", str(store), "--dask", "tcp://127.0.0.1:9")
+    assert done.returncode == 2, done.stderr
+    assert "`budget`" in done.stderr and "--dask" in done.stderr
+    assert not store.exists()
+
+
 def test_the_embedded_path_does_not_import_dask(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
     probe = (
@@ -236,3 +249,40 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
     # One `run-shard` task run per shard, each completed on a Dask worker.
     runs = [t for t in task_runs if t["name"].startswith("shard-")]
     assert len(runs) == len(shards) >= 4 and {t["state_type"] for t in runs} == {"COMPLETED"}
+
+
+def test_two_dask_runs_share_one_window_through_the_clusters_scheduler(cluster, tmp_path):
+    """Two `--dask` runs at once, their shards on both workers, each at concurrency 8: the
+    workers share one window per (endpoint, model) through the cluster's scheduler, so the two
+    runs together never have more than 8 calls in flight at the server (per worker, 16 or 32)."""
+    from assay.testing.mock_openai import MockOpenAIServer
+
+    with MockOpenAIServer(latency_ms=200) as mock:
+        spec = openai_spec(tmp_path, mock.base_url, n=160, concurrency=8, fail_on_item_error_rate=1)
+        drivers = [
+            start_assay(
+                "run",
+                str(spec),
+                "--store",
+                str(tmp_path / f"store{i}"),
+                "--json",
+                "-q",
+                "--dask",
+                cluster.address,
+            )
+            for i in range(2)
+        ]
+        outputs = [driver.communicate(timeout=300) for driver in drivers]
+        stats = mock.stats()
+    for driver, (_, err) in zip(drivers, outputs, strict=True):
+        assert driver.returncode == 0, err[-3000:]
+    summaries = [json.loads(out) for out, _ in outputs]
+    assert [s["items"]["completed"] for s in summaries] == [160, 160]
+    assert stats["by_status"] == {"200": 320}
+    assert stats["peak_in_flight"] <= 8, stats
+    # Each run's record carries the fleet's controller, as the scheduler hosted it: the calls of
+    # both runs, from both workers.
+    for i, summary in enumerate(summaries):
+        stored = json.loads(Store(tmp_path / f"store{i}").read_run(summary["run_id"])["rate_control"])
+        assert stored["share"] == "dask" and stored["members"] == 2 and stored["ceiling"] == 8
+        assert stored["responses"] >= 160 and stored["history"]["rows"]

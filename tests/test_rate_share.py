@@ -107,6 +107,9 @@ def test_a_refusal_seen_by_one_member_pauses_and_halves_for_all():
     assert first["window"] == second["window"] == 16  # slow start: 4 + 12
     assert (first["quota"], second["quota"]) == (16, 0)  # a holds the window until it syncs
     assert window.sync({**report, "member": "a", "answers": []})["quota"] == 8
+    # a may have admitted up to its earlier 16 since its report: b waits for a's next one.
+    assert window.sync({**report, "member": "b", "answers": []})["quota"] == 0
+    assert window.sync({**report, "member": "a", "answers": []})["quota"] == 8
     assert window.sync({**report, "member": "b", "answers": []})["quota"] == 8
     refused = window.sync({**report, "member": "a", "answers": [[429, {"retry-after": "2"}]]})
     other = window.sync({**report, "member": "b", "answers": []})
@@ -123,6 +126,8 @@ def test_rpm_is_divided_as_the_window_is():
     assert window.sync({**report, "member": "a", "waiting": 3})["rpm"] == 1200  # alone: all of it
     assert window.sync({**report, "member": "b", "waiting": 3})["rpm"] == 300  # 1 of a's 3 + 1
     assert window.sync({**report, "member": "a", "waiting": 3})["rpm"] == 800  # a's 2 of 2 + b's 1
+    assert window.sync({**report, "member": "b", "waiting": 3})["rpm"] == 400  # a may hold 3 still
+    assert window.sync({**report, "member": "a", "waiting": 3})["rpm"] == 1200 * 2 / 3
     assert window.sync({**report, "member": "b", "waiting": 3})["rpm"] == 600  # 2 and 2
 
 

@@ -68,6 +68,8 @@ class _Member:
     in_flight: int = 0
     demand: int = 0
     quota: int = 0
+    # The grant before `quota`: the member admits calls to it until `quota` reaches it.
+    previous: int = 0
     seen: float = field(default_factory=time.monotonic)
 
 
@@ -82,6 +84,7 @@ class FleetWindow:
     def __init__(self, name: str, ceiling: int) -> None:
         self.controller = RateController(name, ceiling)
         self.members: dict[str, _Member] = {}
+        self.most_members = 0
 
     def sync(self, report: Mapping[str, Any]) -> dict[str, Any]:
         """Take one member's report; return its grant.
@@ -104,6 +107,7 @@ class FleetWindow:
             member.seen = now
         for gone in [m for m, v in self.members.items() if now - v.seen > MEMBER_TTL_S]:
             del self.members[gone]
+        self.most_members = max(self.most_members, len(self.members))
         # The fleet's settings: the widest ceiling asked, the lowest limits given.
         ceiling = max((m.ceiling for m in self.members.values()), default=control.ceiling)
         if control.threshold >= control.ceiling:  # still in slow start: it runs to the new ceiling
@@ -118,10 +122,13 @@ class FleetWindow:
         window = int(control.limit)
         shares = fair_shares(window, {m: v.demand for m, v in self.members.items()})
         # The others keep what they were granted until they sync: never grant past the window.
-        held = sum(max(v.quota, v.in_flight) for m, v in self.members.items() if m != member_id)
+        # A member's in-flight count is as old as its report: until its next one it may have up
+        # to its earlier grant in flight, or this one.
+        held = sum(max(v.quota, v.previous, v.in_flight) for m, v in self.members.items() if m != member_id)
         quota = min(shares.get(member_id, 0), max(0, window - held))
         if member_id in self.members:
-            self.members[member_id].quota = quota
+            member = self.members[member_id]
+            member.previous, member.quota = member.quota, quota
         # `rpm` / `tpm` divided as the window is: by the shares granted (a lone member gets all).
         others = sum(v.quota for m, v in self.members.items() if m != member_id)
         fraction = quota / (quota + others) if quota else 0.0
@@ -134,6 +141,11 @@ class FleetWindow:
             "members": len(self.members),
             "rate_limited": control.rate_limited,
         }
+
+    def summary(self) -> dict[str, Any]:
+        """The fleet's controller as stored with a run: its window, the answers of every member
+        (every run sharing it), its history."""
+        return {**self.controller.summary(), "share": "dask", "members": self.most_members}
 
 
 def fair_shares(window: int, demands: Mapping[str, int]) -> dict[str, int]:
@@ -311,14 +323,17 @@ class SharedRateController(RateController):
 
     async def aclose(self) -> None:
         """This process's calls are done: hand its share back to the fleet at once (a later
-        call joins again)."""
+        call joins again). A member another run still calls through (the runs of one Dask
+        worker share it) stays: the host counts its calls in flight."""
+        if self.in_flight or self.waiting:
+            return
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._wake()  # calls of another run still waiting start the sync loop again
         if self._alone:
+            self._wake()
             return
         try:
             async with asyncio.timeout(SYNC_S * 10):
@@ -326,6 +341,8 @@ class SharedRateController(RateController):
         except (OSError, TimeoutError) as exc:  # the host forgets a silent member after MEMBER_TTL_S anyway
             logger.debug("rate control of %s: could not leave the fleet: %s", self.name, exc)
         self._sync.abort()
+        self.limit = 0.0  # the host gave this share away: a later call waits for a new grant
+        self._wake()  # a call that began waiting meanwhile starts the sync loop again
 
     def summary(self) -> dict[str, Any]:
         return {**super().summary(), "members": self.most_members}

@@ -50,6 +50,18 @@ class RateShareHost(SchedulerPlugin):
             window = self.windows[name] = FleetWindow(name, int(report["ceiling"]))
         return window.sync(report)
 
+    def summary(self, name: str) -> dict[str, Any] | None:
+        """The fleet's controller of `name` (`FleetWindow.summary`), None if nobody shared it."""
+        window = self.windows.get(name)
+        return window.summary() if window is not None else None
+
+
+def fleet_summary(name: str, dask_scheduler: Any = None) -> dict[str, Any] | None:
+    """The fleet's controller of `name` on the scheduler this runs on (`Client.run_on_scheduler`
+    passes `dask_scheduler`); None when no member ever shared it there."""
+    host = dask_scheduler.plugins.get(PLUGIN) if dask_scheduler is not None else None
+    return host.summary(name) if host is not None else None
+
 
 def scheduler_address(share: str) -> str:
     """`dask://HOST:PORT` as distributed writes it (`tcp://HOST:PORT`); `tcp://` and `tls://`

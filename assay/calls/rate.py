@@ -111,13 +111,18 @@ def _make(name: str, ceiling: int, share: str, *, rpm: float | None, tpm: float 
     return controller
 
 
+def window_name(target: Any) -> str | None:
+    """The name of the controller a target spec calls through (`<base_url> <model>`), if any."""
+    base_url, model = getattr(target, "base_url", None), getattr(target, "model", None)
+    return f"{str(base_url).rstrip('/')} {model}" if base_url and model else None
+
+
 def rate_history(target: Any) -> dict[str, Any] | None:
     """The state and history of the controller a run's target spec calls through, if any (what
     is stored with the run as `rate_control`)."""
-    base_url, model = getattr(target, "base_url", None), getattr(target, "model", None)
-    if not (base_url and model):
+    name = window_name(target)
+    if name is None:
         return None
-    name = f"{str(base_url).rstrip('/')} {model}"
     # This thread's controller, else another thread's (a flow whose tasks ran on other threads).
     named = {key: c for key, c in _controllers.items() if key[0] == name}
     found = [c for (_, thread), c in named.items() if thread in (0, threading.get_ident())]

@@ -133,15 +133,19 @@ def _dask(args: argparse.Namespace, spec: Path) -> dict[str, str]:
     also before anything is written)."""
     import os
 
-    from assay.run.checks import validate
-
     address = args.dask or os.environ.get("ASSAY_DASK")
     if not address:
         return {}
-    if getattr(args, "compare_to", None) or validate(spec)[0].compare_to is not None:
+    from assay.orchestrate.remote import BUDGET_ON_DASK
+    from assay.run.checks import validate
+
+    checked = validate(spec)[0]
+    if getattr(args, "compare_to", None) or checked.compare_to is not None:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit, on one machine; run it without --dask"
         )
+    if checked.budget is not None:
+        raise InputError(BUDGET_ON_DASK)
     return {"dask": address}
 
 

@@ -19,7 +19,7 @@ from distributed import Client, as_completed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run
+from assay.orchestrate.remote import BUDGET_ON_DASK, RemoteRun, execute_shard, forget_run
 from assay.run import progress
 from assay.run.plan import RunPlan, Shard
 
@@ -109,6 +109,8 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
         )
+    if plan.spec.budget_usd is not None:
+        raise InputError(BUDGET_ON_DASK)
     threads = sum((await client.nthreads()).values())
     run = remote_run(plan)
     shards = shards_for(plan, threads)
@@ -132,9 +134,25 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
             for outcome, count in report.executed.items():
                 for _ in range(count):
                     progress.current().item_done(outcome)
+        plan.fleet_rate = await _fleet_rate(client, plan)
     finally:
         await client.cancel(futures)
         await _forget(client, plan)
+
+
+async def _fleet_rate(client: Client, plan: RunPlan) -> dict[str, Any] | None:
+    """The rate controller the run's workers shared, as the scheduler hosts it (None for a target
+    without one, or a scheduler that never hosted it)."""
+    from assay.calls.fleet_dask import fleet_summary
+    from assay.calls.rate import window_name
+
+    name = window_name(plan.spec.target)
+    if name is None:
+        return None
+    try:
+        return await client.run_on_scheduler(fleet_summary, name)
+    except OSError:  # the scheduler went away: the run still ends, without the fleet's history
+        return None
 
 
 async def _forget(client: Client, plan: RunPlan) -> Any:

@@ -69,7 +69,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
                 error=error,
                 compared=plan.monitor.columns() if plan.monitor is not None else None,
                 stopped_early=plan.monitor is not None and plan.monitor.stop,
-                rate_control=rate_history(plan.spec.target),
+                rate_control=plan.fleet_rate or rate_history(plan.spec.target),
             )
         except Exception as exc:
             # Even summarising failed (the store itself, most likely): say so, if that can be written.

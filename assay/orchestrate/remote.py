@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.calls import rate
 from assay.calls.accounting import Budget
 from assay.orchestrate.target import close_plan_target, open_plan_target
 from assay.run.execute import ShardExecutor, ShardReport
@@ -29,6 +30,12 @@ from assay.spec.dataset import Item
 from assay.store import Store
 from assay.store.attempts import FollowedLease, ShardAttempt
 from assay.targets import Target
+
+# A budget is the run's, but each worker process would count only its own spend: refused.
+BUDGET_ON_DASK = (
+    "--dask: the spec's `budget` would be checked by each worker process against its own spend, "
+    "not the run's; remove `budget` to run on a cluster, or run without --dask"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,9 @@ def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> Shard
     Raises:
         LeaseLostError: the driver no longer holds the run, or a later attempt of this shard began.
     """
+    # Only here, in Dask's task thread, is the worker (so its scheduler) known; the shards' loop
+    # thread makes the rate controllers: the run's workers share one window through the scheduler.
+    rate.use_share(rate.current_share())
     return asyncio.run_coroutine_threadsafe(_execute(run, shard, items), _shard_loop()).result()
 
 

@@ -125,6 +125,9 @@ class RunPlan:
         self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
         self.work = work if work is not None else execution_order(len(items), spec.trials, spec.seed)
         self.monitor: CommitMonitor | None = None  # a sequential compare's (`compare_to`), set by the driver
+        # On a Dask cluster the controllers live in the workers: the fleet's, as its scheduler
+        # hosts it, stored with the run instead of this process's (`assay/orchestrate/dask.py`).
+        self.fleet_rate: dict[str, Any] | None = None
 
     @property
     def total(self) -> int:
