@@ -17,20 +17,20 @@ from assay.targets.container.agents._base import (
 
 # The container is the sandbox, so the CLIs' own permission prompts and sandboxes are switched off:
 # headless, a prompt would just deny every tool call, and Codex's Landlock sandbox does not work
+_HEADLESS = (
+    "claude",
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--model",
+    "{model}",
+    "--dangerously-skip-permissions",
+)
+
 ADAPTER = Adapter(
     name="claude-code",
-    command=(
-        "claude",
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--model",
-        "{model}",
-        "--dangerously-skip-permissions",
-        "--",
-        "{prompt}",
-    ),
+    command=(*_HEADLESS, "--", "{prompt}"),
     parser="claude-code",
     provider_keys=("ANTHROPIC_API_KEY",),
     needs_model=True,
@@ -46,19 +46,7 @@ ADAPTER = Adapter(
     ),
     # `--continue`: the most recent conversation in this folder — the attempt's container is
     # fresh, so that is this session's.
-    resume_command=(
-        "claude",
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--model",
-        "{model}",
-        "--dangerously-skip-permissions",
-        "--continue",
-        "--",
-        "{prompt}",
-    ),
+    resume_command=(*_HEADLESS, "--continue", "--", "{prompt}"),
 )
 
 
