@@ -25,7 +25,6 @@ ledger (a client used on its own) calls are neither budgeted nor recorded.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -207,12 +206,14 @@ class ChatClient:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
         client = self._client or self._open()
-        gate = self._gate.call(tokens) if self._gate is not None else contextlib.nullcontext()
+        gate = self._gate
         first_token_ms: float | None = None
         streamed: dict[str, Any] | None = None
+        if gate is not None:  # a slot of the endpoint's rate controller for the attempt
+            await gate.acquire(tokens)
+        sent = time.perf_counter()
         try:
-            async with gate:
-                sent = time.perf_counter()
+            try:
                 request = client.post(self._url).body_bytes(content)
                 if self._stream:
                     # pyreqwest reads a streamed body ahead up to this limit before it hands the reply
@@ -228,6 +229,9 @@ class ChatClient:
                     response = await request.build().send()
                     status, headers = response.status, response.headers
                     raw = bytes(await response.bytes())
+            finally:
+                if gate is not None:
+                    gate.release()
         except (RequestError, StreamFailed) as exc:
             error = standard_error(exc) if isinstance(exc, RequestError) else exc
             if refused(error):  # never sent: $0, known
