@@ -7,8 +7,11 @@ chat-completion POSTs at `--concurrency` with
     (b) httpx.AsyncClient over httpx_aiohttp.AiohttpTransport,
     (c) a plain httpx.AsyncClient with Limits(max_connections=concurrency),
     (d) Assay's own `assay.calls.chat.ChatClient` (outside a run: no ledger, no capture),
+    (e) a bare pyreqwest client (what `ChatClient` stands on, `assay/calls/transport.py`),
 
-and prints requests per second and client CPU per request for each. With latency L ms and
+and prints requests per second and client CPU per request for each: the whole process's, and the
+event loop's thread's alone (pyreqwest does its HTTP work on a thread of its own, outside the GIL;
+the loop's thread is what bounds a run). With latency L ms and
 concurrency C the ceiling is C / L requests per ms (5,000 req/s at the defaults), so a stack
 that falls short of it is paying for its own overhead.
 
@@ -96,15 +99,40 @@ async def assay_chat_client(base_url: str, n: int, concurrency: int) -> float:
         await client.aclose()
 
 
+async def bare_pyreqwest(base_url: str, n: int, concurrency: int) -> float:
+    """Variant (e): a bare pyreqwest client, `concurrency` workers."""
+    from pyreqwest.client import ClientBuilder
+
+    url = f"{base_url}/chat/completions"
+    body = chat_body()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+    remaining = n
+    async with ClientBuilder().max_connections(concurrency).default_headers(headers).build() as client:
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                response = await client.post(url).body_bytes(body).build().send()
+                await response.bytes()
+                if response.status != 200:
+                    raise RuntimeError(f"mock answered {response.status}")
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+        return time.perf_counter() - start
+
+
 VARIANTS: dict[str, Loop] = {
     "(a) bare aiohttp": bare_aiohttp_loop,
     "(b) httpx + AiohttpTransport": httpx_aiohttp_transport,
     "(c) plain httpx": httpx_native,
     "(d) assay ChatClient": assay_chat_client,
+    "(e) bare pyreqwest": bare_pyreqwest,
 }
 
 
-async def measure(loop: Loop, base_url: str, n: int, concurrency: int) -> tuple[float, float]:
+async def measure(loop: Loop, base_url: str, n: int, concurrency: int) -> tuple[float, float, float]:
     """Run one variant once (after a warm-up that opens the connections).
 
     Args:
@@ -114,12 +142,13 @@ async def measure(loop: Loop, base_url: str, n: int, concurrency: int) -> tuple[
         concurrency: Requests in flight at once.
 
     Returns:
-        Requests per second, and client CPU microseconds per request.
+        Requests per second, and client CPU microseconds per request: the process's, and the
+        event loop's thread's.
     """
     await loop(base_url, min(n, 10 * concurrency), concurrency)
-    cpu = time.process_time()
+    cpu, thread = time.process_time(), time.thread_time()
     seconds = await loop(base_url, n, concurrency)
-    return n / seconds, (time.process_time() - cpu) / n * 1e6
+    return n / seconds, (time.process_time() - cpu) / n * 1e6, (time.thread_time() - thread) / n * 1e6
 
 
 def main() -> None:
@@ -129,7 +158,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="abcd", help="the variants to run, by letter (default abcd)")
+    parser.add_argument("--only", default="abcde", help="the variants to run, by letter (default abcde)")
     args = parser.parse_args()
 
     proc, base_url = start_mock_subprocess(args.latency_ms)
@@ -139,16 +168,17 @@ def main() -> None:
             f"concurrency={args.concurrency}, rounds={args.rounds}"
         )
         variants = {name: loop for name, loop in VARIANTS.items() if name[1] in args.only}
-        results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
         # Rounds interleave the variants so that drift on the machine hits them all alike.
         for _ in range(args.rounds):
             for name, loop in variants.items():
                 results[name].append(asyncio.run(measure(loop, base_url, args.n, args.concurrency)))
         for name, runs in results.items():
-            rates = ", ".join(f"{rate:,.0f}" for rate, _ in runs)
+            rates = ", ".join(f"{rate:,.0f}" for rate, _, _ in runs)
             print(
-                f"{name:30s} median {statistics.median(r for r, _ in runs):7,.0f} req/s  "
-                f"(runs: {rates})  client CPU {statistics.median(c for _, c in runs):5.0f} us/req"
+                f"{name:30s} median {statistics.median(r for r, _, _ in runs):7,.0f} req/s  "
+                f"(runs: {rates})  client CPU {statistics.median(c for _, c, _ in runs):5.0f} us/req, "
+                f"loop's thread {statistics.median(t for _, _, t in runs):5.0f} us/req"
             )
     finally:
         stop_mock_subprocess(proc)

@@ -33,16 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, bare_aiohttp_loop, start_mock_subprocess, stop_mock_subprocess
 
 # `assay run` as the `assay` command runs it (`main()` reading sys.argv), and the CPU its `main`
-# spent (the flow, with planning and closing; not the imports) on stderr.
+# spent (the flow, with planning and closing; not the imports) on stderr: the whole process's, and
+# the main thread's — the event loop's, which bounds the run (the HTTP client's own thread does its
+# HTTP work outside the GIL, assay/calls/transport.py).
 _COMMAND = """
 import sys, time
 import assay.cli
 sys.argv = ["assay", *sys.argv[1:]]
-cpu = time.process_time()
+cpu, thread = time.process_time(), time.thread_time()
 try:
     assay.cli.main()
 finally:
-    print(f"cpu-of-main {time.process_time() - cpu}", file=sys.stderr)
+    print(f"cpu-of-main {time.process_time() - cpu} {time.thread_time() - thread}", file=sys.stderr)
 """
 
 
@@ -67,8 +69,9 @@ fail_on_item_error_rate: 1
     return spec
 
 
-def run_assay(spec: Path, store: Path) -> tuple[float, dict, float, int]:
-    """Run `assay run` in a child process; returns (wall s, summary, CPU s of its `main`, peak RSS KiB)."""
+def run_assay(spec: Path, store: Path) -> tuple[float, dict, tuple[float, float], int]:
+    """Run `assay run` in a child process; returns (wall s, summary, CPU s of its `main` (process,
+    main thread), peak RSS KiB)."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-c", _COMMAND, "run", str(spec), "--store", str(store), "--json"],
@@ -81,7 +84,8 @@ def run_assay(spec: Path, store: Path) -> tuple[float, dict, float, int]:
     wall = time.perf_counter() - started
     if process.returncode != 0:
         raise SystemExit(f"assay run failed ({process.returncode}): {stderr.decode()[-2000:]}")
-    cpu = next(float(x.split()[1]) for x in stderr.decode().splitlines() if x.startswith("cpu-of-main "))
+    line = next(x for x in stderr.decode().splitlines() if x.startswith("cpu-of-main "))
+    cpu = (float(line.split()[1]), float(line.split()[2]))
     # wait4 would be exact per child, but communicate() already reaped it; RUSAGE_CHILDREN holds
     # the largest waited-for child, and the mock (still running) is not yet among them.
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -129,7 +133,7 @@ def main() -> None:
         f"items: {args.items} at concurrency {args.concurrency}, mock latency {args.latency_ms:g} ms ({mode})"
     )
     print(f"ideal (items x latency / concurrency): {ideal:.2f} s")
-    bares, flows, wholes, ratios, bare_cpu, flow_cpu = [], [], [], [], [], []
+    bares, flows, wholes, ratios, bare_cpu, flow_cpu, flow_thread = [], [], [], [], [], [], []
     for n, (before, after, process_s, summary, cpu, _) in enumerate(rows, start=1):
         bare_s = (before[0] + after[0]) / 2
         flow_s = summary["wall_ms"] / 1000
@@ -138,7 +142,8 @@ def main() -> None:
         wholes.append(process_s)
         ratios.append(flow_s / bare_s)
         bare_cpu.append((before[1] + after[1]) / 2 / args.items * 1e6)
-        flow_cpu.append(cpu / args.items * 1e6)
+        flow_cpu.append(cpu[0] / args.items * 1e6)
+        flow_thread.append(cpu[1] / args.items * 1e6)
         done = summary["items"]
         print(
             f"repeat {n}: bare {before[0]:.2f} / {after[0]:.2f} s, flow {flow_s:.2f} s "
@@ -152,6 +157,10 @@ def main() -> None:
     print(
         f"CPU per item:      flow {spread(flow_cpu, ' us', 0)}, bare loop {spread(bare_cpu, ' us', 0)}; "
         f"flow / bare {spread([f / b for f, b in zip(flow_cpu, bare_cpu, strict=True)], 'x')}"
+    )
+    print(
+        f"  the flow's main thread (its event loop): {spread(flow_thread, ' us', 0)}; "
+        f"/ bare {spread([f / b for f, b in zip(flow_thread, bare_cpu, strict=True)], 'x')}"
     )
     print(f"peak RSS:          {max(r[5] for r in rows) / 1024:.0f} MB  (target < 500 MB)")
 

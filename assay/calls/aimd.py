@@ -27,10 +27,9 @@ with each run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -132,16 +131,6 @@ class RateController:
 
     async def __aexit__(self, *exc: object) -> None:
         self.release()
-
-    @contextlib.asynccontextmanager
-    async def call(self, tokens: int = 0) -> AsyncIterator[None]:
-        """A slot for one attempt estimated to use `tokens` tokens (paced under `tpm`; correct
-        the estimate with `settle` once the usage is known)."""
-        await self.acquire(tokens)
-        try:
-            yield
-        finally:
-            self.release()
 
     async def acquire(self, tokens: int = 0) -> None:
         """Wait for a slot (and, under `rpm` / `tpm`, for the call's turn), then take it."""

@@ -36,10 +36,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
+from assay.calls.transport import Client, RequestError, open_client, reason, standard_error
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind
 
@@ -296,8 +296,8 @@ class Batcher:
         self._ledger = ledger
         self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout)
         self._policy = RetryPolicy(max_retries)
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = timeout
+        self._client: Client | None = None
         self._waiting: list[_Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -445,30 +445,29 @@ class Batcher:
         parse: bool = True,
     ) -> Any:
         """One request with the retry policy (see `Request`)."""
-        session = self._session
-        if session is None:
-            session = self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
+        client = self._client
+        if client is None:
+            client = self._client = open_client(self._base, headers=self._headers, timeout=self._timeout)
         what = f"{method} {urlsplit(url).path}"
 
         async def attempt(number: int) -> Any:
-            data: Any = None
+            request = client.request(method, url)
+            if body is not None:
+                request = request.body_bytes(json.dumps(body).encode()).header(
+                    "content-type", "application/json"
+                )
             if form is not None:  # built per attempt: a form is consumed by sending it
-                data = aiohttp.FormData()
-                for name, value in form.items():
-                    if isinstance(value, bytes):
-                        data.add_field(name, value, filename="batch.jsonl", content_type="application/jsonl")
-                    else:
-                        data.add_field(name, value)
+                request = request.multipart(_form(form))
             try:
-                async with session.request(
-                    method, url, json=body, data=data, allow_redirects=False
-                ) as response:
-                    status, headers, raw = response.status, response.headers, await response.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
+                response = await request.build().send()
+                status, headers, raw = response.status, response.headers, bytes(await response.bytes())
+            except RequestError as exc:
                 # A lost submission could have been accepted: resending it could bill it twice.
-                raise self._endpoint.transport_failed(exc, what=what, again=method == "GET") from None
+                raise self._endpoint.transport_failed(
+                    standard_error(exc), what=what, again=method == "GET"
+                ) from None
             if status >= 400:
-                raise self._endpoint.status_failed(status, headers, raw, what=what)
+                raise self._endpoint.status_failed(status, headers, raw, what=what, reason=reason(status))
             if not parse:
                 return raw
             try:
@@ -490,6 +489,20 @@ class Batcher:
             self._timer.cancel()
         for task in [*self._tasks, *self._polls.values()]:
             task.cancel()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def _form(fields: dict[str, str | bytes]) -> Any:
+    """A multipart form: text fields, and bytes as the batch's JSONL file."""
+    from pyreqwest.multipart import FormBuilder, PartBuilder
+
+    form = FormBuilder()
+    for name, value in fields.items():
+        if isinstance(value, bytes):
+            part = PartBuilder.from_bytes(value).file_name("batch.jsonl").mime("application/jsonl")
+            form = form.part(name, part)
+        else:
+            form = form.text(name, value)
+    return form

@@ -2,13 +2,15 @@
 Anthropic's Messages API (`assay.calls.wire` says how each looks on the wire), answered whole or
 streamed.
 
-aiohttp directly: one `ClientSession` per client, its connection pool as wide as the run's
-concurrency, the URL, headers and timeout built once and each body sent as JSON bytes. This is the
-hot path — one call per item — and httpx's request/response models cost ~2.5x the CPU of the
-bare aiohttp loop here (docs/performance.md); nothing of httpx is visible to a user of this
-client, whose API is `complete(body) -> ChatReply`. Bodies are encoded and replies parsed with
-pydantic-core's JSON (already a dependency), ~3x faster than the standard library's here. What is retried, how long to wait and how a
-failure is described are `assay.calls.http`'s (the same for every Assay client).
+One client per `ChatClient` (`assay.calls.transport`: pyreqwest, its HTTP work on its own thread
+outside the GIL), its connection pool as wide as the run's concurrency, the URL, headers and
+timeouts set once and each body sent as JSON bytes. This is the hot path — one call per item — and
+the event loop's thread, which bounds a run's throughput, spends ~80 us a call on pyreqwest where
+it spent ~360 us on aiohttp (docs/performance.md). Nothing of the library is visible to a user of
+this client, whose API is `complete(body) -> ChatReply`. Bodies are encoded and replies parsed with
+pydantic-core's JSON (already a dependency), ~3x faster than the standard library's here. What is
+retried, how long to wait and how a failure is described are `assay.calls.http`'s (the same for
+every Assay client).
 
 Streaming (`stream=True`): the reply is read as Server-Sent Events and assembled into the reply
 the request would have had unstreamed; the time to the first answer token is measured
@@ -23,24 +25,20 @@ ledger (a client used on its own) calls are neither budgeted nor recorded.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import pydantic_core
-from yarl import URL
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
 from assay.calls.keys import api_key
+from assay.calls.transport import Client, RequestError, open_client, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
@@ -114,34 +112,27 @@ class ChatClient:
             on_response = gate.observe
         self._api = api
         self._stream = stream
-        self._url = URL(base_url.rstrip("/") + api.path)
+        self._url = base_url.rstrip("/") + api.path
         self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
         key = api_key(api_key_env, api_key_secret)
         self._headers = {"content-type": "application/json", **api.headers(key)}
-        # As httpx's `Timeout(t)` was: t to connect (a pooled connection included) and t between
-        # reads; no limit on the whole reply, which a slow but live model may take long to send.
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=timeout, sock_connect=timeout, sock_read=timeout
-        )
+        self._timeout = timeout
         self._concurrency = concurrency
-        self._session: aiohttp.ClientSession | None = None
+        self._client: Client | None = None
 
     @property
     def api(self) -> ChatAPI:
         """The provider's chat API this client speaks."""
         return self._api
 
-    def _open(self) -> aiohttp.ClientSession:
-        """The session, opened on first use: on the running loop, which a session belongs to."""
-        connector = aiohttp.TCPConnector(
-            limit=self._concurrency, ssl=_ssl_context() if self._url.scheme == "https" else True
+    def _open(self) -> Client:
+        """The client, opened on first use (by then the run's loop is running)."""
+        self._client = open_client(
+            self._url, headers=self._headers, timeout=self._timeout, connections=self._concurrency
         )
-        self._session = aiohttp.ClientSession(
-            connector=connector, headers=self._headers, timeout=self._timeout
-        )
-        return self._session
+        return self._client
 
     async def complete(self, body: dict[str, Any]) -> ChatReply:
         """Send `body`; raises `TargetFailure` when it fails for good, `BudgetDenied` when refused."""
@@ -214,30 +205,46 @@ class ChatClient:
             except BudgetDenied:
                 ledger.add(Accounting.of_denied_call(ledger.kind))
                 raise
-        session = self._session or self._open()
-        gate = self._gate.call(tokens) if self._gate is not None else contextlib.nullcontext()
+        client = self._client or self._open()
+        gate = self._gate
         first_token_ms: float | None = None
         streamed: dict[str, Any] | None = None
+        if gate is not None:  # a slot of the endpoint's rate controller for the attempt
+            await gate.acquire(tokens)
+        sent = time.perf_counter()
         try:
-            async with gate:
-                sent = time.perf_counter()
-                async with session.post(self._url, data=content, allow_redirects=False) as response:
-                    status, headers, reason = response.status, response.headers, response.reason
-                    if self._stream and status < 400:
-                        streamed, first_token_ms = await self._read_stream(response, sent)
-                        raw = b""
-                    else:
-                        raw = await response.read()
-        except (aiohttp.ClientError, TimeoutError, StreamFailed) as exc:
-            if refused(exc):  # never sent: $0, known
+            try:
+                request = client.post(self._url).body_bytes(content)
+                if self._stream:
+                    # pyreqwest reads a streamed body ahead up to this limit before it hands the reply
+                    # over (64 KiB by default: a whole short stream, its first token timed last).
+                    async with request.streamed_read_buffer_limit(1).build_streamed() as response:
+                        status, headers = response.status, response.headers
+                        if status < 400:
+                            streamed, first_token_ms = await self._read_stream(response, sent)
+                            raw = b""
+                        else:
+                            raw = bytes(await response.bytes())
+                else:
+                    response = await request.build().send()
+                    status, headers = response.status, response.headers
+                    raw = bytes(await response.bytes())
+            finally:
+                if gate is not None:
+                    gate.release()
+        except (RequestError, StreamFailed) as exc:
+            error = standard_error(exc) if isinstance(exc, RequestError) else exc
+            if refused(error):  # never sent: $0, known
                 self._measure(lambda ledger: Accounting.of_unsent_call(ledger.kind))
             else:  # the request may have reached the provider and been billed: its cost is unknown
                 self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
             self._endpoint.observe(None, {})
-            if isinstance(exc, StreamFailed):
-                failed = AttemptFailed(self._endpoint.failure(exc.message, exc.kind, retryable=exc.retryable))
+            if isinstance(error, StreamFailed):
+                failed = AttemptFailed(
+                    self._endpoint.failure(error.message, error.kind, retryable=error.retryable)
+                )
             else:
-                failed = self._endpoint.transport_failed(exc)
+                failed = self._endpoint.transport_failed(error)
             if op is not None:
                 op.attempt(
                     number,
@@ -259,7 +266,7 @@ class ChatClient:
                 self._gate.settle(tokens, 0)
             # Providers do not bill refused requests: a settled operation that cost nothing.
             self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
-            raise self._endpoint.status_failed(status, headers, raw, reason=reason)
+            raise self._endpoint.status_failed(status, headers, raw, reason=reason(status))
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
             self._api.check(reply)
@@ -279,12 +286,15 @@ class ChatClient:
             ) from None
         return reply, first_token_ms
 
-    async def _read_stream(
-        self, response: aiohttp.ClientResponse, sent: float
-    ) -> tuple[dict[str, Any], float | None]:
+    async def _read_stream(self, response: Any, sent: float) -> tuple[dict[str, Any], float | None]:
         """Read a reply's Server-Sent Events into the assembled reply; returns it and the time
         from `sent` to the first answer token. Raises `StreamFailed` when the stream ends before
-        its final event or reports an error, `aiohttp.ClientError` when the connection breaks."""
+        its final event or reports an error, `RequestError` when the connection breaks.
+
+        Args:
+            response: pyreqwest's streamed response, its headers read.
+            sent: when the attempt was sent (`time.perf_counter`).
+        """
         assembler = self._api.assembler()
         first_token_ms: float | None = None
         data: list[str] = []
@@ -302,15 +312,26 @@ class ChatClient:
             if token and first_token_ms is None:
                 first_token_ms = (time.perf_counter() - sent) * 1000
 
-        try:
-            async for raw_line in response.content:
-                line = raw_line.decode("utf-8", "replace").rstrip("\r\n")
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                elif not line and data:  # a blank line ends an event
-                    dispatch()
-        except ValueError as exc:  # a line longer than aiohttp's buffer
-            raise StreamFailed(f"unreadable stream: {exc}", FailureKind.PROTOCOL) from None
+        def take(line_bytes: bytes) -> None:
+            line = line_bytes.decode("utf-8", "replace").rstrip("\r")
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            elif not line and data:  # a blank line ends an event
+                dispatch()
+
+        reader = response.body_reader
+        pending = b""
+        while (chunk := await reader.read_chunk()) is not None:
+            pending += bytes(chunk)
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > _MAX_STREAM_LINE:
+                raise StreamFailed(
+                    f"unreadable stream: a line longer than {_MAX_STREAM_LINE} bytes", FailureKind.PROTOCOL
+                )
+            for line in lines:
+                take(line)
+        if pending:
+            take(pending)
         if data:
             dispatch()
         if not assembler.done:
@@ -373,19 +394,13 @@ class ChatClient:
     async def aclose(self) -> None:
         if self._gate is not None:
             await self._gate.aclose()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """Certificates as httpx verifies them (certifi's bundle, or `SSL_CERT_FILE` / `SSL_CERT_DIR`),
-    so moving off httpx changes no host a user could reach."""
-    import certifi
-
-    return ssl.create_default_context(
-        cafile=os.environ.get("SSL_CERT_FILE") or certifi.where(), capath=os.environ.get("SSL_CERT_DIR")
-    )
+# As aiohttp's line reader allowed: a longer line is not an event any provider sends.
+_MAX_STREAM_LINE = 2**17
 
 
 def _token_estimate(content: bytes, body: dict[str, Any]) -> int:

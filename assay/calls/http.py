@@ -1,9 +1,10 @@
 """The one HTTP layer under Assay's clients: what is retried, how long to wait, how a failure reads.
 
-Two clients stand on it, each on the HTTP library that serves it best (docs/performance.md):
-the chat client (`assay.calls.chat`) on aiohttp directly — the hot path, one call per item — and
-the `http_agent` target (`assay.targets.http_agent`) on httpx, for its multipart uploads and
-streamed downloads. Neither decides on its own what this module decides:
+Its clients stand each on the HTTP library that serves it best (docs/performance.md): the model
+clients — chat (`assay.calls.chat`, the hot path, one call per item) and batches
+(`assay.calls.batch`) — on pyreqwest (`assay.calls.transport`), whose HTTP work runs outside the
+GIL; the `http_agent` target (`assay.targets.http_agent`) on httpx, for its multipart uploads and
+streamed downloads. None decides on its own what this module decides:
 
 Retried statuses (`RETRY_STATUSES`), decided once:
 
@@ -25,9 +26,9 @@ first attempt runs outside tenacity: most calls succeed at once, and tenacity's 
 ~100 us of CPU a call (it is not even imported until a call first fails).
 
 Failures (`Endpoint`): a status is `HTTP <status>: <the body's error message>`; a transport error
-is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — aiohttp's
-own, or the one under httpx's) and a *connection* error otherwise (refused, reset, cut short). A
-refused connection (`refused`) reads `connection refused by <host:port>`: the request was never
+is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — the one
+`assay.calls.transport` makes of pyreqwest's, or the one under httpx's) and a *connection* error
+otherwise (refused, reset, cut short). A refused connection (`refused`) reads `connection refused by <host:port>`: the request was never
 sent, so it cost nothing.
 Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
 it was retryable and the provider's request id.
@@ -145,8 +146,8 @@ def retry_after(value: str | None, *, now: datetime | None = None) -> float | No
 def is_timeout(exc: BaseException) -> bool:
     """Whether a transport error is a timeout (else it is a connection error).
 
-    Any `TimeoutError` in the exception's cause chain decides (aiohttp's timeouts are
-    `TimeoutError`s, and httpx's rest on one). The chain, not the outer type: httpx-aiohttp
+    Any `TimeoutError` in the exception's cause chain decides (`assay.calls.transport` makes
+    pyreqwest's timeouts `TimeoutError`s, and httpx's rest on one). The chain, not the outer type: httpx-aiohttp
     raises every aiohttp connection error as `httpx.ConnectTimeout`, with the real error as its
     cause. A library's timeout raised with no cause at all is known by its class name.
     """
@@ -165,7 +166,7 @@ def is_timeout(exc: BaseException) -> bool:
 def refused(exc: BaseException) -> bool:
     """Whether the connection was refused, so the request was never sent (nor billed).
 
-    aiohttp's connector error is an `OSError` carrying the socket's errno; httpx's error has it
+    `assay.calls.transport` makes a refusal a `ConnectionRefusedError`; httpx's error has one
     in its cause chain.
     """
     link: BaseException | None = exc

@@ -1,0 +1,97 @@
+"""The HTTP library under Assay's model clients (`assay.calls.chat`, `assay.calls.batch`): pyreqwest.
+
+pyreqwest is reqwest (Rust) behind an asyncio API: the HTTP work of a call — the pooled
+connection, writing the request, parsing the reply — runs on its own thread, outside the GIL. The
+event loop's thread, which bounds a run's throughput, spends ~80 us a call on it where aiohttp
+spent ~360 us (`benchmarks/throughput.py`, docs/performance.md). This module opens its clients
+with Assay's settings and turns its errors into the standard library's, which `assay.calls.http`
+reads (`is_timeout`, `refused`): nothing of pyreqwest reaches a caller.
+
+    open_client(...)        a client: pool width, default headers, timeouts, no redirects, certificates
+    standard_error(exc)     TimeoutError | ConnectionRefusedError | ConnectionError, pyreqwest's as cause
+    reason(status)          the status's reason phrase (pyreqwest gives none)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from datetime import timedelta
+from http import HTTPStatus
+
+from pyreqwest.client import Client, ClientBuilder
+from pyreqwest.exceptions import RequestError
+
+__all__ = ["Client", "RequestError", "open_client", "reason", "standard_error"]
+
+
+def open_client(
+    url: str, *, headers: dict[str, str], timeout: float, connections: int | None = None
+) -> Client:
+    """A client for one endpoint.
+
+    Args:
+        url: the endpoint (its scheme decides whether certificates are loaded).
+        headers: sent with every request (the API key among them: never logged).
+        timeout: seconds to connect, to wait for a pooled connection and between reads — as
+            httpx's `Timeout(t)`; no limit on a whole reply, which a slow but live model may take
+            long to send.
+        connections: requests in flight at once (None: no limit).
+    """
+    span = timedelta(seconds=timeout)
+    builder = (
+        ClientBuilder()
+        .max_connections(connections)
+        .default_headers(headers)
+        .connect_timeout(span)
+        .pool_timeout(span)
+        .read_timeout(span)
+        .follow_redirects(False)
+    )
+    if url.startswith("https:"):
+        for pem in _certificates():
+            with contextlib.suppress(Exception):  # a file of SSL_CERT_DIR that is not a certificate
+                builder = builder.add_root_certificate_pem(pem)
+    return builder.build()
+
+
+def standard_error(exc: RequestError) -> OSError:
+    """pyreqwest's error as the standard library's: a timeout, a refused connection (never sent),
+    or any other connection error, said in reqwest's innermost words ("connection closed before
+    message completed"). A reply whose body broke off is a connection error too."""
+    details = getattr(exc, "details", None) or {}
+    causes = [str(cause.get("message", "")) for cause in details.get("causes") or ()]
+    said = causes[-1] if causes else str(exc)
+    if isinstance(exc, TimeoutError):
+        error: OSError = TimeoutError(said)
+    elif any(f"os error {errno.ECONNREFUSED})" in cause for cause in causes):
+        error = ConnectionRefusedError(errno.ECONNREFUSED, said)
+    else:
+        error = ConnectionError(said)
+    error.__cause__ = exc
+    return error
+
+
+def reason(status: int) -> str | None:
+    """The status's reason phrase (`Too Many Requests`), for an error reply whose body says nothing."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return None
+
+
+def _certificates() -> list[bytes]:
+    """The PEM bundles httpx trusted — `SSL_CERT_FILE` (else certifi's) and the files of
+    `SSL_CERT_DIR` — added to the system's, so that leaving httpx changes no host a user reaches."""
+    import certifi
+
+    files = [os.environ.get("SSL_CERT_FILE") or certifi.where()]
+    folder = os.environ.get("SSL_CERT_DIR")
+    if folder and os.path.isdir(folder):
+        files += [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+    bundles = []
+    for path in files:
+        with contextlib.suppress(OSError), open(path, "rb") as handle:
+            bundles.append(handle.read())
+    return bundles
