@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
-from assay.calls.transport import Client, RequestError, open_client, reason, standard_error
+from assay.calls.transport import Client, RequestError, multipart, open_client, reason, standard_error
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind
 
@@ -457,7 +457,7 @@ class Batcher:
                     "content-type", "application/json"
                 )
             if form is not None:  # built per attempt: a form is consumed by sending it
-                request = request.multipart(_form(form))
+                request = request.multipart(multipart(form, filename="batch.jsonl", mime="application/jsonl"))
             try:
                 response = await request.build().send()
                 status, headers, raw = response.status, response.headers, bytes(await response.bytes())
@@ -492,17 +492,3 @@ class Batcher:
         if self._client is not None:
             await self._client.close()
             self._client = None
-
-
-def _form(fields: dict[str, str | bytes]) -> Any:
-    """A multipart form: text fields, and bytes as the batch's JSONL file."""
-    from pyreqwest.multipart import FormBuilder, PartBuilder
-
-    form = FormBuilder()
-    for name, value in fields.items():
-        if isinstance(value, bytes):
-            part = PartBuilder.from_bytes(value).file_name("batch.jsonl").mime("application/jsonl")
-            form = form.part(name, part)
-        else:
-            form = form.text(name, value)
-    return form

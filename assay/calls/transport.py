@@ -10,6 +10,7 @@ reads (`is_timeout`, `refused`): nothing of pyreqwest reaches a caller.
     open_client(...)        a client: pool width, default headers, timeouts, no redirects, certificates
     standard_error(exc)     TimeoutError | ConnectionRefusedError | ConnectionError, pyreqwest's as cause
     reason(status)          the status's reason phrase (pyreqwest gives none)
+    multipart(fields, ...)  a multipart form: text fields, and bytes as a file
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import errno
 import os
 from datetime import timedelta
 from http import HTTPStatus
+from typing import Any
 
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import RequestError
 
-__all__ = ["Client", "RequestError", "open_client", "reason", "standard_error"]
+__all__ = ["Client", "RequestError", "multipart", "open_client", "reason", "standard_error"]
 
 
 def open_client(
@@ -79,6 +81,25 @@ def reason(status: int) -> str | None:
         return HTTPStatus(status).phrase
     except ValueError:
         return None
+
+
+def multipart(fields: dict[str, str | bytes], *, filename: str, mime: str) -> Any:
+    """A multipart form (a request's `.multipart(...)`): text fields, and bytes as a file.
+
+    Args:
+        fields: the form's fields, by name.
+        filename: the file name of a bytes field.
+        mime: its content type.
+    """
+    from pyreqwest.multipart import FormBuilder, PartBuilder
+
+    form = FormBuilder()
+    for name, value in fields.items():
+        if isinstance(value, bytes):
+            form = form.part(name, PartBuilder.from_bytes(value).file_name(filename).mime(mime))
+        else:
+            form = form.text(name, value)
+    return form
 
 
 def _certificates() -> list[bytes]:
