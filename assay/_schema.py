@@ -388,7 +388,11 @@ RUNS = _schema(
     ),
     ("assay_version", pa.string(), "Assay's version"),
     ("prefect_flow_run_id", pa.string(), "the Prefect flow run that last executed it; null without Prefect"),
-    ("compare_baseline", pa.string(), "the run a sequential compare (`compare_to`) compared with; null without one"),
+    (
+        "compare_baseline",
+        pa.string(),
+        "the run a sequential compare (`compare_to`) compared with; null without one",
+    ),
     ("compare_scorer", pa.string(), "the scorer it compared"),
     ("compare_threshold", pa.float64(), "its threshold (score units)"),
     ("compare_alpha", pa.float64(), "its alpha: the chance of a wrong verdict, whenever the run stopped"),
@@ -555,7 +559,11 @@ COMPARISONS = _schema(
     ("se", pa.float64(), "analytic paired standard error of the delta"),
     ("se_ci_low", pa.float64(), "delta - t * se"),
     ("se_ci_high", pa.float64(), "delta + t * se"),
-    ("p_value", pa.float64(), "two-sided p-value: paired t-test, or exact McNemar where ci_method is newcombe"),
+    (
+        "p_value",
+        pa.float64(),
+        "two-sided p-value: paired t-test, or exact McNemar where ci_method is newcombe",
+    ),
     ("clustered_se", pa.float64(), "cluster-robust SE when items carry a cluster annotation, else null"),
     ("clustered_ci_low", pa.float64(), "delta - z * clustered_se"),
     ("clustered_ci_high", pa.float64(), "delta + z * clustered_se"),
@@ -570,13 +578,23 @@ COMPARISONS = _schema(
     ("resamples", pa.int64(), "bootstrap resamples"),
     ("seed", pa.int64(), "bootstrap seed"),
     ("ci_method", pa.string(), f"{_words(IntervalMethod)}: the method of ci_low / ci_high"),
-    ("adjustment", pa.string(), f"{_words(Adjustment)}: how the verdict was adjusted for the scorers compared at once"),
-    ("p_adjusted", pa.float64(), "p_value adjusted for the family (Holm or Benjamini-Hochberg); null with none"),
+    (
+        "adjustment",
+        pa.string(),
+        f"{_words(Adjustment)}: how the verdict was adjusted for the scorers compared at once",
+    ),
+    (
+        "p_adjusted",
+        pa.float64(),
+        "p_value adjusted for the family (Holm or Benjamini-Hochberg); null with none",
+    ),
     (
         "sequential_pairs",
         pa.int64(),
-        ("a candidate run's sequential compare against this baseline: the pairs its confidence "
-        "sequence used (ci_method betting_cs); null otherwise"),
+        (
+            "a candidate run's sequential compare against this baseline: the pairs its confidence "
+            "sequence used (ci_method betting_cs); null otherwise"
+        ),
     ),
 )
 
@@ -617,7 +635,11 @@ LEADERBOARDS = _schema(
         pa.string(),
         f"{_words(Verdict)} against the baseline",
     ),
-    ("adjustment", pa.string(), f"{_words(Adjustment)}: how verdicts were adjusted for the cells compared at once"),
+    (
+        "adjustment",
+        pa.string(),
+        f"{_words(Adjustment)}: how verdicts were adjusted for the cells compared at once",
+    ),
     ("p_adjusted", pa.float64(), "the delta's p-value adjusted over the scorer's cells; null with none"),
 )
 

@@ -77,7 +77,10 @@ def build_leaderboard(
     # Each cell against the baseline, scorer by scorer; a scorer's cells are one family to adjust.
     single = options.model_copy(update={"adjust": Adjustment.NONE})
     paired: dict[str, dict[str, dict[str, Any]]] = {
-        cell: {row["scorer"]: dict(row) for row in scorer_rows(baseline, Side("candidate", store, [run_id]), single)}
+        cell: {
+            row["scorer"]: dict(row)
+            for row in scorer_rows(baseline, Side("candidate", store, [run_id]), single)
+        }
         for cell, run_id in run_of.items()
         if cell != baseline_cell
     }

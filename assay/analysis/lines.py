@@ -87,7 +87,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     for row in summary["scorers"]:
         lines.append(
             f"scorer {row['scorer']}: mean {numbers.num(row['mean'])} · "
-            + ", ".join(f"{row[o]} {o}" for o in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED))
+            + ", ".join(
+                f"{row[o]} {o}" for o in (ScorerOutcome.SCORED, ScorerOutcome.FAILED, ScorerOutcome.SKIPPED)
+            )
         )
     lines += [line for row in summary["scorers"] if (line := scorer_failed_line(row))]
     lines.append(numbers.cost_line(summary["cost"]))

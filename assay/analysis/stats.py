@@ -624,4 +624,3 @@ def _workers(chunks: int, draws: int) -> int:
     except AttributeError:
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, chunks, 8))
-

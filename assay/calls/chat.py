@@ -38,7 +38,7 @@ from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
 from assay.calls.keys import api_key
-from assay.calls.transport import Client, RequestError, open_client, reason, standard_error
+from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
@@ -113,6 +113,7 @@ class ChatClient:
         self._api = api
         self._stream = stream
         self._url = base_url.rstrip("/") + api.path
+        self._parsed_url: Any = None  # pyreqwest's `Url`, parsed once (per request it costs ~4 us)
         self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
@@ -132,6 +133,7 @@ class ChatClient:
         self._client = open_client(
             self._url, headers=self._headers, timeout=self._timeout, connections=self._concurrency
         )
+        self._parsed_url = parsed_url(self._url)
         return self._client
 
     async def complete(self, body: dict[str, Any]) -> ChatReply:
@@ -214,7 +216,7 @@ class ChatClient:
         sent = time.perf_counter()
         try:
             try:
-                request = client.post(self._url).body_bytes(content)
+                request = client.post(self._parsed_url).body_bytes(content)
                 if self._stream:
                     # pyreqwest reads a streamed body ahead up to this limit before it hands the reply
                     # over (64 KiB by default: a whole short stream, its first token timed last).

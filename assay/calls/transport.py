@@ -11,6 +11,7 @@ reads (`is_timeout`, `refused`): nothing of pyreqwest reaches a caller.
     standard_error(exc)     TimeoutError | ConnectionRefusedError | ConnectionError, pyreqwest's as cause
     reason(status)          the status's reason phrase (pyreqwest gives none)
     multipart(fields, ...)  a multipart form: text fields, and bytes as a file
+    parsed_url(url)         a URL parsed once, for a client that sends many requests to it
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import RequestError
 
-__all__ = ["Client", "RequestError", "multipart", "open_client", "reason", "standard_error"]
+__all__ = ["Client", "RequestError", "multipart", "open_client", "parsed_url", "reason", "standard_error"]
 
 
 def open_client(
@@ -73,6 +74,13 @@ def standard_error(exc: RequestError) -> OSError:
         error = ConnectionError(said)
     error.__cause__ = exc
     return error
+
+
+def parsed_url(url: str) -> Any:
+    """`url` as pyreqwest's `Url`: a request given it skips parsing the string again."""
+    from pyreqwest.http import Url
+
+    return Url(url)
 
 
 def reason(status: int) -> str | None:

@@ -206,7 +206,9 @@ def resume(args: argparse.Namespace) -> int:
             resume=True,
         )
     spec = spec_for_resume(Store(args.store), args.run_id)
-    retry = None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
+    retry = (
+        None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
+    )
     if retry is not None:
         failure_selector(retry)  # a word that is no failure kind: exit 2 before anything runs
     return _execute(

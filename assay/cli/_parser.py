@@ -21,7 +21,9 @@ class _ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The command line: every command, its arguments and its help."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", help="a folder or s3://bucket/prefix (default: $ASSAY_STORE or ./assay-store)")
+    common.add_argument(
+        "--store", help="a folder or s3://bucket/prefix (default: $ASSAY_STORE or ./assay-store)"
+    )
     common.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no table")
     common.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
@@ -31,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", parents=[common], help="run an eval spec")
     run.add_argument("spec", help="the eval spec (YAML)")
     run.add_argument(
-        "--compare-to", metavar="RUN_ID", help="compare with this baseline run as items finish; stop at the verdict"
+        "--compare-to",
+        metavar="RUN_ID",
+        help="compare with this baseline run as items finish; stop at the verdict",
     )
     run.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
@@ -81,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument(
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
     )
-    rescore.add_argument("--budget", help="the rescore's own USD budget for its judging (default: the source's)")
+    rescore.add_argument(
+        "--budget", help="the rescore's own USD budget for its judging (default: the source's)"
+    )
     rescore.add_argument("--concurrency", type=int, help="items scored at once (default: the source's)")
     rescore.add_argument(
         "--capture-requests",

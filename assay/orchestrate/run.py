@@ -61,11 +61,15 @@ async def drive_run(
     """
     dask = dask or os.environ.get("ASSAY_DASK") or None
     if dask is None:
-        return await _drive_run(spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, host)
+        return await _drive_run(
+            spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, host
+        )
     try:
         from assay.orchestrate.dask import dask_host  # distributed: imported only for a cluster
     except ModuleNotFoundError as exc:
-        raise InputError(f"--dask {dask}: Dask is not installed ({exc}); `pip install 'assay[dask]'`") from None
+        raise InputError(
+            f"--dask {dask}: Dask is not installed ({exc}); `pip install 'assay[dask]'`"
+        ) from None
 
     async with dask_host(dask, host) as on_cluster:
         return await _drive_run(

@@ -265,9 +265,7 @@ def rate_history(rate: dict[str, Any]) -> str:
         )
     )
     refused = [
-        (a["t"], a["limit"])
-        for a, b in itertools.pairwise(rows)
-        if b["rate_limited"] > a["rate_limited"]
+        (a["t"], a["limit"]) for a, b in itertools.pairwise(rows) if b["rate_limited"] > a["rate_limited"]
     ]
     if refused:
         figure.add_trace(

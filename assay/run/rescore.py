@@ -364,7 +364,9 @@ class RescoreItems:
         self._kept: dict[tuple[str, int], list[ScoreRow]] = {}
         if plan.record.get("kept_scorers"):
             scores = plan.store.run_scores(plan.record["source_run_id"])
-            for row in scores.filter(pl.col("scorer").is_in(plan.record["kept_scorers"])).iter_rows(named=True):
+            for row in scores.filter(pl.col("scorer").is_in(plan.record["kept_scorers"])).iter_rows(
+                named=True
+            ):
                 self._kept.setdefault((row["item_id"], row["trial"]), []).append(row)
 
     async def __call__(self, item: Item, trial: int) -> Finished:

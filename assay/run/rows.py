@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, TypedDict
 
@@ -179,6 +179,10 @@ class Dataset:
 
     name: str
     schema: pa.Schema
+    _columns: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_columns", frozenset(self.schema.names))
 
     def table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
         """The rows as a table of the schema, a key a row leaves out a null.
@@ -188,8 +192,8 @@ class Dataset:
                 a silent null).
         """
         names = self.schema.names
-        unknown = set().union(*rows).difference(names)
-        if unknown:
+        if not all(row.keys() <= self._columns for row in rows):
+            unknown = set().union(*rows).difference(names)
             raise StoreError(f"no column of {self.name} is named {', '.join(sorted(unknown))}")
         # Column by column: about 40 % faster than `Table.from_pylist` for these wide rows, and
         # this runs for every batch of a run.

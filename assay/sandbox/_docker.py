@@ -159,7 +159,11 @@ def run_once(
         TimeoutError: it did not end within `timeout` seconds (it is removed all the same).
     """
     container = engine.containers.create(
-        facts.image_id, argv, user=f"{facts.uid}:{facts.gid}", network_mode="none", labels={RUN_LABEL: "probe"}
+        facts.image_id,
+        argv,
+        user=f"{facts.uid}:{facts.gid}",
+        network_mode="none",
+        labels={RUN_LABEL: "probe"},
     )
     try:
         container.start()

@@ -181,9 +181,13 @@ class EvalSpec(StrictModel):
             return self
         names = [scorer.name for scorer in self.scorers]
         if compare.scorer is None and len(names) > 1:
-            raise ValueError(f"compare_to.scorer: the spec has several scorers ({', '.join(names)}): name one")
+            raise ValueError(
+                f"compare_to.scorer: the spec has several scorers ({', '.join(names)}): name one"
+            )
         if compare.scorer is not None and compare.scorer not in names:
-            raise ValueError(f"compare_to.scorer: {compare.scorer!r} is not one of the spec's scorers ({', '.join(names)})")
+            raise ValueError(
+                f"compare_to.scorer: {compare.scorer!r} is not one of the spec's scorers ({', '.join(names)})"
+            )
         if self.targets is not None:
             raise ValueError("compare_to: not with a matrix (`targets`); compare one target's run")
         return self

@@ -13,4 +13,13 @@
 from assay.store.lease import Lease, lease_ttl, part_generation
 from assay.store.local import DEFAULT_ROOT, STAGING, Store, current_items, default_root
 
-__all__ = ["DEFAULT_ROOT", "STAGING", "Lease", "Store", "current_items", "default_root", "lease_ttl", "part_generation"]
+__all__ = [
+    "DEFAULT_ROOT",
+    "STAGING",
+    "Lease",
+    "Store",
+    "current_items",
+    "default_root",
+    "lease_ttl",
+    "part_generation",
+]

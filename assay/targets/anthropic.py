@@ -28,7 +28,17 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
     name = "anthropic"
     # `cache_system` and `batch` change what a call costs, not what it answers.
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "cache_system", "batch"}
+        {
+            "base_url",
+            "api_key_env",
+            "api_key_secret",
+            "timeout",
+            "max_retries",
+            "cache",
+            "stream",
+            "cache_system",
+            "batch",
+        }
     )
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:

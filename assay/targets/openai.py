@@ -19,7 +19,17 @@ class OpenAIKind(ChatKind[OpenAITarget]):
 
     name = "openai"
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "batch", "rate_limits"}
+        {
+            "base_url",
+            "api_key_env",
+            "api_key_secret",
+            "timeout",
+            "max_retries",
+            "cache",
+            "stream",
+            "batch",
+            "rate_limits",
+        }
     )
 
     def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:

@@ -196,7 +196,9 @@ class HttpAgent:
         a later one."""
         return await self._counted(item, trial, prompt, session)
 
-    async def _counted(self, item: Item, trial: int, prompt: Any, session: SessionState | None) -> TargetResult:
+    async def _counted(
+        self, item: Item, trial: int, prompt: Any, session: SessionState | None
+    ) -> TargetResult:
         """`_invoke`, its `retries` (success or failure) the failed attempts of its requests."""
         from assay.targets.http_agent._client import counting_retries  # httpx: loaded with the client
 
