@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -205,29 +206,50 @@ def gauge_stats(gauges: Rows) -> list[dict[str, Any]]:
     )
 
 
-def summarise(store: Store, run_id: str) -> RunSummary:
+@dataclass(frozen=True, slots=True)
+class RunRows:
+    """The rows of one run a summary is computed from.
+
+    Args:
+        history: every item row, the failed ones a retry replaced included.
+        scores: its scores dataset's rows: scores and gauges.
+        requests: its captured requests.
+    """
+
+    history: Rows
+    scores: Rows
+    requests: Rows
+
+    @classmethod
+    def scan(cls, store: Store, run_id: str) -> RunRows:
+        """Lazy views of the run's parts (`Store.scan_run`): each statistic reads only the columns
+        (and, where a filter allows, the rows) it needs, never the items' inputs and outputs.
+        Reading whole rows took ~280 MB to summarise 100,000 items (docs/performance.md)."""
+        return cls(*(store.scan_run(run_id, dataset) for dataset in ("items", "scores", "requests")))
+
+
+def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSummary:
     """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
     durations, gate.
-
-    Each statistic is a query over the run's parts that reads only the columns (and, where a
-    filter allows, the rows) it needs: never the items' inputs and outputs, never a whole row
-    (at 100,000 items reading whole rows took ~280 MB; docs/performance.md).
 
     Args:
         store: the store.
         run_id: the run.
+        rows: its rows; default lazy views of its parts (`RunRows.scan`). Frames read whole give
+            the same summary, digit for digit.
     """
     record = store.read_run(run_id)
-    history = store.scan_run(run_id, "items")
+    rows = rows or RunRows.scan(store, run_id)
+    history = rows.history
     items = current_items(history)
-    rows = store.scan_run(run_id, "scores")
-    scores = rows.filter(pl.col("kind") == RowKind.SCORE.value)
+    scores = rows.scores.filter(pl.col("kind") == RowKind.SCORE.value)
 
     counts = {outcome.value: 0 for outcome in ItemOutcome}
-    for outcome, n in items.group_by("outcome").len().collect(engine=ENGINE).iter_rows():
+    for outcome, n in items.lazy().group_by("outcome").len().collect(engine=ENGINE).iter_rows():
         counts[outcome] = n
     scorer_stats = (
-        scores.group_by("scorer")
+        scores.lazy()
+        .group_by("scorer")
         .agg(
             *_quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
             *(
@@ -247,8 +269,8 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         .collect(engine=ENGINE)
         .to_dicts()
     )
-    gauges = gauge_stats(rows.filter(pl.col("kind") == RowKind.GAUGE.value))
-    item_stats = items.select(
+    gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
+    item_stats = items.lazy().select(
         # Over completed items only, as the seed: a failure's duration (a timeout, a refused
         # connection) measures the failure, not the target.
         *_quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED)),
@@ -266,7 +288,7 @@ def summarise(store: Store, run_id: str) -> RunSummary:
     duration = item_stats
     # What was spent counts every row, the failed ones a retry replaced included.
     accounting = run_accounting(history, scores)
-    timing = model_timing(items, store.scan_run(run_id, "requests"))
+    timing = model_timing(items, rows.requests)
     batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])
