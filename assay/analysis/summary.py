@@ -241,7 +241,9 @@ def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSumm
     record = store.read_run(run_id)
     rows = rows or RunRows.scan(store, run_id)
     history = rows.history
-    items = current_items(history)
+    # Without a retry every row is current: no window over 100,000s of item ids (~25 MB) to say so.
+    retried = history.lazy().select(pl.col("retry").max()).collect(engine=ENGINE).item()
+    items = current_items(history) if retried else history
     scores = rows.scores.filter(pl.col("kind") == RowKind.SCORE.value)
 
     counts = {outcome.value: 0 for outcome in ItemOutcome}
@@ -270,18 +272,23 @@ def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSumm
         .to_dicts()
     )
     gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
-    item_stats = items.lazy().select(
-        # Over completed items only, as the seed: a failure's duration (a timeout, a refused
-        # connection) measures the failure, not the target.
-        *_quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED)),
-        # null, not 0, when no item reported one: "unknown" and "none" differ.
-        pl.when(pl.col("caller_cost_usd").is_not_null().any())
-        .then(pl.col("caller_cost_usd").sum())
-        .alias("caller_cost_usd"),
-        # Sandboxes whose removal failed: the results stand, but something may be left running.
-        pl.col("teardown_error").drop_nulls().head(3).implode().alias("teardown_errors"),
-        pl.col("teardown_error").is_not_null().sum().alias("n_teardown_errors"),
-    ).collect(engine=ENGINE).to_dicts()[0]
+    item_stats = (
+        items.lazy()
+        .select(
+            # Over completed items only, as the seed: a failure's duration (a timeout, a refused
+            # connection) measures the failure, not the target.
+            *_quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED)),
+            # null, not 0, when no item reported one: "unknown" and "none" differ.
+            pl.when(pl.col("caller_cost_usd").is_not_null().any())
+            .then(pl.col("caller_cost_usd").sum())
+            .alias("caller_cost_usd"),
+            # Sandboxes whose removal failed: the results stand, but something may be left running.
+            pl.col("teardown_error").drop_nulls().head(3).implode().alias("teardown_errors"),
+            pl.col("teardown_error").is_not_null().sum().alias("n_teardown_errors"),
+        )
+        .collect(engine=ENGINE)
+        .to_dicts()[0]
+    )
     caller_cost = item_stats.pop("caller_cost_usd")
     teardown_errors = item_stats.pop("teardown_errors")
     n_teardown_errors = item_stats.pop("n_teardown_errors")
@@ -513,7 +520,12 @@ def run_accounting(items: Rows, scores: Rows) -> dict[str, Any]:
         .collect(engine=ENGINE)
         .to_dicts()[0]
     )
-    judged = scores.lazy().select(pl.col(c).fill_null(0).sum() for c in TOKEN_COLUMNS).collect(engine=ENGINE).to_dicts()[0]
+    judged = (
+        scores.lazy()
+        .select(pl.col(c).fill_null(0).sum() for c in TOKEN_COLUMNS)
+        .collect(engine=ENGINE)
+        .to_dicts()[0]
+    )
     for column in TOKEN_COLUMNS:
         sums[column] = int(sums.pop(f"items {column}") + judged[column])
     kinds = set(_distinct(items, "cost_completeness"))
