@@ -1,9 +1,9 @@
-"""A run's summary reads only what its statistics need (issue 13: the driver closing 100,000 items
-read every item, score and gauge row whole; docs/performance.md). Each statistic is a lazy query
-over the run's parts (`RunRows.scan`); it must give the same summary, digit for digit, as the same
-statistics over the run's rows read whole — on a local folder and on s3:// (moto), for a run with
-failures, a retried failure's history, trials, several scorers (one failing), gauges and captured
-requests with a rate-limit retry."""
+"""A run's summary reads only the columns its statistics use (issue 13: the driver closing 100,000
+items read every item, score and gauge row whole; docs/performance.md): `RunRows.scan` then
+`RunRows.narrow`. It must give the same summary, digit for digit, as the same statistics over the
+run's rows read whole — on a local folder and on s3:// (moto), for a run with failures, a retried
+failure's history, trials, several scorers (one failing), gauges and captured requests with a
+rate-limit retry."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     # What the statistics below take: a run's rows read (a frame), or to be read (a lazy frame
-    # over its parts, `Store.scan_run`), which they read only the columns and rows of they need.
+    # over its parts, `Store.scan_run`), of which they read only the columns they use.
     Rows = pl.DataFrame | pl.LazyFrame
 else:
     pl = lazy_module("polars")
@@ -218,8 +218,8 @@ _SUMMED = (
 )
 
 
-# The columns of items, scores and requests that `summarise` reads (a test reads a run with
-# every statistic through them).
+# The columns of items, scores and requests that `summarise` reads (tests/test_summary.py
+# summarises a run that exercises every statistic through them).
 _SUMMARY_COLUMNS = (
     (
         "item_id",
