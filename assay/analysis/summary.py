@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -32,12 +33,23 @@ from assay.outcomes import (
     spend_column,
     token_column,
 )
-from assay.store import Store
+from assay.store import Store, current_items
 
 if TYPE_CHECKING:
     import polars as pl
+
+    # What the statistics below take: a run's rows read (a frame), or to be read (a lazy frame
+    # over its parts, `Store.scan_run`), of which they read only the columns they use.
+    Rows = pl.DataFrame | pl.LazyFrame
 else:
     pl = lazy_module("polars")
+
+
+# Polars' in-memory engine, not its streaming one: its sums and means add a column's floats in
+# the order of the parts (as a run's rows read whole did), so the same run always gets the same
+# digits; the streaming engine's differ in the last place. What keeps a summary small is reading
+# only the columns it needs, which both engines do.
+ENGINE = "in-memory"
 
 
 class CostSummary(TypedDict):
@@ -139,7 +151,7 @@ def item_error_rate(counts: dict[str, int]) -> float | None:
 FAILURE_GROUPS = 5
 
 
-def failure_groups(items: pl.DataFrame, limit: int = FAILURE_GROUPS) -> list[dict[str, Any]]:
+def failure_groups(items: Rows, limit: int = FAILURE_GROUPS) -> list[dict[str, Any]]:
     """The failed items grouped by their error message, most frequent first (ties in dataset
     order): `[{"error": "connection refused by 127.0.0.1:8799", "n": 30}]`. Past `limit` groups,
     the rest are one last group with `error` None.
@@ -149,11 +161,13 @@ def failure_groups(items: pl.DataFrame, limit: int = FAILURE_GROUPS) -> list[dic
         limit: how many groups to name.
     """
     groups = (
-        items.filter(pl.col("outcome") == ItemOutcome.FAILED)
+        items.lazy()
+        .filter(pl.col("outcome") == ItemOutcome.FAILED)
         .group_by("error")
         .agg(pl.len().alias("n"), pl.col("item_index").min().alias("first"))
         .sort(["n", "first"], descending=[True, False])
         .select("error", "n")
+        .collect(engine=ENGINE)
         .to_dicts()
     )
     if len(groups) > limit:
@@ -175,7 +189,7 @@ def _quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
 _SCORER_OUTCOMES = [outcome for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED]
 
 
-def gauge_stats(gauges: pl.DataFrame) -> list[dict[str, Any]]:
+def gauge_stats(gauges: Rows) -> list[dict[str, Any]]:
     """Per gauge: how many item x trials measured it, and the mean, min, p50, p95 and max of its
     value. Only items that have the gauge count (an unknown value is no row, not a 0).
 
@@ -183,30 +197,127 @@ def gauge_stats(gauges: pl.DataFrame) -> list[dict[str, Any]]:
         gauges: a run's gauge rows (`Store.run_scores(run_id, kind=RowKind.GAUGE)`).
     """
     return (
-        gauges.group_by(pl.col("scorer").alias("gauge"))
+        gauges.lazy()
+        .group_by(pl.col("scorer").alias("gauge"))
         .agg(pl.len().alias("n"), *_quantiles(pl.col("value")))
         .sort("gauge")
+        .collect(engine=ENGINE)
         .to_dicts()
     )
 
 
-def summarise(store: Store, run_id: str) -> RunSummary:
+_SUMMED = (
+    "cost_usd",
+    *(spend_column(kind) for kind in SpendKind),
+    "operations",
+    "operations_settled",
+    "operations_unknown",
+    "operations_denied",
+    "operations_cached",
+    "operations_batched",
+)
+
+
+# The columns of items, scores and requests that `summarise` reads (tests/test_summary.py
+# summarises a run that exercises every statistic through them).
+_SUMMARY_COLUMNS = (
+    (
+        "item_id",
+        "trial",
+        "retry",
+        "item_index",
+        "outcome",
+        "error",
+        "model",
+        "duration_ms",
+        "wire_ms",
+        "first_token_ms",
+        "queued_ms",
+        "retry_ms",
+        "retries",
+        "caller_cost_usd",
+        "teardown_error",
+        "cost_completeness",
+        "cost_reasons",
+        "operations_by_kind",
+        *_SUMMED,
+        *TOKEN_COLUMNS,
+    ),
+    (
+        "item_id",
+        "item_index",
+        "trial",
+        "kind",
+        "scorer",
+        "score",
+        "value",
+        "outcome",
+        "error",
+        "model",
+        *TOKEN_COLUMNS,
+    ),
+    ("phase", "http_status", "model"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRows:
+    """The rows of one run a summary is computed from.
+
+    Args:
+        history: every item row, the failed ones a retry replaced included.
+        scores: its scores dataset's rows: scores and gauges.
+        requests: its captured requests.
+    """
+
+    history: Rows
+    scores: Rows
+    requests: Rows
+
+    @classmethod
+    def scan(cls, store: Store, run_id: str) -> RunRows:
+        """Lazy views of the run's parts (`Store.scan_run`), not read yet."""
+        return cls(*(store.scan_run(run_id, dataset) for dataset in ("items", "scores", "requests")))
+
+    def narrow(self) -> RunRows:
+        """Only the columns the summary's statistics use, read once: never the items' inputs,
+        outputs and metadata. Reading whole rows took ~280 MB to summarise 100,000 items
+        (docs/performance.md); a query per statistic over the parts read them again each time
+        (33 s against 7 s for those 100,000 items on S3)."""
+        return RunRows(
+            *(
+                rows.lazy().select(columns).collect(engine=ENGINE)
+                for rows, columns in zip(
+                    (self.history, self.scores, self.requests), _SUMMARY_COLUMNS, strict=True
+                )
+            )
+        )
+
+
+def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSummary:
     """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
     durations, gate.
 
     Args:
         store: the store.
         run_id: the run.
+        rows: its rows; default its parts' (`RunRows.scan`). Only the columns it uses are read
+            (`RunRows.narrow`); rows read whole give the same summary, digit for digit.
     """
     record = store.read_run(run_id)
-    items = store.run_items(run_id)
-    scores = store.run_scores(run_id)
+    rows = (rows or RunRows.scan(store, run_id)).narrow()
+    history = rows.history
+    # Without a retry every row is current: no window over 100,000s of item ids (~25 MB) to say so.
+    retried = history.lazy().select(pl.col("retry").max()).collect(engine=ENGINE).item()
+    items = current_items(history) if retried else history
+    scores = rows.scores.filter(pl.col("kind") == RowKind.SCORE.value)
 
     counts = {outcome.value: 0 for outcome in ItemOutcome}
-    for outcome, n in items.group_by("outcome").len().iter_rows():
+    for outcome, n in items.lazy().group_by("outcome").len().collect(engine=ENGINE).iter_rows():
         counts[outcome] = n
     scorer_stats = (
-        scores.group_by("scorer")
+        scores.lazy()
+        .group_by("scorer")
         .agg(
             *_quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
             *(
@@ -223,21 +334,34 @@ def summarise(store: Store, run_id: str) -> RunSummary:
             .alias("first_error"),
         )
         .sort("scorer")
+        .collect(engine=ENGINE)
         .to_dicts()
     )
-    gauges = gauge_stats(store.run_scores(run_id, kind=RowKind.GAUGE))
-    # Over completed items only, as the seed: a failure's duration (a timeout, a refused
-    # connection) measures the failure, not the target.
-    duration = items.select(
-        _quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED))
-    ).to_dicts()[0]
-    caller_cost = items.select(
-        # null, not 0, when no item reported one: "unknown" and "none" differ.
-        pl.when(pl.col("caller_cost_usd").is_not_null().any()).then(pl.col("caller_cost_usd").sum())
-    ).item()
+    gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
+    item_stats = (
+        items.lazy()
+        .select(
+            # Over completed items only, as the seed: a failure's duration (a timeout, a refused
+            # connection) measures the failure, not the target.
+            *_quantiles(pl.col("duration_ms").filter(pl.col("outcome") == ItemOutcome.COMPLETED)),
+            # null, not 0, when no item reported one: "unknown" and "none" differ.
+            pl.when(pl.col("caller_cost_usd").is_not_null().any())
+            .then(pl.col("caller_cost_usd").sum())
+            .alias("caller_cost_usd"),
+            # Sandboxes whose removal failed: the results stand, but something may be left running.
+            pl.col("teardown_error").drop_nulls().head(3).implode().alias("teardown_errors"),
+            pl.col("teardown_error").is_not_null().sum().alias("n_teardown_errors"),
+        )
+        .collect(engine=ENGINE)
+        .to_dicts()[0]
+    )
+    caller_cost = item_stats.pop("caller_cost_usd")
+    teardown_errors = item_stats.pop("teardown_errors")
+    n_teardown_errors = item_stats.pop("n_teardown_errors")
+    duration = item_stats
     # What was spent counts every row, the failed ones a retry replaced included.
-    accounting = run_accounting(store.run_items(run_id, history=True), scores)
-    timing = model_timing(items, store.run_requests(run_id))
+    accounting = run_accounting(history, scores)
+    timing = model_timing(items, rows.requests)
     batches = batch_stats(store.run_batches(run_id))
     if record["trials"] > 1:
         trials_stats = over_trials(scores, record["trials"])
@@ -262,9 +386,8 @@ def summarise(store: Store, run_id: str) -> RunSummary:
         "gate_passed": rate is None or rate <= limit,
         "scorers": scorer_stats,
         "gauges": gauges,
-        # Sandboxes whose removal failed: the results stand, but something may be left running.
-        "teardown_errors": items["teardown_error"].drop_nulls().head(3).to_list(),
-        "n_teardown_errors": items["teardown_error"].is_not_null().sum(),
+        "teardown_errors": teardown_errors,
+        "n_teardown_errors": n_teardown_errors,
         "duration_ms": duration,
         "timing_by_model": timing,
         "batches": batches,
@@ -302,7 +425,7 @@ def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.DataFrame) -> list[str]:
+def unpriced_models(record: dict[str, Any], items: Rows, scores: Rows) -> list[str]:
     """The models that answered in a run (targets and judges) but have no price in its table
     (the shipped one under the spec's `prices`), sorted.
 
@@ -315,20 +438,13 @@ def unpriced_models(record: dict[str, Any], items: pl.DataFrame, scores: pl.Data
     table = PriceTable.shipped(
         {name: Price.model_validate(p) for name, p in (spec.get("prices") or {}).items()}
     )
-    used = set(items["model"].drop_nulls().to_list()) | set(scores["model"].drop_nulls().to_list())
+    used = {model for rows in (items, scores) for model in _distinct(rows, "model")}
     return sorted(model for model in used if model not in table.prices)
 
 
-_SUMMED = (
-    "cost_usd",
-    *(spend_column(kind) for kind in SpendKind),
-    "operations",
-    "operations_settled",
-    "operations_unknown",
-    "operations_denied",
-    "operations_cached",
-    "operations_batched",
-)
+def _distinct(rows: Rows, column: str) -> list[Any]:
+    """The distinct non-null values of one column."""
+    return rows.lazy().select(pl.col(column).drop_nulls().unique()).collect(engine=ENGINE)[column].to_list()
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -339,17 +455,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
+def over_trials(scores: Rows, trials: int) -> dict[str, dict[str, Any]]:
     """Per scorer: the mean over items of each item's mean over its trials, and pass@k for
     k = 1..trials (a trial passes when it scores 1), over items scored at least k times."""
     per_item = (
-        scores.filter(pl.col("outcome") == ScorerOutcome.SCORED)
+        scores.lazy()
+        .filter(pl.col("outcome") == ScorerOutcome.SCORED)
         .group_by("scorer", "item_id")
         .agg(
             pl.col("score").mean().alias("mean"),
             pl.len().alias("n"),
             (pl.col("score") >= 1.0).sum().alias("c"),
         )
+        .collect(engine=ENGINE)
     )
     out = {}
     for scorer, group in per_item.group_by("scorer"):
@@ -365,13 +483,13 @@ def over_trials(scores: pl.DataFrame, trials: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, Any]]:
+def model_timing(items: Rows, requests: Rows) -> list[dict[str, Any]]:
     """Per generation model: calls, wire / queued / retry ms, rate-limit retries (429s seen in
     captured requests; null when the run captured none), and the p50 / p95 of each call's total
     time (`duration_ms`) and, for streamed calls (`streamed_calls` of them), of its time to the
     first token (null when no call streamed)."""
-    done = items.filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
-    if "first_token_ms" not in done.columns:  # parts written before streaming existed
+    done = items.lazy().filter(pl.col("outcome") == ItemOutcome.COMPLETED, pl.col("model").is_not_null())
+    if "first_token_ms" not in done.collect_schema().names():  # parts written before streaming existed
         done = done.with_columns(pl.lit(None, pl.Float64).alias("first_token_ms"))
     rows = (
         done.group_by("model")
@@ -390,13 +508,22 @@ def model_timing(items: pl.DataFrame, requests: pl.DataFrame) -> list[dict[str, 
             pl.col("retries").sum().alias("retries"),
         )
         .sort("model")
+        .collect(engine=ENGINE)
         .to_dicts()
     )
-    throttled = requests.filter((pl.col("phase") == RequestPhase.ATTEMPT) & (pl.col("http_status") == 429))
+    if not rows:
+        return rows
+    requests = requests.lazy()
+    captured = requests.select(pl.len()).collect(engine=ENGINE).item() > 0
+    throttled = dict(
+        requests.filter((pl.col("phase") == RequestPhase.ATTEMPT) & (pl.col("http_status") == 429))
+        .group_by("model")
+        .len()
+        .collect(engine=ENGINE)
+        .iter_rows()
+    )
     for row in rows:
-        row["rate_limit_retries"] = (
-            throttled.filter(pl.col("model") == row["model"]).height if not requests.is_empty() else None
-        )
+        row["rate_limit_retries"] = throttled.get(row["model"], 0) if captured else None
     return rows
 
 
@@ -435,30 +562,45 @@ def _batch_counts(batches: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def run_accounting(items: pl.DataFrame, scores: pl.DataFrame) -> dict[str, Any]:
+def run_accounting(items: Rows, scores: Rows) -> dict[str, Any]:
     """The run's accounting columns: the sum of its items' (tokens: generation from items plus
     judging from scores); completeness the worst of theirs; reasons merged."""
-    sums = items.select(pl.col(c).fill_null(0).sum() for c in _SUMMED).to_dicts()[0]
+    sums = (
+        items.lazy()
+        .select(
+            *(pl.col(c).fill_null(0).sum() for c in _SUMMED),
+            *(pl.col(c).fill_null(0).sum().alias(f"items {c}") for c in TOKEN_COLUMNS),
+        )
+        .collect(engine=ENGINE)
+        .to_dicts()[0]
+    )
+    judged = (
+        scores.lazy()
+        .select(pl.col(c).fill_null(0).sum() for c in TOKEN_COLUMNS)
+        .collect(engine=ENGINE)
+        .to_dicts()[0]
+    )
     for column in TOKEN_COLUMNS:
-        sums[column] = int(items[column].fill_null(0).sum() + scores[column].fill_null(0).sum())
-    kinds = set(items["cost_completeness"].drop_nulls())
+        sums[column] = int(sums.pop(f"items {column}") + judged[column])
+    kinds = set(_distinct(items, "cost_completeness"))
     sums["cost_completeness"] = next(
         (c.value for c in (Completeness.UNVERIFIED, Completeness.INCOMPLETE) if c in kinds),
         Completeness.COMPLETE.value,
     )
     for column in ("cost_reasons", "operations_by_kind"):
-        merged = _merge_counts(items[column])
+        merged = _merge_counts(items, column)
         sums[column] = json.dumps(merged, sort_keys=True) if merged else None
     return sums
 
 
-def _merge_counts(column: pl.Series) -> dict[str, int]:
+def _merge_counts(rows: Rows, column: str) -> dict[str, int]:
     """Sum JSON objects of counts, key by key. Each distinct text is parsed once (most items of a
     run hold the same one): parsing every row was most of closing a 10,000-item run."""
     merged: dict[str, int] = {}
-    for text, rows in column.drop_nulls().value_counts().iter_rows():
+    texts = rows.lazy().select(column).drop_nulls().group_by(column).len().collect(engine=ENGINE)
+    for text, n_rows in texts.iter_rows():
         for name, n in json.loads(text).items():
-            merged[name] = merged.get(name, 0) + n * rows
+            merged[name] = merged.get(name, 0) + n * n_rows
     return merged
 
 

@@ -437,6 +437,23 @@ class Store:
         """All committed captured-request records of one run (a rescore's carried ones first)."""
         return self._read(_schema.REQUESTS, self._committed_parts("requests", run_id))
 
+    def scan_run(self, run_id: str, dataset: str) -> pl.LazyFrame:
+        """One run's committed rows of `dataset`, lazily: the parts are listed now and read when
+        a query over them is collected, only the columns and rows it needs (a run's summary at
+        100,000 items: docs/scale.md).
+
+        Args:
+            run_id: the run.
+            dataset: `items` (every row, history included: `current_items` keeps the current
+                ones), `scores` (scores and gauges: filter on `kind`), `requests` or `turns`.
+        """
+        keys = self._parts(dataset, run_id) if dataset == "items" else self._committed_parts(dataset, run_id)
+        return scan_parts(
+            getattr(_schema, dataset.upper()),
+            [self.location.reader_path(key) for key in keys],
+            storage_options=self.location.storage_options,
+        )
+
     # -- leaderboards and comparisons -------------------------------------------------------------
 
     def write_leaderboard(self, matrix_id: str, rows: list[dict[str, Any]]) -> int:
@@ -559,7 +576,25 @@ def _read_files(
     columns: list[str] | None,
     storage_options: dict[str, str] | None,
 ) -> pl.DataFrame:
+    lazy = scan_parts(schema, parts, hive=hive, storage_options=storage_options)
+    return (lazy.select(columns) if columns else lazy).collect()
+
+
+def scan_parts(
+    schema: pa.Schema, parts: list[str], *, hive: bool = False, storage_options: dict[str, str] | None = None
+) -> pl.LazyFrame:
+    """A lazy view of parts of one dataset under today's schema (`read_parts`, not read yet): a
+    query over it reads only the columns and rows it needs.
+
+    Args:
+        schema: the dataset's schema.
+        parts: the files (paths, or URLs readable with `storage_options`); none: no rows.
+        hive: add the partition key `run_id` (from the path) as the first column.
+        storage_options: Polars' options for object-store URLs.
+    """
     polars_schema = _polars_schema(schema)
+    if not parts:
+        return pl.LazyFrame(schema={"run_id": pl.String, **polars_schema} if hive else polars_schema)
     dataset = next((name for name in _DATASETS if getattr(_schema, name.upper()) is schema), "")
     lazy = pl.scan_parquet(
         parts,
@@ -570,9 +605,7 @@ def _read_files(
         storage_options=storage_options,
     )
     lazy = _with_defaults(dataset, lazy)
-    if hive:
-        lazy = lazy.select("run_id", pl.exclude("run_id"))
-    return (lazy.select(columns) if columns else lazy).collect()
+    return lazy.select("run_id", pl.exclude("run_id")) if hive else lazy
 
 
 def _with_defaults(dataset: str, frame: pl.LazyFrame) -> pl.LazyFrame:
