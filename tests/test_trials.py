@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from assay.analysis.summary import pass_at_k
+from assay.analysis.tallies import pass_at_k
 from assay.cli import main
 from assay.run.plan import execution_order
 from tests.conftest import write_jsonl, write_spec

@@ -22,7 +22,8 @@ import pytest
 from assay import _schema, errors, outcomes
 from assay.analysis.compare import Comparison, ScorerComparison, estimate_columns
 from assay.analysis.stats import PairedEstimate
-from assay.analysis.summary import RunSummary, run_accounting
+from assay.analysis.summary import RunSummary
+from assay.analysis.tallies import run_accounting
 from assay.calls.accounting import Accounting, Budget, BudgetColumns, Usage, token_columns
 from assay.calls.capture import CaptureManifest, Recorder, Redactor
 from assay.calls.request_codec import RequestRecord

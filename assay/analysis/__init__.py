@@ -3,6 +3,7 @@
 Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
 
     summary      a run's summary and its item-error-rate gate; closing a run's record
+    tallies      the statistics a summary is made of (failures, gauges, pass@k, timing, accounting)
     lines        a run's summary in plain lines (the terminal's and the Prefect logs' wording)
     compare      baseline vs candidate runs: paired statistics per scorer, verdicts, the document
     sides        one side of a comparison: its runs' records, items, scores and gauges
