@@ -2,9 +2,12 @@
 calls made by many processes (`assay/calls/rate.py` chooses where; docs/rate-control.md).
 
 The fleet's window is an ordinary `RateController` kept by a host every process reaches (a Dask
-scheduler: `assay.calls.fleet_dask`). Each process — a Dask worker, a second `assay run`, a run
+scheduler: `assay.calls.fleet_dask`), or — with a Prefect server, which cannot run it — the
+limit of a global concurrency limit each member moves by the same rules and whose slots it leases
+(`assay.calls.fleet_prefect`: the grant is computed by the member's link, the sync below is the
+same). Each process — a Dask worker, a second `assay run`, a run
 on another machine — is a *member*: a `SharedRateController` that admits its own calls locally
-and, every `SYNC_S` while it calls (at once after a refusal, or when its share is used up and a
+and, every sync period (`Link.period_s`) while it calls (at once after a refusal, or when its share is used up and a
 call waits), tells the host what it saw and learns its share back:
 
 - the member reports the answers since its last report (status and the `retry-after` /
@@ -19,7 +22,7 @@ call waits), tells the host what it saw and learns its share back:
 So no request pays a round trip to the host: a member leases a share of the window for one sync
 period at a time (documented cost: docs/rate-control.md). A member that stops reporting for
 `MEMBER_TTL_S` (its process ended or died) loses its share. A refusal pauses the member that got
-it at once and the rest of the fleet at their next sync (≤ `SYNC_S`); the shares add up to the
+it at once and the rest of the fleet at their next sync (≤ one period); the shares add up to the
 window, so the calls in flight across the fleet stay within it as they would in one process.
 """
 
@@ -39,10 +42,11 @@ from typing import Any, Protocol
 from assay.calls.aimd import RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
-SYNC_S = 0.1  # how often a member that is calling reports
+SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
 IDLE_SYNC_S = 1.0  # how often an idle member says it is still there
 MEMBER_TTL_S = 5.0  # a member silent this long has left the fleet
 _FALLBACK_AFTER_S = 10.0  # host unreachable this long: the member controls its calls alone
+_LEAVE_TIMEOUT_S = 5.0  # leaving hands back leases (a few round trips); else they expire
 # The headers the controller reads (`RateController.observe`); only these travel to the host.
 _READ = ("retry-after", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
 
@@ -50,7 +54,10 @@ logger = logging.getLogger(__name__)
 
 
 class Link(Protocol):
-    """A member's way to its host (`assay.calls.fleet_dask.DaskLink`)."""
+    """A member's way to its host (`assay.calls.fleet_dask.DaskLink`,
+    `assay.calls.fleet_prefect.PrefectLink`)."""
+
+    period_s: float  # how often a member that is calling syncs
 
     async def __call__(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
         """Send one report on endpoint `name`; the grant back. Raises OSError when the host
@@ -184,7 +191,7 @@ class SharedRateController(RateController):
         name: `<base_url> <model>`.
         ceiling: this process's `concurrency` for the endpoint.
         sync: the host's sync.
-        share: the backend's name, as stored with the run (`dask`).
+        share: the backend's name, as stored with the run (`dask`, `prefect`).
         rpm, tpm: the target's `rate_limits` (the fleet paces to the lowest given).
     """
 
@@ -267,7 +274,7 @@ class SharedRateController(RateController):
                 busy = self.in_flight or self.waiting
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(SYNC_S if busy else IDLE_SYNC_S):
+                    async with asyncio.timeout(self._sync.period_s if busy else IDLE_SYNC_S):
                         await nudge.wait()
                 nudge.clear()
         except asyncio.CancelledError:
@@ -336,7 +343,7 @@ class SharedRateController(RateController):
             self._wake()
             return
         try:
-            async with asyncio.timeout(SYNC_S * 10):
+            async with asyncio.timeout(_LEAVE_TIMEOUT_S):
                 await self._sync(self.name, {"member": self._member, "leaving": True})
         except (OSError, TimeoutError) as exc:  # the host forgets a silent member after MEMBER_TTL_S anyway
             logger.debug("rate control of %s: could not leave the fleet: %s", self.name, exc)
