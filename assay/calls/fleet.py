@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from assay.calls.aimd import RateController
+from assay.calls.aimd import DECREASE, RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
 SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
@@ -219,6 +219,7 @@ class SharedRateController(RateController):
         self._nudge: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._unreachable_since: float | None = None
+        self._cut = False  # the share was halved for a refusal the host has not answered yet
 
     # -- admission: the local controller's, within the granted share ----------------------------
 
@@ -241,6 +242,7 @@ class SharedRateController(RateController):
             super().observe(status, headers)
             return
         self.responses += 1
+        self._since_decrease += 1
         if status is None:
             return
         self._answers.append([status, {k: headers[k] for k in _READ if k in headers}])
@@ -248,6 +250,13 @@ class SharedRateController(RateController):
         self.pause_for(status, headers, time.monotonic())
         if status in RATE_LIMIT_STATUSES:
             self.rate_limited += 1
+            # Halve this member's share at once, as the host will halve the window (refused calls
+            # retry after a short `Retry-After`, sooner than a sync may come back) — once per
+            # share of answers, as a local controller halves once per window.
+            if not self._cut or self._since_decrease >= self._outstanding:
+                self._cut = True
+                self.limit = max(1.0, float(int(self.limit * DECREASE)))
+                self._outstanding, self._since_decrease = self.in_flight, 0
             if self._nudge is not None:
                 self._nudge.set()
         self._sample()
@@ -292,6 +301,7 @@ class SharedRateController(RateController):
             "tpm": self.tpm,
             "in_flight": self.in_flight,
             "waiting": self.waiting,
+            "quota": int(self.limit),  # the share it admits calls to until the grant comes
             "answers": answers,
         }
         try:
@@ -314,11 +324,17 @@ class SharedRateController(RateController):
             await asyncio.sleep(SYNC_S)
             return
         self._unreachable_since = None
-        self._apply(grant)
+        # A refusal that came after this report was sent is not in this grant: the share cut
+        # for it stands until the next.
+        reported = any(status in RATE_LIMIT_STATUSES for status, _ in answers)
+        self._apply(grant, keep_cut=self._cut and not reported)
 
-    def _apply(self, grant: Mapping[str, Any]) -> None:
+    def _apply(self, grant: Mapping[str, Any], *, keep_cut: bool = False) -> None:
+        """Take the host's grant (`keep_cut`: no more than the share cut since the report)."""
         now = time.monotonic()
-        self.limit = float(grant["quota"])
+        quota = float(grant["quota"])
+        self.limit = min(self.limit, quota) if keep_cut else quota
+        self._cut = keep_cut
         self.window = float(grant["window"])
         self.members = int(grant["members"])
         self.most_members = max(self.most_members, self.members)

@@ -49,6 +49,9 @@ MEMBERS_EVERY_S = 1.0  # how often a member counts the others
 _COUNT = 1_000_000  # the limit of a GCL that counts members, not limits them
 _TIMEOUT_S = 5.0
 _LOCKED = 423  # the server's answer when a block would exceed the limit
+# A member's slots are leased in blocks of at most window / BLOCKS: a lease is released whole, so
+# a member gives back all but less than a block of what it no longer needs.
+BLOCKS = 8
 
 logger = logging.getLogger(__name__)
 
@@ -155,9 +158,12 @@ class PrefectLink:
             mirror.limit = float(served)
         # A member asking a lower ceiling must not pull down a window a wider one grew.
         mirror.ceiling = max(ceiling, served)
-        mirror.in_flight = int(report["in_flight"])
+        answers = report.get("answers", ())
+        # The calls answered since the last sync were in flight too: refusals among them count
+        # as one decrease, as refusals of calls in flight at a decrease do.
+        mirror.in_flight = int(report["in_flight"]) + len(answers)
         refused = mirror.rate_limited
-        for status, headers in report.get("answers", ()):
+        for status, headers in answers:
             mirror.observe(status, headers)
         window = max(1, int(mirror.limit))
         if window != served:
@@ -195,7 +201,7 @@ class PrefectLink:
         Args:
             gcl: the window's GCL as read this sync (`active_slots` counts every member's).
             window: the window after this sync's answers.
-            report: the member's report (`in_flight`, `waiting`, `ceiling`).
+            report: the member's report (`in_flight`, `waiting`, `ceiling`, `quota`).
         """
         in_flight = int(report["in_flight"])
         demand = min(int(report["ceiling"]), in_flight + int(report["waiting"]), window)
@@ -205,13 +211,14 @@ class PrefectLink:
         target = demand
         if seat.others_short > 0 and held > fair:
             target = min(target, fair)  # another member waits for its share: give back the excess
-        # Slots of calls still in flight stay held: the window counts them until they end.
-        keep = max(target, in_flight)
+        # Slots of calls still in flight stay held, and so do those of the share the member admits
+        # calls to until this grant reaches it (`quota`): the window counts them until they end.
+        keep = max(target, in_flight, int(report.get("quota", 0)))
         if held > keep:
             await self._release_down_to(client, seat, keep)
         held = seat.held
         if held < target and free:
-            await self._acquire(client, seat, min(target - held, free))
+            await self._acquire(client, seat, min(target - held, free), window)
         short = seat.held < min(target, fair) and not free
         if short and seat.short is None:
             seat.short = await _take(client, seat.short_gcl, 1)
@@ -220,7 +227,13 @@ class PrefectLink:
             await _release(client, lease)
         return min(target, seat.held)
 
-    async def _acquire(self, client: PrefectClient, seat: _Seat, slots: int) -> None:
+    async def _acquire(self, client: PrefectClient, seat: _Seat, slots: int, window: int) -> None:
+        """Lease `slots` more slots, in blocks of at most `window / BLOCKS` (leased together)."""
+        block = max(1, window // BLOCKS)
+        sizes = [block] * (slots // block) + ([slots % block] if slots % block else [])
+        await asyncio.gather(*(self._acquire_block(client, seat, size) for size in sizes))
+
+    async def _acquire_block(self, client: PrefectClient, seat: _Seat, slots: int) -> None:
         try:
             seat.leases.append(await _take(client, seat.window_gcl, slots))
         except httpx.HTTPStatusError as exc:
@@ -229,14 +242,16 @@ class PrefectLink:
             # Taken by another member since the read: try again next sync.
 
     async def _release_down_to(self, client: PrefectClient, seat: _Seat, keep: int) -> None:
-        """Release whole leases, smallest first, until `keep` slots are held; a block straddling
-        `keep` is released and the difference leased again."""
-        seat.leases.sort(key=lambda lease: lease.slots)
-        while seat.leases and seat.held > keep:
-            lease = seat.leases.pop(0)
-            await _release(client, lease)
-        if seat.held < keep:
-            await self._acquire(client, seat, keep - seat.held)
+        """Release whole leases, largest first, while at least `keep` slots stay held (what is
+        left over is less than a block)."""
+        going = []
+        held = seat.held
+        for lease in sorted(seat.leases, key=lambda lease: -lease.slots):
+            if held - lease.slots >= keep:
+                going.append(lease)
+                held -= lease.slots
+        seat.leases = [lease for lease in seat.leases if lease not in going]
+        await asyncio.gather(*(_release(client, lease) for lease in going))
 
     async def _renew(self, client: PrefectClient, seat: _Seat, now: float) -> None:
         for lease in [*seat.leases, *_flags(seat)]:
