@@ -168,8 +168,10 @@ class PrefectLink:
         window = max(1, int(mirror.limit))
         if window != served:
             await client.request(
-                "PATCH", "/v2/concurrency_limits/{id_or_name}",
-                path_params={"id_or_name": seat.window_gcl}, json={"limit": window},
+                "PATCH",
+                "/v2/concurrency_limits/{id_or_name}",
+                path_params={"id_or_name": seat.window_gcl},
+                json={"limit": window},
             )
             if mirror.rate_limited > refused and window < served:
                 await self._write_pause(client, seat, wall + mirror.pause_left(now))
@@ -309,7 +311,9 @@ class PrefectLink:
 
 
 async def _read_limit(client: PrefectClient, gcl: str) -> dict[str, Any]:
-    response = await client.request("GET", "/v2/concurrency_limits/{id_or_name}", path_params={"id_or_name": gcl})
+    response = await client.request(
+        "GET", "/v2/concurrency_limits/{id_or_name}", path_params={"id_or_name": gcl}
+    )
     return dict(response.json())
 
 
@@ -317,7 +321,8 @@ async def _take(client: PrefectClient, gcl: str, slots: int) -> _Lease:
     """Lease `slots` slots of `gcl` for `LEASE_S`; an HTTPStatusError 423 when the limit has not
     that many free."""
     response = await client.request(
-        "POST", "/v2/concurrency_limits/increment-with-lease",
+        "POST",
+        "/v2/concurrency_limits/increment-with-lease",
         json={"names": [gcl], "slots": slots, "mode": "concurrency", "lease_duration": LEASE_S},
     )
     return _Lease(str(response.json()["lease_id"]), slots)
