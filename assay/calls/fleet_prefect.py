@@ -51,7 +51,7 @@ _TIMEOUT_S = 5.0
 _LOCKED = 423  # the server's answer when a block would exceed the limit
 # A member's slots are leased in blocks of at most window / BLOCKS: a lease is released whole, so
 # a member gives back all but less than a block of what it no longer needs.
-BLOCKS = 8
+BLOCKS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -230,10 +230,12 @@ class PrefectLink:
         return min(target, seat.held)
 
     async def _acquire(self, client: PrefectClient, seat: _Seat, slots: int, window: int) -> None:
-        """Lease `slots` more slots, in blocks of at most `window / BLOCKS` (leased together)."""
+        """Lease `slots` more slots, in blocks of at most `window / BLOCKS`, one after another:
+        a SQLite-backed server answers concurrent writes "database is locked" (503), which its
+        client retries after seconds."""
         block = max(1, window // BLOCKS)
-        sizes = [block] * (slots // block) + ([slots % block] if slots % block else [])
-        await asyncio.gather(*(self._acquire_block(client, seat, size) for size in sizes))
+        for size in [block] * (slots // block) + ([slots % block] if slots % block else []):
+            await self._acquire_block(client, seat, size)
 
     async def _acquire_block(self, client: PrefectClient, seat: _Seat, slots: int) -> None:
         try:
@@ -252,8 +254,9 @@ class PrefectLink:
             if held - lease.slots >= keep:
                 going.append(lease)
                 held -= lease.slots
-        seat.leases = [lease for lease in seat.leases if lease not in going]
-        await asyncio.gather(*(_release(client, lease) for lease in going))
+        for lease in going:  # one after another, as `_acquire` does
+            seat.leases.remove(lease)
+            await _release(client, lease)
 
     async def _renew(self, client: PrefectClient, seat: _Seat, now: float) -> None:
         for lease in [*seat.leases, *_flags(seat)]:
