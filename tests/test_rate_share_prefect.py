@@ -67,12 +67,13 @@ def test_two_runs_share_one_window_through_a_prefect_server(tmp_path, server):
     Each run hands its slots back when it ends."""
     with MockOpenAIServer(latency_ms=200) as mock:
         mock.configure(rate_limits={"max_in_flight": 8})
-        summaries = _two_runs(tmp_path, server, mock.base_url, "prefect", n=120, concurrency=8)
+        base_url = mock.base_url
+        summaries = _two_runs(tmp_path, server, base_url, "prefect", n=120, concurrency=8)
         stats = mock.stats()
     assert [s["items"]["completed"] for s in summaries] == [120, 120]
     assert stats["by_status"] == {"200": 240}
     assert stats["peak_in_flight"] <= 8
-    assert _active_slots(server[1], mock.base_url) == [0, 0, 0]
+    assert _active_slots(server[1], base_url) == [0, 0, 0]
     for summary in summaries:
         rate = summary["rate_control"]
         assert rate["share"] == "prefect" and rate["members"] == 2 and rate["ceiling"] == 8
