@@ -9,7 +9,10 @@ import asyncio
 import json
 import logging
 import socket
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import pytest
 
 from assay.calls import fleet
 from assay.calls.fleet import SharedRateController
-from assay.calls.fleet_prefect import PrefectLink, limit_names
+from assay.calls.fleet_prefect import LEASE_S, PrefectLink, limit_names
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import openai_spec, run_assay, start_assay
@@ -103,6 +106,68 @@ def test_two_runs_sharing_an_account_through_prefect_cost_time_never_items(tmp_p
     ]
     assert {r["share"] for r in stored} == {"prefect"}
     assert sum(r["rate_limited"] for r in stored) == refused
+
+
+# A member in its own process: it leases the whole window (4 slots: a new window's start), says
+# so, and then never syncs again, as a process killed mid-run would not.
+_HOLDER = """
+import asyncio, sys
+from assay.calls.fleet_prefect import PrefectLink
+
+async def main():
+    link = PrefectLink()
+    report = {"member": "held", "ceiling": 4, "in_flight": 0, "waiting": 4, "quota": 0, "answers": []}
+    while (grant := await link(sys.argv[1], report))["quota"] < 4:
+        report["quota"] = grant["quota"]
+    print("held", grant["quota"], flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def _sync_until_granted(name: str, slots: int, timeout: float) -> tuple[int, int, float]:
+    """A member in this process asking `slots` of `name`'s window: its first grant, its last,
+    and the seconds until it was granted them all (a sync a second, as an idle member's)."""
+
+    async def member() -> tuple[int, int, float]:
+        link = PrefectLink()
+        report = {"member": "later", "ceiling": slots, "in_flight": 0, "waiting": slots, "answers": []}
+        started = time.monotonic()
+        first = grant = (await link(name, {**report, "quota": 0}))["quota"]
+        while grant < slots and time.monotonic() - started < timeout:
+            await asyncio.sleep(1.0)  # the server expires leases on its own loop: nothing to wait on
+            grant = (await link(name, {**report, "quota": grant}))["quota"]
+        await link(name, {"member": "later", "leaving": True})
+        return first, grant, time.monotonic() - started
+
+    return asyncio.run(member())
+
+
+@pytest.mark.prefect
+def test_the_slots_of_a_killed_member_come_back_when_its_leases_expire(server):
+    """A member killed while holding the whole window gives nothing back; the server takes its
+    slots back when its leases expire (60 s, the shortest it grants, plus its 15 s sweep)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    name = f"http://127.0.0.1:9/v1 killed-{uuid.uuid4().hex[:8]}"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, name],
+        env=prefect_env(*server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held 4", holder.stderr.read() if holder.stderr else ""
+    finally:
+        holder.kill()
+        holder.wait()
+    with temporary_settings({PREFECT_API_URL: server[1]}):
+        first, last, waited = _sync_until_granted(name, 4, timeout=LEASE_S + 90)
+    assert (first, last) == (0, 4)
+    assert waited > LEASE_S - 15  # held until its leases expired, not handed back
 
 
 def _free_port() -> int:
