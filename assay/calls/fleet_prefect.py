@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -52,8 +51,6 @@ _LOCKED = 423  # the server's answer when a block would exceed the limit
 # A member's slots are leased in blocks of at most window / BLOCKS: a lease is released whole, so
 # a member gives back all but less than a block of what it no longer needs.
 BLOCKS = 4
-
-logger = logging.getLogger(__name__)
 
 
 def limit_names(name: str) -> tuple[str, str, str, str]:
@@ -145,19 +142,48 @@ class PrefectLink:
     # -- one sync --------------------------------------------------------------------------------
 
     async def _sync(self, client: PrefectClient, name: str, report: dict[str, Any]) -> dict[str, Any]:
-        ceiling = int(report["ceiling"])
-        seat = self._seats.get(name) or await self._join(client, name, ceiling)
+        seat = self._seats.get(name) or await self._join(client, name, int(report["ceiling"]))
         self._seats[name] = seat
         now, wall = time.monotonic(), time.time()
         gcl = await _read_limit(client, seat.window_gcl)
-        served = int(gcl["limit"])
+        window = await self._move_window(client, seat, int(gcl["limit"]), report, now)
+        if now - seat.counted >= MEMBERS_EVERY_S:
+            seat.members = max(1, int((await _read_limit(client, seat.members_gcl))["active_slots"]))
+            short = int((await _read_limit(client, seat.short_gcl))["active_slots"])
+            seat.others_short = short - (seat.short is not None)
+            seat.counted = now
+        quota = await self._lease(client, seat, int(gcl["active_slots"]), window, report)
+        await self._renew(client, seat, now)
+        fraction = quota / window
+        rpm, tpm = report.get("rpm"), report.get("tpm")
+        return {
+            "quota": quota,
+            "window": seat.mirror.limit,
+            "pause_s": max(seat.mirror.pause_left(now), seat.paused_until - wall),
+            "rpm": rpm * fraction if rpm else None,
+            "tpm": tpm * fraction if tpm else None,
+            "members": seat.members,
+            "rate_limited": seat.mirror.rate_limited,
+        }
+
+    async def _move_window(
+        self, client: PrefectClient, seat: _Seat, served: int, report: dict[str, Any], now: float
+    ) -> int:
+        """Replay the member's answers into the window the server holds; write it back if it
+        moved (and, if it was halved, the pause). The window after them.
+
+        Args:
+            served: the GCL's limit as read this sync.
+            report: the member's report (`ceiling`, `in_flight`, `answers`).
+            now: this sync's monotonic time.
+        """
         mirror = seat.mirror
         if served < seat.known:  # another member halved it: learn its pause and threshold
             await self._read_pause(client, seat)
         if int(mirror.limit) != served:
             mirror.limit = float(served)
         # A member asking a lower ceiling must not pull down a window a wider one grew.
-        mirror.ceiling = max(ceiling, served)
+        mirror.ceiling = max(int(report["ceiling"]), served)
         answers = report.get("answers", ())
         # The calls answered since the last sync were in flight too: refusals among them count
         # as one decrease, as refusals of calls in flight at a decrease do.
@@ -174,41 +200,24 @@ class PrefectLink:
                 json={"limit": window},
             )
             if mirror.rate_limited > refused and window < served:
-                await self._write_pause(client, seat, wall + mirror.pause_left(now))
+                await self._write_pause(client, seat, time.time() + mirror.pause_left(now))
         seat.known = window
-        if now - seat.counted >= MEMBERS_EVERY_S:
-            seat.members = max(1, int((await _read_limit(client, seat.members_gcl))["active_slots"]))
-            short = int((await _read_limit(client, seat.short_gcl))["active_slots"])
-            seat.others_short = short - (seat.short is not None)
-            seat.counted = now
-        quota = await self._lease(client, seat, gcl, window, report)
-        await self._renew(client, seat, now)
-        fraction = quota / window
-        rpm, tpm = report.get("rpm"), report.get("tpm")
-        return {
-            "quota": quota,
-            "window": mirror.limit,
-            "pause_s": max(mirror.pause_left(now), seat.paused_until - wall),
-            "rpm": rpm * fraction if rpm else None,
-            "tpm": tpm * fraction if tpm else None,
-            "members": seat.members,
-            "rate_limited": mirror.rate_limited,
-        }
+        return window
 
     async def _lease(
-        self, client: PrefectClient, seat: _Seat, gcl: dict[str, Any], window: int, report: dict[str, Any]
+        self, client: PrefectClient, seat: _Seat, active: int, window: int, report: dict[str, Any]
     ) -> int:
         """Hold the slots this member should have; the calls it may have in flight back.
 
         Args:
-            gcl: the window's GCL as read this sync (`active_slots` counts every member's).
+            active: the window's slots held by every member, as read this sync.
             window: the window after this sync's answers.
             report: the member's report (`in_flight`, `waiting`, `ceiling`, `quota`).
         """
         in_flight = int(report["in_flight"])
         demand = min(int(report["ceiling"]), in_flight + int(report["waiting"]), window)
         held = seat.held
-        free = max(0, window - int(gcl["active_slots"]))
+        free = max(0, window - active)
         fair = max(1, window // seat.members)
         target = demand
         if seat.others_short > 0 and held > fair:
