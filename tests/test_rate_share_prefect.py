@@ -24,7 +24,7 @@ from assay.calls.fleet import SharedRateController
 from assay.calls.fleet_prefect import LEASE_S, PrefectLink, limit_names
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import openai_spec, run_assay, start_assay
+from tests.conftest import openai_spec, run_assay, start_assay, wait_for
 from tests.prefect_server import prefect_env, prefect_server
 
 CLI_TIMEOUT_S = 300
@@ -78,7 +78,11 @@ def test_two_runs_share_one_window_through_a_prefect_server(tmp_path, server):
     assert [s["items"]["completed"] for s in summaries] == [300, 300]
     assert stats["by_status"] == {"200": 600}
     assert stats["peak_in_flight"] <= 8
-    assert _active_slots(server[1], base_url) == [0, 0, 0]
+    # Handed back as each run ends — or, where a sync was cut short on a loaded machine after the
+    # server granted a lease, when that lease expires.
+    wait_for(
+        lambda: _active_slots(server[1], base_url) == [0, 0, 0], "the slots given back", timeout=LEASE_S + 60
+    )
     for summary in summaries:
         rate = summary["rate_control"]
         assert rate["share"] == "prefect" and rate["members"] == 2 and rate["ceiling"] == 8

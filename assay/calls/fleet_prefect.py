@@ -46,7 +46,9 @@ LEASE_S = 60.0  # the shortest lease the server grants
 RENEW_S = 20.0  # a lease is renewed when this old
 MEMBERS_EVERY_S = 1.0  # how often a member counts the others
 _COUNT = 1_000_000  # the limit of a GCL that counts members, not limits them
-_TIMEOUT_S = 5.0
+# A sync on a loaded SQLite server may wait out Prefect's client retrying its 503s ("database is
+# locked") for seconds; the member keeps its share meanwhile, and falls back after 10 s without one.
+_TIMEOUT_S = 10.0
 _LOCKED = 423  # the server's answer when a block would exceed the limit
 # A member's slots are leased in blocks of at most window / BLOCKS: a lease is released whole, so
 # a member gives back all but less than a block of what it no longer needs.
@@ -144,6 +146,8 @@ class PrefectLink:
     async def _sync(self, client: PrefectClient, name: str, report: dict[str, Any]) -> dict[str, Any]:
         seat = self._seats.get(name) or await self._join(client, name, int(report["ceiling"]))
         self._seats[name] = seat
+        if seat.presence is None:  # apart from joining: a sync cut short retries only this
+            seat.presence = await _take(client, seat.members_gcl, 1)
         now, wall = time.monotonic(), time.time()
         gcl = await _read_limit(client, seat.window_gcl)
         window = await self._move_window(client, seat, int(gcl["limit"]), report, now)
@@ -285,7 +289,6 @@ class PrefectLink:
                 if exc.response.status_code != 409:  # 409: it exists, made by another member
                     raise
         seat = _Seat(window_gcl, members_gcl, short_gcl, variable, RateController(name, ceiling))
-        seat.presence = await _take(client, members_gcl, 1)
         await self._read_pause(client, seat)  # a member joining after a halving starts past slow start
         seat.known = int((await _read_limit(client, window_gcl))["limit"])
         return seat
