@@ -4,11 +4,11 @@ calls made by many processes (`assay/calls/rate.py` chooses where; docs/rate-con
 The fleet's window is an ordinary `RateController` kept by a host every process reaches (a Dask
 scheduler: `assay.calls.fleet_dask`), or — with a Prefect server, which cannot run it — the
 limit of a global concurrency limit each member moves by the same rules and whose slots it leases
-(`assay.calls.fleet_prefect`: the grant is computed by the member's link, the sync below is the
-same). Each process — a Dask worker, a second `assay run`, a run
-on another machine — is a *member*: a `SharedRateController` that admits its own calls locally
-and, every sync period (`Link.period_s`) while it calls (at once after a refusal, or when its share is used up and a
-call waits), tells the host what it saw and learns its share back:
+(`assay.calls.fleet_prefect`: the grant is computed by the member's link; the sync below is the
+same). Each process — a Dask worker, a second `assay run`, a run on another machine — is a
+*member*: a `SharedRateController` that admits its own calls locally and, every sync period
+(`Link.period_s`) while it calls (at once after a refusal, or when its share is used up and a call
+waits), tells the host what it saw and learns its share back:
 
 - the member reports the answers since its last report (status and the `retry-after` /
   `x-ratelimit-*` headers the controller reads), its calls in flight and its calls waiting;
