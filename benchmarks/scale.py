@@ -8,14 +8,17 @@ rate used (successful requests / (rpm x minutes)), over the whole wall time and 
 run's flow (its `wall_ms`: without the processes' start-up, when no call can be made).
 
     .venv/bin/python benchmarks/scale.py [--items 600] [--runs 2] [--concurrency 32] [--rpm 3000]
-                                         [--latency-ms 200] [--share local|dask|cluster] [--assay-src DIR]
+                                         [--latency-ms 200] [--share local|dask|cluster|prefect]
+                                         [--assay-src DIR]
 
 `--share dask` starts a Dask scheduler on 127.0.0.1 and gives both runs
 `ASSAY_RATE_SHARE=<its address>`: the two processes share one controller (assay/calls/fleet.py)
 instead of each running its own. `--share cluster` starts a Dask scheduler and 2 `dask worker`
 processes and runs both with `--dask <its address>`: their shards on the workers, which share one
 controller through the scheduler without any setting. The issue's case (point 4): `--rpm 1200
---share cluster`.
+--share cluster`. `--share prefect` starts `prefect server start` on 127.0.0.1 and runs both as
+its flow runs with `ASSAY_RATE_SHARE=prefect`: they share one window held as a global concurrency
+limit of that server (assay/calls/fleet_prefect.py).
 
 On a Dask cluster (`dask scheduler` and `dask worker` processes this script starts on 127.0.0.1):
 
@@ -74,7 +77,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--latency-ms", type=float, default=200)
-    parser.add_argument("--share", choices=("local", "dask", "cluster"), default="local")
+    parser.add_argument("--share", choices=("local", "dask", "cluster", "prefect"), default="local")
     parser.add_argument("--assay-src", help="run `assay` from this checkout instead")
     args = parser.parse_args()
 
@@ -94,6 +97,14 @@ def main() -> int:
             cluster_env = {**env, "PYTHONPATH": args.assay_src or str(REPO_ROOT)}
             cluster = stack.enter_context(DaskCluster(workers=2, env=cluster_env, preload=_PRELOAD))
             extra = ("--dask", cluster.address)
+        elif args.share == "prefect":
+            from tests.prefect_server import prefect_env, prefect_server
+
+            home = Path(tmp) / "prefect"
+            api_url = stack.enter_context(prefect_server(home))
+            env = {**prefect_env(home, api_url), "ASSAY_RATE_SHARE": "prefect"}
+            if args.assay_src:
+                env["PYTHONPATH"] = args.assay_src
         return _measure(args, env, mock, tmp, extra)
 
 

@@ -2,10 +2,13 @@
 calls made by many processes (`assay/calls/rate.py` chooses where; docs/rate-control.md).
 
 The fleet's window is an ordinary `RateController` kept by a host every process reaches (a Dask
-scheduler: `assay.calls.fleet_dask`). Each process — a Dask worker, a second `assay run`, a run
-on another machine — is a *member*: a `SharedRateController` that admits its own calls locally
-and, every `SYNC_S` while it calls (at once after a refusal, or when its share is used up and a
-call waits), tells the host what it saw and learns its share back:
+scheduler: `assay.calls.fleet_dask`), or — with a Prefect server, which cannot run it — the
+limit of a global concurrency limit each member moves by the same rules and whose slots it leases
+(`assay.calls.fleet_prefect`: the grant is computed by the member's link; the sync below is the
+same). Each process — a Dask worker, a second `assay run`, a run on another machine — is a
+*member*: a `SharedRateController` that admits its own calls locally and, every sync period
+(`Link.period_s`) while it calls (at once after a refusal, or when its share is used up and a call
+waits), tells the host what it saw and learns its share back:
 
 - the member reports the answers since its last report (status and the `retry-after` /
   `x-ratelimit-*` headers the controller reads), its calls in flight and its calls waiting;
@@ -19,7 +22,7 @@ call waits), tells the host what it saw and learns its share back:
 So no request pays a round trip to the host: a member leases a share of the window for one sync
 period at a time (documented cost: docs/rate-control.md). A member that stops reporting for
 `MEMBER_TTL_S` (its process ended or died) loses its share. A refusal pauses the member that got
-it at once and the rest of the fleet at their next sync (≤ `SYNC_S`); the shares add up to the
+it at once and the rest of the fleet at their next sync (≤ one period); the shares add up to the
 window, so the calls in flight across the fleet stay within it as they would in one process.
 """
 
@@ -36,13 +39,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from assay.calls.aimd import RateController
+from assay.calls.aimd import DECREASE, RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
-SYNC_S = 0.1  # how often a member that is calling reports
+SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
 IDLE_SYNC_S = 1.0  # how often an idle member says it is still there
 MEMBER_TTL_S = 5.0  # a member silent this long has left the fleet
 _FALLBACK_AFTER_S = 10.0  # host unreachable this long: the member controls its calls alone
+_LEAVE_TIMEOUT_S = 5.0  # leaving hands back leases (a few round trips); else they expire
 # The headers the controller reads (`RateController.observe`); only these travel to the host.
 _READ = ("retry-after", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
 
@@ -50,7 +54,10 @@ logger = logging.getLogger(__name__)
 
 
 class Link(Protocol):
-    """A member's way to its host (`assay.calls.fleet_dask.DaskLink`)."""
+    """A member's way to its host (`assay.calls.fleet_dask.DaskLink`,
+    `assay.calls.fleet_prefect.PrefectLink`)."""
+
+    period_s: float  # how often a member that is calling syncs
 
     async def __call__(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
         """Send one report on endpoint `name`; the grant back. Raises OSError when the host
@@ -184,7 +191,7 @@ class SharedRateController(RateController):
         name: `<base_url> <model>`.
         ceiling: this process's `concurrency` for the endpoint.
         sync: the host's sync.
-        share: the backend's name, as stored with the run (`dask`).
+        share: the backend's name, as stored with the run (`dask`, `prefect`).
         rpm, tpm: the target's `rate_limits` (the fleet paces to the lowest given).
     """
 
@@ -212,6 +219,7 @@ class SharedRateController(RateController):
         self._nudge: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._unreachable_since: float | None = None
+        self._cut = False  # the share was halved for a refusal the host has not answered yet
 
     # -- admission: the local controller's, within the granted share ----------------------------
 
@@ -234,6 +242,7 @@ class SharedRateController(RateController):
             super().observe(status, headers)
             return
         self.responses += 1
+        self._since_decrease += 1
         if status is None:
             return
         self._answers.append([status, {k: headers[k] for k in _READ if k in headers}])
@@ -241,6 +250,13 @@ class SharedRateController(RateController):
         self.pause_for(status, headers, time.monotonic())
         if status in RATE_LIMIT_STATUSES:
             self.rate_limited += 1
+            # Halve this member's share at once, as the host will halve the window (refused calls
+            # retry after a short `Retry-After`, sooner than a sync may come back) — once per
+            # share of answers, as a local controller halves once per window.
+            if not self._cut or self._since_decrease >= self._outstanding:
+                self._cut = True
+                self.limit = max(1.0, float(int(self.limit * DECREASE)))
+                self._outstanding, self._since_decrease = self.in_flight, 0
             if self._nudge is not None:
                 self._nudge.set()
         self._sample()
@@ -267,7 +283,7 @@ class SharedRateController(RateController):
                 busy = self.in_flight or self.waiting
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(SYNC_S if busy else IDLE_SYNC_S):
+                    async with asyncio.timeout(self._sync.period_s if busy else IDLE_SYNC_S):
                         await nudge.wait()
                 nudge.clear()
         except asyncio.CancelledError:
@@ -285,6 +301,7 @@ class SharedRateController(RateController):
             "tpm": self.tpm,
             "in_flight": self.in_flight,
             "waiting": self.waiting,
+            "quota": int(self.limit),  # the share it admits calls to until the grant comes
             "answers": answers,
         }
         try:
@@ -307,11 +324,17 @@ class SharedRateController(RateController):
             await asyncio.sleep(SYNC_S)
             return
         self._unreachable_since = None
-        self._apply(grant)
+        # A refusal that came after this report was sent is not in this grant: the share cut
+        # for it stands until the next.
+        reported = any(status in RATE_LIMIT_STATUSES for status, _ in answers)
+        self._apply(grant, keep_cut=self._cut and not reported)
 
-    def _apply(self, grant: Mapping[str, Any]) -> None:
+    def _apply(self, grant: Mapping[str, Any], *, keep_cut: bool = False) -> None:
+        """Take the host's grant (`keep_cut`: no more than the share cut since the report)."""
         now = time.monotonic()
-        self.limit = float(grant["quota"])
+        quota = float(grant["quota"])
+        self.limit = min(self.limit, quota) if keep_cut else quota
+        self._cut = keep_cut
         self.window = float(grant["window"])
         self.members = int(grant["members"])
         self.most_members = max(self.most_members, self.members)
@@ -336,7 +359,7 @@ class SharedRateController(RateController):
             self._wake()
             return
         try:
-            async with asyncio.timeout(SYNC_S * 10):
+            async with asyncio.timeout(_LEAVE_TIMEOUT_S):
                 await self._sync(self.name, {"member": self._member, "leaving": True})
         except (OSError, TimeoutError) as exc:  # the host forgets a silent member after MEMBER_TTL_S anyway
             logger.debug("rate control of %s: could not leave the fleet: %s", self.name, exc)

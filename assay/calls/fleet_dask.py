@@ -23,7 +23,7 @@ from distributed.core import rpc
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
-from assay.calls.fleet import FleetWindow
+from assay.calls.fleet import SYNC_S, FleetWindow
 
 PLUGIN = "assay-rate-share"
 HANDLER = "assay_rate_sync"
@@ -75,6 +75,8 @@ class DaskLink:
     Args:
         address: the scheduler's address (`tcp://127.0.0.1:8786`).
     """
+
+    period_s = SYNC_S
 
     def __init__(self, address: str) -> None:
         self.address = address

@@ -3,8 +3,10 @@
 
 `controller_for` gives it, from the backend `ASSAY_RATE_SHARE` (or `use_share`) names: `local`,
 a `assay.calls.aimd.RateController` per process; `dask://HOST:PORT`, this process's member of
-the window a Dask scheduler holds (`assay.calls.fleet`, `assay.calls.fleet_dask`). Code in a
-task on a Dask worker shares through the worker's scheduler unless told otherwise.
+the window a Dask scheduler holds (`assay.calls.fleet`, `assay.calls.fleet_dask`); `prefect`,
+its member of the window the Prefect server at `PREFECT_API_URL` holds as a global concurrency
+limit (`assay.calls.fleet_prefect`). Code in a task on a Dask worker shares through the worker's
+scheduler unless told otherwise.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def use_share(share: str | None) -> None:
     otherwise (`--dask ADDRESS` passes `dask://ADDRESS`, so a run's workers share one window).
 
     Args:
-        share: `local`, `dask://HOST:PORT` (or a `tcp://` / `tls://` scheduler address); None
-            for the default (`local`).
+        share: `local`, `dask://HOST:PORT` (or a `tcp://` / `tls://` scheduler address),
+            `prefect`; None for the default (`local`).
     """
     global _default_share
     _default_share = check_share(share) if share is not None else None
@@ -39,8 +41,16 @@ def check_share(share: str) -> str:
         share.startswith(("dask://", "tcp://", "tls://")) and ":" in share.split("//", 1)[1]
     ):
         return share
+    if share == "prefect":
+        from prefect.settings import PREFECT_API_URL
+
+        # Without a server, Prefect starts one per process: nothing would be shared.
+        if not PREFECT_API_URL.value():
+            raise ValueError(f"{SHARE_ENV}=prefect needs a Prefect server: set PREFECT_API_URL")
+        return share
     raise ValueError(
-        f"{SHARE_ENV} must be `local` or a Dask scheduler address (`dask://HOST:PORT`), got {share!r}"
+        f"{SHARE_ENV} must be `local`, a Dask scheduler address (`dask://HOST:PORT`) or `prefect`, "
+        f"got {share!r}"
     )
 
 
@@ -69,7 +79,7 @@ def controller_for(
 ) -> RateController:
     """The controller of (endpoint, model), made on first use, from the backend `current_share`
     names: the process's own (`local`), or this process's member of the fleet's (a Dask
-    scheduler's: `assay.calls.fleet`). A later run asking a higher ceiling raises it (each run's
+    scheduler's or a Prefect server's: `assay.calls.fleet`). A later run asking a higher ceiling raises it (each run's
     items stay within its own `concurrency` too); the lowest `rpm` / `tpm` given wins.
 
     Args:
@@ -101,12 +111,18 @@ def _make(name: str, ceiling: int, share: str, *, rpm: float | None, tpm: float 
     if share == "local":
         return RateController(name, ceiling, rpm=rpm, tpm=tpm)
     # Imported here: the plain path imports no Dask.
-    from assay.calls.fleet import SharedRateController
-    from assay.calls.fleet_dask import DaskLink, scheduler_address
+    from assay.calls.fleet import Link, SharedRateController
 
-    controller = SharedRateController(
-        name, ceiling, sync=DaskLink(scheduler_address(share)), share="dask", rpm=rpm, tpm=tpm
-    )
+    link: Link
+    if share == "prefect":
+        from assay.calls.fleet_prefect import PrefectLink
+
+        link, backend = PrefectLink(), "prefect"
+    else:
+        from assay.calls.fleet_dask import DaskLink, scheduler_address
+
+        link, backend = DaskLink(scheduler_address(share)), "dask"
+    controller = SharedRateController(name, ceiling, sync=link, share=backend, rpm=rpm, tpm=tpm)
     controller.share_url = share
     return controller
 
