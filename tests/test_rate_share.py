@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.calls import fleet
+from assay.calls import fleet, fleet_dask
 from assay.calls.fleet import FleetWindow, SharedRateController, fair_shares
 from assay.calls.fleet_dask import DaskLink
 from assay.store import Store
@@ -135,6 +135,9 @@ def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     """Nothing listens at the scheduler's address: the member keeps trying a while, then admits
     its calls as a local controller would, and says so."""
     monkeypatch.setattr(fleet, "_FALLBACK_AFTER_S", 0.3)
+    # Each try waits out its connect timeout (a refused connection is retried until then): 5 s
+    # in a run, a fraction of that here, where a try still fails the same way.
+    monkeypatch.setattr(fleet_dask, "_RPC_TIMEOUT_S", 0.5)
 
     async def scenario() -> SharedRateController:
         controller = SharedRateController(
