@@ -286,6 +286,7 @@ def run_in_a_terminal(*args: str, timeout: float = 120) -> tuple[int, str]:
     return process.wait(timeout), drawn.decode("utf-8", "replace")
 
 
+@pytest.mark.slow  # an `assay run` process on a pseudo-terminal, waiting out 1 s batches: seconds
 def test_the_progress_bar_shows_the_judges_batches_in_flight_and_done(tmp_path, mock):
     mock.configure(answers={"*": VERDICT}, batch_delay_ms=1000)
     spec = judged_spec(tmp_path, 12, [judge("openai", mock.base_url, batch=BATCH)])
