@@ -12,7 +12,7 @@ from prefect.client.orchestration import get_client
 from prefect.logging import get_run_logger
 
 from assay import numbers
-from assay.analysis.compare import gauge_line
+from assay.analysis.compare import comparison_markdown
 from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
 from tasks import current_flow_run
@@ -78,43 +78,6 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
             + (f". {why}" if (why := compare_line(summary)) else "")
         ),
     )
-
-
-def comparison_markdown(comparison: dict[str, Any]) -> str:
-    """The comparison for people: the human lines, the per-scorer table, the gauges, the gates, the
-    runs."""
-    lines = [f"# Comparison {comparison['comparison_id']}", ""]
-    lines += [f"- **{line}**" for line in comparison["lines"]]
-    lines += [
-        "",
-        "| scorer | n | baseline | candidate | delta | 95% CI | p | verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in comparison["scorers"]:
-        if not row.get("n_pairs"):
-            lines.append(f"| {row['scorer']} | 0 | | | | | | {row['verdict']} |")
-            continue
-        lines.append(
-            f"| {row['scorer']} | {row['n_pairs']} | {row['baseline_mean']:.3f} | {row['candidate_mean']:.3f} | "
-            f"{row['delta']:+.3f} | [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] | {row['p_value']:.3g} | "
-            f"{row['verdict']} |"
-        )
-    gauges = comparison.get("gauges", [])
-    if gauges:
-        # Measurements of the targets' work, paired like the scores; informative, never a verdict.
-        lines += ["", "Gauges (paired means; no verdict):", "", *(f"- {gauge_line(row)}" for row in gauges)]
-    lines += [
-        "",
-        f"Baseline runs: {', '.join(comparison['baseline'])}",
-        "",
-        f"Candidate runs: {', '.join(comparison['candidate'])}",
-        "",
-    ]
-    failed = comparison["failed_gates"]
-    lines += (
-        ["Gates: all passed."] if not failed else ["Gates failed:", *(f"- {message}" for message in failed)]
-    )
-    return "\n".join(lines)
 
 
 def publish_comparison(comparison: dict[str, Any]) -> None:

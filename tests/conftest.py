@@ -17,6 +17,7 @@ import yaml
 from assay.testing.harness import HarnessServer
 from assay.testing.mock_anthropic import MockAnthropicServer
 from assay.testing.mock_openai import MockOpenAIServer
+from assay.testing.s3 import S3Server
 
 REPO = Path(__file__).resolve().parent.parent
 _HEAVY = ("docker", "prefect", "browser")
@@ -75,6 +76,23 @@ def mock(mock_server: MockOpenAIServer) -> MockOpenAIServer:
     mock_server.reset()
     mock_server.configure(latency_ms=0, answers={}, faults=[])
     return mock_server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3 API server (moto) on 127.0.0.1 with the bucket `evals`, one for the session:
+    each test keeps to a prefix of its own (its name)."""
+    with S3Server(bucket="evals") as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The session's S3 server, its variables in this process's environment (subprocesses
+    inherit them)."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    return s3_server
 
 
 @pytest.fixture(scope="session")

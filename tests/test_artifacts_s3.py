@@ -15,22 +15,8 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing._background import BackgroundServer
 from assay.testing.harness import HarnessServer
-from assay.testing.s3 import S3Server
 from tests.conftest import run_assay, write_jsonl, write_spec
 from tests.test_remote_scorer import Evaluator
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
-    with S3Server(bucket="evals") as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    return s3_server
 
 
 @pytest.fixture

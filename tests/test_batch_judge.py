@@ -105,6 +105,7 @@ def test_a_batched_judge_grades_through_batches_at_batch_prices(tmp_path, provid
     assert batches["state"].to_list() == ["ended"] * 3
 
 
+@pytest.mark.slow  # a killed `assay run` process, then a resume waiting out the batches: seconds
 def test_a_sigkill_with_judge_batches_in_flight_then_resume_submits_nothing_twice(tmp_path, provider):
     name, server = provider
     n = 15
@@ -204,16 +205,17 @@ def test_budget_counts_a_submitted_judge_request_at_its_maximum_cost(tmp_path, m
         ({"max_tokens": None}, "batch needs max_tokens"),
     ],
 )
-def test_a_batched_judge_spec_that_cannot_work_is_refused(tmp_path, mock, options, message):
+def test_a_batched_judge_spec_that_cannot_work_is_refused(tmp_path, mock, options, message, capsys):
     spec = judged_spec(tmp_path, 2, [judge("openai", mock.base_url, batch=True, **options)])
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"))
-    assert done.returncode == 2 and message in done.stderr and "scorers" in done.stderr, done.stderr
+    code, err = main(["run", str(spec), "--store", str(tmp_path / "s")]), capsys.readouterr().err
+    assert code == 2 and message in err and "scorers" in err, err
     assert not (tmp_path / "s" / "runs").exists(), "nothing written"
 
 
 # -- the nightly re-grading case: a rescore with a batched judge -----------------------------------
 
 
+@pytest.mark.slow  # a killed `assay rescore` process, then a resume waiting out the batches: seconds
 def test_a_rescore_with_a_batched_judge_killed_and_resumed_submits_nothing_twice(tmp_path, mock, capsys):
     n = 15
     mock.configure(answers={"*": VERDICT})
@@ -284,6 +286,7 @@ def run_in_a_terminal(*args: str, timeout: float = 120) -> tuple[int, str]:
     return process.wait(timeout), drawn.decode("utf-8", "replace")
 
 
+@pytest.mark.slow  # an `assay run` process on a pseudo-terminal, waiting out 1 s batches: seconds
 def test_the_progress_bar_shows_the_judges_batches_in_flight_and_done(tmp_path, mock):
     mock.configure(answers={"*": VERDICT}, batch_delay_ms=1000)
     spec = judged_spec(tmp_path, 12, [judge("openai", mock.base_url, batch=BATCH)])

@@ -27,20 +27,6 @@ from tests.conftest import REPO, openai_spec, paced_spec, run_assay, start_assay
 pytestmark = [pytest.mark.slow]  # processes, a cluster, seconds each
 
 
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
-    with S3Server(bucket="evals") as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    """The server, its variables in this process's environment (subprocesses inherit them)."""
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    return s3_server
-
-
 def _cluster(s3: S3Server, worker_env: dict[str, str] | None = None) -> DaskCluster:
     """Two workers that import this checkout (the tests' python target: 100 ms an item, 4 at a
     time) and reach the bucket."""

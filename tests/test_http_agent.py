@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -595,6 +596,16 @@ def test_an_unreachable_harness(harness):
     failure = asyncio.run(work())
     assert isinstance(failure, TargetFailure) and failure.kind in ("connection", "timeout")
     assert failure.message.startswith("GET /capabilities:")
+
+
+def test_the_harness_clients_of_a_process_share_one_tls_context():
+    """Each target opened builds a harness client; loading the CA bundle for each (~50 ms of CPU)
+    would cost a run of many shards that much per shard."""
+    from assay.targets.http_agent._client import HarnessClient
+
+    target = HttpAgentTarget(kind="http_agent", base_url="https://harness.invalid")
+    contexts = [HarnessClient(target, concurrency=1)._client._transport.ssl_context for _ in range(2)]
+    assert contexts[0] is contexts[1] and contexts[0].verify_mode == ssl.CERT_REQUIRED
 
 
 def test_the_harness_limit_on_concurrent_runs_is_kept(harness):

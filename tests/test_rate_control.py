@@ -167,12 +167,13 @@ def test_rate_limits_tpm_paces_the_tokens(tmp_path, capsys):
             "prompt": "{question} " + "please " * 60,
             "rate_limits": {"tpm": 36000},
         }
-        spec = openai_spec(tmp_path, mock.base_url, n=40, concurrency=8, target=target)
+        # 20 calls of ~130 tokens: 4 times the account's one-second bucket, paced over ~4 s.
+        spec = openai_spec(tmp_path, mock.base_url, n=20, concurrency=8, target=target)
         assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
         summary = json.loads(capsys.readouterr().out)
         stats = mock.stats()
-    assert summary["items"]["completed"] == 40
-    assert stats["by_status"] == {"200": 40}, "paced under the server's token limit: nothing refused"
+    assert summary["items"]["completed"] == 20
+    assert stats["by_status"] == {"200": 20}, "paced under the server's token limit: nothing refused"
     assert summary["rate_control"]["tpm"] == 36000
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from assay.calls import fleet
+from assay.calls import fleet, fleet_dask
 from assay.calls.fleet import FleetWindow, SharedRateController, fair_shares
 from assay.calls.fleet_dask import DaskLink
+from assay.cli import main
 from assay.store import Store
 from assay.testing.dask_scheduler import dask_scheduler
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import openai_spec, run_assay, start_assay
+from tests.conftest import openai_spec, start_assay
 
 
 def _free_port() -> int:
@@ -135,6 +136,9 @@ def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     """Nothing listens at the scheduler's address: the member keeps trying a while, then admits
     its calls as a local controller would, and says so."""
     monkeypatch.setattr(fleet, "_FALLBACK_AFTER_S", 0.3)
+    # Each try waits out its connect timeout (a refused connection is retried until then): 5 s
+    # in a run, a fraction of that here, where a try still fails the same way.
+    monkeypatch.setattr(fleet_dask, "_RPC_TIMEOUT_S", 0.5)
 
     async def scenario() -> SharedRateController:
         controller = SharedRateController(
@@ -148,11 +152,11 @@ def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     assert controller.summary()["share"] == "dask" and controller.limit >= 1
 
 
-def test_a_bad_share_setting_is_refused_naming_it(tmp_path, mock):
+def test_a_bad_share_setting_is_refused_naming_it(tmp_path, mock, monkeypatch, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"), env={"ASSAY_RATE_SHARE": "redis://x"})
-    assert done.returncode == 2
-    assert "ASSAY_RATE_SHARE" in done.stderr
+    monkeypatch.setenv("ASSAY_RATE_SHARE", "redis://x")
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    assert "ASSAY_RATE_SHARE" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 

@@ -4,6 +4,7 @@ a candidate run that stops admitting items once its confidence sequence decides 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from assay.cli import main
 from assay.report import build_report
 from assay.run.compare_to import seeded_key
 from assay.store import Store
-from tests.conftest import run_assay, start_run, wait_for, write_jsonl, write_spec
+from tests.conftest import only_run_id, run_assay, start_run, wait_for, write_jsonl, write_spec
 
 N_ITEMS = 2000
 
@@ -71,12 +72,23 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
     return code, json.loads(out) if out.strip() else {}
 
 
+@pytest.fixture(scope="module")
+def baseline_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The baseline run (2,000 items), run once for the module."""
+    folder = tmp_path_factory.mktemp("baseline")
+    store = folder / "store"
+    assert main(["run", str(_spec(folder, "baseline")), "--store", str(store), "--quiet"]) == 0
+    run_id = only_run_id(store)
+    assert Store(store).read_run(run_id)["status"] == "completed"
+    return store, run_id
+
+
 @pytest.fixture
-def baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
-    store = tmp_path / "store"
-    code, summary = _run(capsys, "run", str(_spec(tmp_path, "baseline")), "--store", str(store))
-    assert code == 0 and summary["status"] == "completed"
-    return store, summary["run_id"]
+def baseline(tmp_path: Path, baseline_store: tuple[Path, str]) -> tuple[Path, str]:
+    """A store of this test's own holding the baseline run (the tests add runs to it)."""
+    source, run_id = baseline_store
+    shutil.copytree(source, tmp_path / "store")
+    return tmp_path / "store", run_id
 
 
 def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, baseline) -> None:

@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -27,20 +26,6 @@ from assay.store import Store
 from assay.store.lease import Lease
 from assay.testing.s3 import S3Server
 from tests.conftest import REPO, openai_spec, run_assay
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
-    with S3Server(bucket="evals") as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> S3Server:
-    """The server, its variables in this process's environment (subprocesses inherit them)."""
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    return s3_server
 
 
 def _url(s3: S3Server, request: pytest.FixtureRequest) -> str:

@@ -206,19 +206,19 @@ def test_a_stream_that_ends_before_its_final_event_is_a_retryable_failure():
     assert failure.message == "connection error: the stream ended before its final event"
 
 
-def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock, capsys, request):
-    """Streamed calls' first-token p50 / p95 per model: a table in `assay show`, and in the HTML
-    report as Chromium draws it; a run that streamed nothing shows neither."""
-    from tests.test_report import Opened
-
+def streamed_run(tmp_path: Path, mock: Any, capsys: pytest.CaptureFixture[str]) -> tuple[str, float, float]:
+    """A run of 6 streamed calls; its id and its first-token p50 and p95 (ms)."""
     mock.configure(latency_ms=LATENCY_MS, token_delay_ms=TOKEN_DELAY_MS, answers={"*": ANSWER})
-    streamed = spec_of(tmp_path, mock_target(mock.base_url, stream=True), n=6)
-    summary, _ = run(streamed, tmp_path / "s", capsys)
-    run_id = summary["run_id"]
+    summary, _ = run(spec_of(tmp_path, mock_target(mock.base_url, stream=True), n=6), tmp_path / "s", capsys)
     (timing,) = summary["timing_by_model"]
     assert timing["streamed_calls"] == 6
-    p50, p95 = timing["first_token_ms_p50"], timing["first_token_ms_p95"]
+    return summary["run_id"], timing["first_token_ms_p50"], timing["first_token_ms_p95"]
 
+
+def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock, capsys):
+    """Streamed calls' first-token p50 / p95 per model: a table in `assay show` and in the HTML
+    report (Chromium draws it: the next test); a run that streamed nothing shows neither."""
+    run_id, p50, p95 = streamed_run(tmp_path, mock, capsys)
     assert main(["show", run_id, "--store", str(tmp_path / "s")]) == 0
     shown = capsys.readouterr().out
     assert "first token p50" in shown and "first token p95" in shown
@@ -226,6 +226,7 @@ def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock,
     assert f"{p50:,.0f} ms" in line and f"{p95:,.0f} ms" in line, line
     assert main(["report", run_id, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
     capsys.readouterr()
+    assert "first-token" in (tmp_path / "r.html").read_text()
 
     (tmp_path / "plain").mkdir()
     plain, _ = run(spec_of(tmp_path / "plain", mock_target(mock.base_url), n=2), tmp_path / "s", capsys)
@@ -235,6 +236,14 @@ def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock,
     assert main(["report", plain["run_id"], "--store", str(tmp_path / "s"), "--out", out]) == 0
     assert "first-token" not in (tmp_path / "p.html").read_text()
 
+
+@pytest.mark.browser
+def test_the_report_draws_the_first_token_table_in_chromium(tmp_path, mock, capsys, request):
+    from tests.test_report import Opened
+
+    run_id, p50, p95 = streamed_run(tmp_path, mock, capsys)
+    assert main(["report", run_id, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
     # Chromium last: Playwright's sync API keeps an event loop running in this thread.
     opened = Opened(request.getfixturevalue("browser"), tmp_path / "r.html")
     try:
