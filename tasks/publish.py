@@ -12,7 +12,7 @@ from prefect.client.orchestration import get_client
 from prefect.logging import get_run_logger
 
 from assay import numbers
-from assay.analysis.compare import comparison_markdown
+from assay.analysis.lines import comparison_markdown
 from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
 from tasks import current_flow_run

@@ -214,7 +214,7 @@ def test_compare_reports_gauges_beside_the_verdicts_and_never_gates_on_them(tmp_
     stored = pl.read_parquet(f"{store}/comparisons/**/*.parquet", hive_partitioning=True)
     assert set(stored["scorer"]) == {"exact", "picky"}
 
-    from assay.analysis.compare import comparison_markdown
+    from assay.analysis.lines import comparison_markdown
 
     assert "gauge.duration_ms" in comparison_markdown(doc)
     main(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay import _schema
 from assay.analysis.gates import CostDelta, GateResult, TimingDelta, cost_delta, error_gates, timing_delta
 from assay.analysis.intervals import adjusted_p_values
+from assay.analysis.lines import signed
 from assay.analysis.monitor import sequence_of
 from assay.analysis.sides import Side
 from assay.analysis.stats import (
@@ -344,8 +345,8 @@ def human_line(
         if row.get("sequential_pairs"):
             method = f"{method} over the first {row['sequential_pairs']} pairs"
         head = (
-            f"{row['scorer']} {_signed(row['delta'] * 100)} pts "
-            f"[{_signed(row['ci_low'] * 100)}, {_signed(row['ci_high'] * 100)}] ({method}) "
+            f"{row['scorer']} {signed(row['delta'] * 100)} pts "
+            f"[{signed(row['ci_low'] * 100)}, {signed(row['ci_high'] * 100)}] ({method}) "
             f"{row['verdict']}{adjusted}"
         )
     parts = [head]
@@ -361,56 +362,6 @@ def human_line(
 
 
 _ADJUSTED = {Adjustment.HOLM: " (Holm-adjusted)", Adjustment.BH: " (Benjamini-Hochberg-adjusted)"}
-
-
-def gauge_line(row: dict[str, Any]) -> str:
-    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
-    change = "" if row["change_pct"] is None else f" ({_signed(row['change_pct'])}%)"
-    return (
-        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
-        f"over {row['n_pairs']} pairs"
-    )
-
-
-def comparison_markdown(comparison: dict[str, Any]) -> str:
-    """The comparison for people: the human lines, the per-scorer table, the gauges, the gates, the
-    runs."""
-    lines = [f"# Comparison {comparison['comparison_id']}", ""]
-    lines += [f"- **{line}**" for line in comparison["lines"]]
-    lines += [
-        "",
-        "| scorer | n | baseline | candidate | delta | 95% CI | p | verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in comparison["scorers"]:
-        if not row.get("n_pairs"):
-            lines.append(f"| {row['scorer']} | 0 | | | | | | {row['verdict']} |")
-            continue
-        lines.append(
-            f"| {row['scorer']} | {row['n_pairs']} | {row['baseline_mean']:.3f} | {row['candidate_mean']:.3f} | "
-            f"{row['delta']:+.3f} | [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] | {row['p_value']:.3g} | "
-            f"{row['verdict']} |"
-        )
-    gauges = comparison.get("gauges", [])
-    if gauges:
-        # Measurements of the targets' work, paired like the scores; informative, never a verdict.
-        lines += ["", "Gauges (paired means; no verdict):", "", *(f"- {gauge_line(row)}" for row in gauges)]
-    lines += [
-        "",
-        f"Baseline runs: {', '.join(comparison['baseline'])}",
-        "",
-        f"Candidate runs: {', '.join(comparison['candidate'])}",
-        "",
-    ]
-    failed = comparison["failed_gates"]
-    lines += (
-        ["Gates: all passed."] if not failed else ["Gates failed:", *(f"- {message}" for message in failed)]
-    )
-    return "\n".join(lines)
-
-
-def _signed(value: float) -> str:
-    return f"{value:+.1f}".replace("-", "−")
 
 
 def compare(base: Side, cand: Side, options: CompareOptions) -> Comparison:

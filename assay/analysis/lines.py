@@ -1,5 +1,6 @@
-"""A run's summary in plain lines, worded once: the terminal prints them around its tables
-(`assay/cli/_terminal.py`), a Prefect flow run logs them (`flows/_host.py`)."""
+"""A run's summary and a comparison in plain lines, worded once: the terminal prints them around its
+tables (`assay/cli/_terminal.py`), a Prefect flow run logs them (`flows/_host.py`) and publishes a
+comparison as Markdown (`tasks/publish.py`)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,54 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines += [line for row in summary["scorers"] if (line := scorer_failed_line(row))]
     lines.append(numbers.cost_line(summary["cost"]))
     return lines
+
+
+def gauge_line(row: dict[str, Any]) -> str:
+    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
+    change = "" if row["change_pct"] is None else f" ({signed(row['change_pct'])}%)"
+    return (
+        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
+        f"over {row['n_pairs']} pairs"
+    )
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> str:
+    """The comparison for people: the human lines, the per-scorer table, the gauges, the gates, the
+    runs."""
+    lines = [f"# Comparison {comparison['comparison_id']}", ""]
+    lines += [f"- **{line}**" for line in comparison["lines"]]
+    lines += [
+        "",
+        "| scorer | n | baseline | candidate | delta | 95% CI | p | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in comparison["scorers"]:
+        if not row.get("n_pairs"):
+            lines.append(f"| {row['scorer']} | 0 | | | | | | {row['verdict']} |")
+            continue
+        lines.append(
+            f"| {row['scorer']} | {row['n_pairs']} | {row['baseline_mean']:.3f} | {row['candidate_mean']:.3f} | "
+            f"{row['delta']:+.3f} | [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] | {row['p_value']:.3g} | "
+            f"{row['verdict']} |"
+        )
+    gauges = comparison.get("gauges", [])
+    if gauges:
+        # Measurements of the targets' work, paired like the scores; informative, never a verdict.
+        lines += ["", "Gauges (paired means; no verdict):", "", *(f"- {gauge_line(row)}" for row in gauges)]
+    lines += [
+        "",
+        f"Baseline runs: {', '.join(comparison['baseline'])}",
+        "",
+        f"Candidate runs: {', '.join(comparison['candidate'])}",
+        "",
+    ]
+    failed = comparison["failed_gates"]
+    lines += (
+        ["Gates: all passed."] if not failed else ["Gates failed:", *(f"- {message}" for message in failed)]
+    )
+    return "\n".join(lines)
+
+
+def signed(value: float) -> str:
+    """`+1.5` / `−1.5`: one decimal, a true minus sign."""
+    return f"{value:+.1f}".replace("-", "−")

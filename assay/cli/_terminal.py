@@ -235,7 +235,7 @@ def print_runs(runs: pl.DataFrame) -> None:
 
 
 def print_comparison(comparison: dict[str, Any]) -> None:
-    from assay.analysis.compare import gauge_line  # compare imports numpy and the stats: only when needed
+    from assay.analysis.lines import gauge_line
 
     console = _console()
     console.print(
