@@ -33,10 +33,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "item_error_rate",
             "mark_unavailable",
             "matrix_summary",
-            "pass_at_k",
-            "run_accounting",
             "summarise",
         ),
+        "tallies": ("pass_at_k", "run_accounting"),
+        "lines": ("comparison_markdown", "gauge_line"),
         "compare": (
             "CompareOptions",
             "Comparison",
