@@ -22,9 +22,10 @@ import pytest
 from assay.calls import fleet
 from assay.calls.fleet import SharedRateController
 from assay.calls.fleet_prefect import LEASE_S, PrefectLink, limit_names
+from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import openai_spec, run_assay, start_assay, wait_for
+from tests.conftest import openai_spec, start_assay, wait_for
 from tests.prefect_server import prefect_env, prefect_server
 
 CLI_TIMEOUT_S = 300
@@ -202,10 +203,13 @@ def test_a_member_whose_prefect_server_is_gone_controls_its_calls_alone(monkeypa
     assert "prefect host is unreachable" in caplog.text
 
 
-def test_sharing_through_prefect_without_a_server_is_refused_naming_the_setting(tmp_path, mock):
+def test_sharing_through_prefect_without_a_server_is_refused_naming_the_setting(
+    tmp_path, mock, monkeypatch, capsys
+):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
-    env = {**prefect_env(tmp_path / "home"), "ASSAY_RATE_SHARE": "prefect"}
-    done = run_assay("run", str(spec), "--store", str(tmp_path / "s"), env=env)
-    assert done.returncode == 2
-    assert "ASSAY_RATE_SHARE" in done.stderr and "PREFECT_API_URL" in done.stderr
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("ASSAY_RATE_SHARE", "prefect")
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "ASSAY_RATE_SHARE" in err and "PREFECT_API_URL" in err
     assert not (tmp_path / "s").exists()
