@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.calls import fleet, fleet_dask
+from assay.calls import fleet
 from assay.calls.fleet import FleetWindow, SharedRateController, fair_shares
-from assay.calls.fleet_dask import DaskLink
 from assay.cli import main
 from assay.store import Store
 from assay.testing.dask_scheduler import dask_scheduler
@@ -135,6 +134,8 @@ def test_rpm_is_divided_as_the_window_is():
 def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     """Nothing listens at the scheduler's address: the member keeps trying a while, then admits
     its calls as a local controller would, and says so."""
+    from assay.calls import fleet_dask  # Dask's client (~0.5 s): not at collection
+
     monkeypatch.setattr(fleet, "_FALLBACK_AFTER_S", 0.3)
     # Each try waits out its connect timeout (a refused connection is retried until then): 5 s
     # in a run, a fraction of that here, where a try still fails the same way.
@@ -142,7 +143,7 @@ def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
 
     async def scenario() -> SharedRateController:
         controller = SharedRateController(
-            "e m", 4, sync=DaskLink(f"tcp://127.0.0.1:{_free_port()}"), share="dask"
+            "e m", 4, sync=fleet_dask.DaskLink(f"tcp://127.0.0.1:{_free_port()}"), share="dask"
         )
         async with controller:
             pass

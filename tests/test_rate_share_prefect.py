@@ -21,7 +21,6 @@ import pytest
 
 from assay.calls import fleet
 from assay.calls.fleet import SharedRateController
-from assay.calls.fleet_prefect import LEASE_S, PrefectLink, limit_names
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
@@ -29,6 +28,8 @@ from tests.conftest import openai_spec, start_assay, wait_for
 from tests.prefect_server import prefect_env, prefect_server
 
 CLI_TIMEOUT_S = 300
+# Prefect's client (~2 s to import) is imported by the tests that use it, not at collection: the
+# fast loop (`-m "not slow"`) collects this module in each of its processes.
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,8 @@ def _two_runs(
 
 def _active_slots(api_url: str, base_url: str) -> list[int]:
     """The slots held on the window's, the members' and the short members' GCLs of the mock."""
+    from assay.calls.fleet_prefect import limit_names
+
     names = limit_names(f"{base_url.rstrip('/')} mock-1")[:3]
     with httpx.Client(base_url=api_url, timeout=10) as client:
         return [int(client.get(f"/v2/concurrency_limits/{name}").json()["active_slots"]) for name in names]
@@ -69,6 +72,8 @@ def test_two_runs_share_one_window_through_a_prefect_server(tmp_path, server):
     have 8: sharing one window through the Prefect server, the two together never have more than
     8 in flight, so no call is refused. (Each on its own controller reaches 16 and gets 429s.)
     Each run hands its slots back when it ends."""
+    from assay.calls.fleet_prefect import LEASE_S
+
     with MockOpenAIServer(latency_ms=200) as mock:
         mock.configure(rate_limits={"max_in_flight": 8})
         base_url = mock.base_url
@@ -136,6 +141,7 @@ asyncio.run(main())
 def _sync_until_granted(name: str, slots: int, timeout: float) -> tuple[int, int, float]:
     """A member in this process asking `slots` of `name`'s window: its first grant, its last,
     and the seconds until it was granted them all (a sync a second, as an idle member's)."""
+    from assay.calls.fleet_prefect import PrefectLink
 
     async def member() -> tuple[int, int, float]:
         link = PrefectLink()
@@ -156,6 +162,8 @@ def test_the_slots_of_a_killed_member_come_back_when_its_leases_expire(server):
     """A member killed while holding the whole window gives nothing back; the server takes its
     slots back when its leases expire (60 s, the shortest it grants, plus its 15 s sweep)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from assay.calls.fleet_prefect import LEASE_S
 
     name = f"http://127.0.0.1:9/v1 killed-{uuid.uuid4().hex[:8]}"
     holder = subprocess.Popen(
@@ -186,9 +194,16 @@ def _free_port() -> int:
 def test_a_member_whose_prefect_server_is_gone_controls_its_calls_alone(monkeypatch, caplog):
     """Nothing listens at PREFECT_API_URL: the member keeps trying a while, then admits its calls
     as a local controller would, and says so."""
+    import httpcore._async.connection
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from assay.calls.fleet_prefect import PrefectLink
+
     monkeypatch.setattr(fleet, "_FALLBACK_AFTER_S", 0.3)
+    # Each try is Prefect's client retrying the refused connection 3 times, its transport backing
+    # off 0.5 s then 1 s (1.5 s a try, two tries before the fallback); a fraction of that here,
+    # where a try still fails the same way.
+    monkeypatch.setattr(httpcore._async.connection, "RETRIES_BACKOFF_FACTOR", 0.01)
 
     async def scenario() -> SharedRateController:
         controller = SharedRateController("e m", 4, sync=PrefectLink(), share="prefect")
