@@ -8,14 +8,12 @@ rate-limit retry."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from assay.analysis.summary import RunRows, summarise
 from assay.cli import main
 from assay.store import Store
-from assay.testing.s3 import S3Server
 from tests.conftest import mock_target, openai_spec
 
 PICKY = """
@@ -32,19 +30,11 @@ FAULTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
-    with S3Server(bucket="evals") as server:
-        yield server
-
-
 @pytest.fixture(params=["local", "s3"])
-def store_url(request, tmp_path, monkeypatch) -> str:
+def store_url(request, tmp_path) -> str:
     if request.param == "local":
         return str(tmp_path / "store")
-    s3 = request.getfixturevalue("s3_server")
-    for key, value in s3.env.items():
-        monkeypatch.setenv(key, value)
+    s3 = request.getfixturevalue("s3")  # the session's server (conftest), asked for only here
     return s3.url(request.node.name.replace("[", "-").rstrip("]"))
 
 
