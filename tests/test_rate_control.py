@@ -136,44 +136,41 @@ def test_a_rate_limited_endpoint_costs_time_never_items(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rate_control"]["responses"] == stats["requests"]
 
 
-def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):
+def _paced_run(
+    tmp_path, capsys, n: int, account: dict, paced: dict, prompt: str = "{question}"
+) -> tuple[dict, dict]:
+    """`n` items at concurrency 8 against a mock allowing `account` (`rate_limits`), the target
+    paced by its own `rate_limits: paced`: the run's summary and the mock's stats."""
     with MockOpenAIServer() as mock:
-        mock.configure(rate_limits={"rpm": 600})
+        mock.configure(rate_limits=account)
         target = {
             "kind": "openai",
             "base_url": mock.base_url,
-            "model": "paced",
-            "prompt": "{question}",
-            "rate_limits": {"rpm": 540},
+            "model": f"paced-{'-'.join(paced)}",  # a controller of its own in this process
+            "prompt": prompt,
+            "rate_limits": paced,
         }
-        spec = openai_spec(tmp_path, mock.base_url, n=20, concurrency=8, target=target)
+        spec = openai_spec(tmp_path, mock.base_url, n=n, concurrency=8, target=target)
         assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
-        summary = json.loads(capsys.readouterr().out)
-        stats = mock.stats()
-    assert summary["items"]["completed"] == 20
-    assert stats["by_status"] == {"200": 20}, "paced under the server's limit: nothing refused"
+        return json.loads(capsys.readouterr().out), mock.stats()
+
+
+def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):
+    """An account allowing 10 calls a second (a bucket of 10), paced to 9: 15 calls over ~1.6 s,
+    nothing refused; unpaced, the burst would have ~5 refused."""
+    summary, stats = _paced_run(tmp_path, capsys, 15, {"rpm": 600}, {"rpm": 540})
+    assert summary["items"]["completed"] == 15
+    assert stats["by_status"] == {"200": 15}, "paced under the server's limit: nothing refused"
 
 
 def test_rate_limits_tpm_paces_the_tokens(tmp_path, capsys):
-    """Prompts of ~64 words against an account allowing 39,000 tokens a minute (~10 of them a
-    second): paced to 36,000 — each call's estimate (its size, then corrected by its usage) —
-    nothing is refused; unpaced, the first second's burst would be."""
-    with MockOpenAIServer() as mock:
-        mock.configure(rate_limits={"tpm": 39000})
-        target = {
-            "kind": "openai",
-            "base_url": mock.base_url,
-            "model": "paced-tokens",
-            "prompt": "{question} " + "please " * 60,
-            "rate_limits": {"tpm": 36000},
-        }
-        # 20 calls of ~130 tokens: 4 times the account's one-second bucket, paced over ~4 s.
-        spec = openai_spec(tmp_path, mock.base_url, n=20, concurrency=8, target=target)
-        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
-        summary = json.loads(capsys.readouterr().out)
-        stats = mock.stats()
-    assert summary["items"]["completed"] == 20
-    assert stats["by_status"] == {"200": 20}, "paced under the server's token limit: nothing refused"
+    """Prompts of 64 words against an account allowing 39,000 tokens a minute (~10 of these calls
+    a second, a bucket of ~10): paced to 36,000 — each call's estimate (its size, then corrected
+    by its usage) — 15 calls over ~1.6 s, nothing refused; unpaced, the burst would have ~5."""
+    prompt = "{question} " + "please " * 60
+    summary, stats = _paced_run(tmp_path, capsys, 15, {"tpm": 39000}, {"tpm": 36000}, prompt)
+    assert summary["items"]["completed"] == 15
+    assert stats["by_status"] == {"200": 15}, "paced under the server's token limit: nothing refused"
     assert summary["rate_control"]["tpm"] == 36000
 
 
@@ -189,7 +186,8 @@ def test_a_later_run_of_the_process_stores_its_own_counts(tmp_path, capsys):
     each stores its own answers and refusals, not those of the runs before it."""
     with MockOpenAIServer(latency_ms=20) as mock:
         mock.configure(rate_limits={"rpm": 600})
-        spec = openai_spec(tmp_path, mock.base_url, n=30, concurrency=8)
+        # 14 calls against a bucket of 10 at 8 in flight: a few refused, whatever the machine's load.
+        spec = openai_spec(tmp_path, mock.base_url, n=14, concurrency=8)
         store = str(tmp_path / "s")
         assert main(["run", str(spec), "--store", store, "--json"]) == 0
         first = json.loads(capsys.readouterr().out)["rate_control"]
@@ -197,4 +195,4 @@ def test_a_later_run_of_the_process_stores_its_own_counts(tmp_path, capsys):
         assert main(["run", str(spec), "--store", store, "--json"]) == 0
         second = json.loads(capsys.readouterr().out)["rate_control"]
     assert first["rate_limited"] > 0
-    assert (second["responses"], second["rate_limited"]) == (30, 0)
+    assert (second["responses"], second["rate_limited"]) == (14, 0)
