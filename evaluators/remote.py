@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
-from assay.calls.http import HttpURL
+from assay.calls.http import HttpURL, tls_context
 from assay.calls.keys import key_of
 from assay.errors import ScorerNotApplicable
 from evaluators._base import Sample, Score, Scorer
@@ -78,7 +78,7 @@ class Remote(Scorer):
         }
         import httpx  # here: a run without a remote scorer need not load httpx (~0.1 s)
 
-        async with httpx.AsyncClient(timeout=self.timeout) as client:
+        async with httpx.AsyncClient(timeout=self.timeout, verify=tls_context()) as client:
             response = await client.post(self.url, json=body, headers=headers)
         if response.status_code >= 400:
             raise ValueError(f"evaluator answered HTTP {response.status_code}: {response.text[:200]}")

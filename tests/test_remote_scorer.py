@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,3 +169,15 @@ def test_a_remote_evaluator_may_return_gauges(tmp_path, evaluator, capsys):
     assert set(gauges["scorer_kind"]) == {"gauge"}
     assert [s["scorer"] for s in summary["scorers"]] == ["eval.correct"]
     assert any(g["gauge"] == "gauge.eval.latency_ms" and g["mean"] == 1205.0 for g in summary["gauges"])
+
+
+def test_the_requests_of_a_run_share_one_tls_setup(tmp_path, evaluator, capsys, monkeypatch):
+    """Each item's request reuses the process's TLS settings: loading the CA bundle again for each
+    costs ~50 ms of CPU, most of a minute over a 1,000-item run."""
+    made = []
+    create = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: made.append(a) or create(*a, **k))
+    evaluator.app.reply = [{"name": "correct", "score": 1.0}]
+    assert main(["run", str(spec(tmp_path, evaluator.port)), "--store", str(tmp_path / "s"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["items"]["completed"] == 3
+    assert len(evaluator.app.bodies) == 3 and len(made) <= 1, made

@@ -83,6 +83,17 @@ def _usable_url(url: str) -> str:
 # evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
 HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
 
+
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings every httpx client of this process shares (httpx's defaults): a client
+    building its own loads the CA bundle again, ~50 ms of CPU — a harness client per target
+    opened, a remote scorer's client per item scored."""
+    import httpx  # here: the model clients stand on pyreqwest, and need not load httpx
+
+    return httpx.create_ssl_context()
+
+
 RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429, *range(500, 600)})
 # A rate limit's refusals (429, and Anthropic's 529 "overloaded") are retried without counting
 # against `max_retries`, up to this many: a rate limit costs time, never items.
@@ -94,6 +105,8 @@ _MAX_MESSAGE = 300
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 
 if TYPE_CHECKING:
+    import ssl
+
     from tenacity import RetryCallState
 
 T = TypeVar("T")

@@ -8,9 +8,7 @@ noise. aiohttp's transport (`httpx-aiohttp`) under it: httpx's own costs ~4 ms a
 
 from __future__ import annotations
 
-import functools
 import json
-import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, tls_context
 from assay.calls.keys import key_of
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
@@ -43,13 +41,6 @@ def counting_retries() -> Iterator[list[int]]:
         yield counter
     finally:
         _RETRIED.reset(token)
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """The TLS settings every harness client of this process shares (httpx's defaults): each
-    client building its own would load the CA bundle again, ~50 ms of CPU per target opened."""
-    return httpx.create_ssl_context()
 
 
 def _count(failed_attempts: int) -> None:
@@ -93,7 +84,7 @@ class HarnessClient:
             headers=headers,
             timeout=httpx.Timeout(spec.request_timeout),
             transport=transport
-            or AiohttpTransport(verify=_tls(), limits=httpx.Limits(max_connections=concurrency)),
+            or AiohttpTransport(verify=tls_context(), limits=httpx.Limits(max_connections=concurrency)),
         )
 
     async def request(
