@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from assay.calls.http import tls_context
 from assay.testing.mock_openai import BODIES_KEPT, MockOpenAIServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,8 @@ def server() -> Iterator[MockOpenAIServer]:
 
 @pytest.fixture
 def client(server: MockOpenAIServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=10) as c:
+    # The process's TLS settings: a client loading its own CA bundle costs ~50 ms a test.
+    with httpx.Client(base_url=server.base_url, timeout=10, verify=tls_context()) as c:
         yield c
 
 
