@@ -214,7 +214,8 @@ def test_api_key_is_read_from_the_env(mock, monkeypatch):
 
 
 def test_an_http_failure_fails_the_scorer_with_a_clear_message(mock):
-    mock.configure(faults=[{"status": 500, "times": -1}])
+    # Retry-After 0: the retry is what counts here, not the backoff before it (0.5-1 s).
+    mock.configure(faults=[{"status": 500, "times": -1, "retry_after": 0}])
     record = grade(judge(mock.base_url, max_retries=1), sample())
     assert record.outcome == "failed"
     assert record.error.startswith("JudgeError: judge 'mock-judge' call failed: HTTP 500")

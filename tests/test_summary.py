@@ -24,7 +24,8 @@ def picky(output):
 """
 
 FAULTS = [
-    {"status": 429, "times": 1, "match": "What is 1 + 1?"},  # retried: a rate-limit retry
+    # retried at once (Retry-After 0, no backoff): a rate-limit retry
+    {"status": 429, "times": 1, "retry_after": 0, "match": "What is 1 + 1?"},
     {"status": 400, "times": -1, "match": "What is 3 + 3?"},  # refused every time: failed
     {"status": 400, "times": 2, "match": "What is 4 + 4?"},  # fails both trials, then answers
 ]
