@@ -139,7 +139,7 @@ def test_a_member_whose_scheduler_is_gone_controls_its_calls_alone(monkeypatch):
     monkeypatch.setattr(fleet, "_FALLBACK_AFTER_S", 0.3)
     # Each try waits out its connect timeout (a refused connection is retried until then): 5 s
     # in a run, a fraction of that here, where a try still fails the same way.
-    monkeypatch.setattr(fleet_dask, "_RPC_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(fleet_dask, "_RPC_TIMEOUT_S", 0.2)
 
     async def scenario() -> SharedRateController:
         controller = SharedRateController(
