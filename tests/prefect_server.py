@@ -1,8 +1,9 @@
 """A real `prefect server start` for tests, isolated from the machine's Prefect setup.
 
-Not a test module: test modules that need a Prefect API start one with `prefect_server(home)`
-and give their subprocesses `prefect_env(home, api_url)`. Booting takes ~10 s, so a module
-should start one server and share it (a module-scoped fixture).
+Not a test module: test modules that need a Prefect API start one with `serving_prefect(home)` (or
+`prefect_server(home)` for its URL alone) and give their subprocesses its `env`
+(`prefect_env(home, api_url)`). Booting takes ~10 s, so a module should start one server and
+share it (a module-scoped fixture).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from tests.conftest import REPO
+
+ASSAY = str(Path(sys.executable).with_name("assay"))
 # Generous: on a machine shared by several test runs a boot has taken over 90 s.
 BOOT_TIMEOUT_S = 180.0
 # Long enough for uvicorn and the server's services to shut down cleanly; then SIGKILL.
@@ -142,3 +147,42 @@ def prefect_server(home: Path) -> Iterator[str]:
         yield f"{base_url}/api"
     finally:
         _stop(process)
+
+
+@dataclass(frozen=True)
+class PrefectAPI:
+    """A running server: its PREFECT_HOME, its API URL and the environment that points a
+    subprocess at it (`prefect_env`)."""
+
+    home: Path
+    url: str
+    env: dict[str, str]
+
+    def assay(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        """The `assay` CLI from the repo root against this server, its output captured.
+
+        Not conftest's `run_assay`: it lays its env over os.environ, which would bring back the
+        PREFECT_* settings `prefect_env` removes."""
+        done = subprocess.run(
+            [ASSAY, *args],
+            check=False,  # the tests assert on the exit status themselves
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        # Shown by pytest only when a test fails: the CLI's stderr holds Prefect's warnings.
+        print(f"$ assay {' '.join(args)} -> {done.returncode}\n{done.stderr}", file=sys.stderr)
+        return done
+
+
+@contextmanager
+def serving_prefect(home: Path) -> Iterator[PrefectAPI]:
+    """`prefect_server(home)`, yielded as a `PrefectAPI`.
+
+    Args:
+        home: its PREFECT_HOME (see `prefect_server`).
+    """
+    with prefect_server(home) as url:
+        yield PrefectAPI(home=home, url=url, env=prefect_env(home, url))

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,46 +21,25 @@ from assay import numbers
 from assay.analysis.lines import failures_line
 from assay.store import Store
 from tests.conftest import REPO, mock_target, openai_spec, write_jsonl, write_spec
-from tests.prefect_server import prefect_env, prefect_server
+from tests.prefect_server import PrefectAPI, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
 
-ASSAY = str(Path(sys.executable).with_name("assay"))
 CLI_TIMEOUT_S = 180
 # Logs reach the server from the flow run's process in batches (the last at its exit).
 LOGS_WAIT_S = 30.0
 
 
-@dataclass(frozen=True)
-class PrefectAPI:
-    """A running server and the environment that points a subprocess at it."""
-
-    url: str
-    env: dict[str, str]
-
-
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI]:
-    home = tmp_path_factory.mktemp("prefect-home")
-    with prefect_server(home) as url:
-        env = prefect_env(home, url)
+    with serving_prefect(tmp_path_factory.mktemp("prefect-home")) as api:
         # The logs are what these tests read: shipped to the API, at Prefect's own level.
-        del env["PREFECT_LOGGING_LEVEL"], env["PREFECT_LOGGING_TO_API_ENABLED"]
-        yield PrefectAPI(url=url, env=env)
+        del api.env["PREFECT_LOGGING_LEVEL"], api.env["PREFECT_LOGGING_TO_API_ENABLED"]
+        yield api
 
 
 def _assay(api: PrefectAPI, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ASSAY, *args],
-        check=False,
-        cwd=REPO,
-        env=api.env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-    )
-    print(f"$ assay {' '.join(args)} -> {done.returncode}\n{done.stderr}", file=sys.stderr)
-    return done
+    return api.assay(*args, timeout=CLI_TIMEOUT_S)
 
 
 def _client(api: PrefectAPI) -> Any:

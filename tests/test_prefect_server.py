@@ -21,26 +21,17 @@ import pytest
 
 from assay.store import Store
 from tests.conftest import REPO
-from tests.prefect_server import prefect_env, prefect_server
+from tests.prefect_server import PrefectAPI, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
 
 SPEC = "examples/quickstart/spec.yaml"
 QUICKSTART_ITEMS = 40
-ASSAY = str(Path(sys.executable).with_name("assay"))
 # A CLI run takes ~3 s against a running server; the margin is for a loaded machine.
 CLI_TIMEOUT_S = 120
 # Task runs reach the database through the server's event pipeline (the task run recorder),
 # so they can appear a moment after the flow run that made them has finished.
 TASK_RUNS_WAIT_S = 20.0
-
-
-@dataclass(frozen=True)
-class PrefectAPI:
-    """A running server and the environment that points a subprocess at it."""
-
-    url: str
-    env: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -56,9 +47,8 @@ class FirstRun:
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI]:
     """One server per module; the same PREFECT_HOME for every CLI run, so they share its
     task-result cache as runs on one machine would."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    with prefect_server(home) as url:
-        yield PrefectAPI(url=url, env=prefect_env(home, url))
+    with serving_prefect(tmp_path_factory.mktemp("prefect-home")) as api:
+        yield api
 
 
 @pytest.fixture(scope="module")
@@ -72,22 +62,8 @@ def first_run(prefect_api: PrefectAPI, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _assay(api: PrefectAPI, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the `assay` CLI with `--json` from the repo root against the module's server.
-
-    Not conftest's `run_assay`: it lays its env over os.environ, which would bring back the
-    PREFECT_* settings `prefect_env` removes."""
-    done = subprocess.run(
-        [ASSAY, *args, "--json"],
-        check=False,  # the tests assert on the exit status themselves
-        cwd=REPO,
-        env=api.env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-    )
-    # Shown by pytest only when a test fails: the CLI's stderr holds Prefect's warnings.
-    print(f"$ assay {' '.join(args)} --json -> {done.returncode}\n{done.stderr}", file=sys.stderr)
-    return done
+    """The `assay` CLI with `--json` against the module's server."""
+    return api.assay(*args, "--json", timeout=CLI_TIMEOUT_S)
 
 
 def _shard_task_runs(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:

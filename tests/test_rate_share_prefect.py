@@ -25,7 +25,7 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import openai_spec, start_assay, wait_for
-from tests.prefect_server import prefect_env, prefect_server
+from tests.prefect_server import PrefectAPI, serving_prefect
 
 CLI_TIMEOUT_S = 300
 # Prefect's client (~2 s to import) is imported by the tests that use it, not at collection: the
@@ -33,20 +33,19 @@ CLI_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """A Prefect server for the module: its PREFECT_HOME and API URL."""
-    home = tmp_path_factory.mktemp("prefect-rate-share")
-    with prefect_server(home) as url:
-        yield home, url
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI]:
+    """A Prefect server for the module."""
+    with serving_prefect(tmp_path_factory.mktemp("prefect-rate-share")) as api:
+        yield api
 
 
 def _two_runs(
-    tmp_path: Path, server: tuple[Path, str], base_url: str, share: str, *, n: int, concurrency: int
+    tmp_path: Path, server: PrefectAPI, base_url: str, share: str, *, n: int, concurrency: int
 ) -> list[dict]:
     """Two `assay run` processes started together on one spec, flow runs of `server`, sharing
     their rate controller through `share`; their summaries."""
     spec = openai_spec(tmp_path, base_url, n=n, concurrency=concurrency, fail_on_item_error_rate=1)
-    env = {**prefect_env(*server), "ASSAY_RATE_SHARE": share}
+    env = {**server.env, "ASSAY_RATE_SHARE": share}
     procs = [
         start_assay("run", str(spec), "--store", str(tmp_path / f"store{i}"), "--json", "-q", env=env)
         for i in range(2)
@@ -87,7 +86,7 @@ def test_two_runs_share_one_window_through_a_prefect_server(tmp_path, server):
     # Handed back as each run ends — or, where a sync was cut short on a loaded machine after the
     # server granted a lease, when that lease expires.
     wait_for(
-        lambda: _active_slots(server[1], base_url) == [0, 0, 0], "the slots given back", timeout=LEASE_S + 60
+        lambda: _active_slots(server.url, base_url) == [0, 0, 0], "the slots given back", timeout=LEASE_S + 60
     )
     for summary in summaries:
         rate = summary["rate_control"]
@@ -168,7 +167,7 @@ def test_the_slots_of_a_killed_member_come_back_when_its_leases_expire(server):
     name = f"http://127.0.0.1:9/v1 killed-{uuid.uuid4().hex[:8]}"
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, name],
-        env=prefect_env(*server),
+        env=server.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -179,7 +178,7 @@ def test_the_slots_of_a_killed_member_come_back_when_its_leases_expire(server):
     finally:
         holder.kill()
         holder.wait()
-    with temporary_settings({PREFECT_API_URL: server[1]}):
+    with temporary_settings({PREFECT_API_URL: server.url}):
         first, last, waited = _sync_until_granted(name, 4, timeout=LEASE_S + 90)
     assert (first, last) == (0, 4)
     assert waited > LEASE_S - 15  # held until its leases expired, not handed back
