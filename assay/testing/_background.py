@@ -2,7 +2,8 @@
 
 The test servers (the mock OpenAI server, the reference harness) are `ServedApp`s: their routes
 (`app()`) and state, with `async start(port) -> port` and `async stop()`. `BackgroundServer`
-runs one beside synchronous test code; control calls (`call`) run on the app's own loop, so they
+runs one beside synchronous test code (a `Started`: a context manager, as the S3 server and the
+Dask cluster are too); control calls (`call`) run on the app's own loop, so they
 never race a request.
 """
 
@@ -20,6 +21,24 @@ from aiohttp import web
 T = TypeVar("T")
 HOST = "127.0.0.1"
 _CONTROL_TIMEOUT_S = 10.0
+
+
+class Started:
+    """A test server that is also a context manager: `start()` on entry, `stop()` on exit."""
+
+    def start(self) -> Self:
+        """Start serving; returns self."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop serving. Does nothing if not running."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class ServedApp:
@@ -113,7 +132,7 @@ class ServerApp(Protocol):
 App = TypeVar("App", bound=ServerApp)
 
 
-class BackgroundServer(Generic[App]):
+class BackgroundServer(Started, Generic[App]):
     """`app` served from a daemon thread; a context manager.
 
     Args:
@@ -162,12 +181,6 @@ class BackgroundServer(Generic[App]):
             return fn(**kwargs)
 
         return self._run(on_loop())
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:

@@ -17,15 +17,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Self
+
+from assay.testing._background import Started
 
 
 def _dask(*args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "dask"), *args]
 
 
-class DaskCluster:
+class DaskCluster(Started):
     """A scheduler and `workers` worker processes, started in the background.
 
     Args:
@@ -128,14 +129,6 @@ class DaskCluster:
                     process.kill()
                     process.wait()
         self._folder.cleanup()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _wait_for_address(scheduler_file: Path, scheduler: subprocess.Popen[bytes], timeout: float) -> str:

@@ -11,11 +11,12 @@ PUT answered 412 when the key exists), keeping objects in memory for the server'
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import Self
 
+from assay.testing._background import Started
 
-class S3Server:
+
+class S3Server(Started):
     """moto's S3 server in a thread of this process, one bucket created.
 
     Args:
@@ -65,11 +66,3 @@ class S3Server:
         if self._server is not None:
             self._server.stop()
             self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
