@@ -1,4 +1,4 @@
-"""Assay's tests (run with pytest: README, "Tests")."""
+"""Assay's tests (run with pytest: README, "Two commands")."""
 
 import sys
 
