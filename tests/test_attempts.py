@@ -15,7 +15,7 @@ RUN = "20261130T000000-abcdef"
 
 
 def _commit(store: Store, attempt: ShardAttempt, shard: int) -> str:
-    """What `_Batch.flush` does around a commit, with a stand-in part (its bytes are not read)."""
+    """What `_Batch._write` does around a commit, with a stand-in part (its bytes are not read)."""
     attempt.check()
     part = f"{attempt.part_name(shard)}.parquet"
     for dataset in ("scores", "items"):  # the items part last, as a commit

@@ -22,6 +22,7 @@ from assay.cli._output import emit, emit_summary
 from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_OK
 from assay.errors import InputError
 from assay.orchestrate import prefect_env as _prefect_env
+from assay.orchestrate.loop import event_loop_factory
 from assay.outcomes import RunKind, RunStatus, Verdict
 
 
@@ -47,6 +48,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
     except ValueError as exc:
         raise InputError(str(exc)) from None
     orchestrated = _orchestrated(args)
+    # Under Prefect the loop is Prefect's; on the embedded path, the one `ASSAY_EVENT_LOOP` names.
+    loop_factory = None if orchestrated else event_loop_factory()
     if orchestrated:
         # Bad input and an unreachable server are found here, before a flow run exists to fail.
         check()
@@ -61,7 +64,8 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
     if args.own_process:
         _tune_gc()
     try:
-        summary = asyncio.run(run(store=args.store, **params))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            summary = runner.run(run(store=args.store, **params))
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)

@@ -21,6 +21,7 @@ from typing import Any
 
 from assay.calls import rate
 from assay.calls.accounting import Budget
+from assay.orchestrate.loop import event_loop_factory
 from assay.orchestrate.target import close_plan_target, open_plan_target
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.identity import Identity
@@ -106,7 +107,7 @@ def _shard_loop() -> asyncio.AbstractEventLoop:
     global _loop
     with _lock:
         if _loop is None:
-            loop = asyncio.new_event_loop()
+            loop = event_loop_factory()()
             threading.Thread(target=loop.run_forever, name="assay-shards", daemon=True).start()
             _loop = loop
         return _loop

@@ -12,15 +12,17 @@ Plain asyncio, composed of parts each written once:
 
 One limiter (the spec's `concurrency`, in the run's `Gate`) bounds the whole run's in-flight target
 calls across every shard — shards are awaited together on one event loop — and one per item bounds
-its scorers. A killed process loses at most the items in flight and one unflushed batch; those run
-again on resume. A process that lost the run's lease (assay/store/lease.py) starts and commits
-nothing more.
+its scorers. A killed process loses at most the items in flight, the batch filling and the one
+being written on the commit thread; those run again on resume. A process that lost the run's
+lease (assay/store/lease.py) starts and commits nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -143,7 +145,7 @@ class ShardExecutor:
                 finished = await run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
-                batch.add(finished)
+                await batch.add(finished)
                 progress.current().item_done(outcome, finished.item.get("cost_usd"))
                 self._breaker.observe(finished.item)
 
@@ -162,7 +164,7 @@ class ShardExecutor:
                 if workers:
                     await asyncio.wait(workers)
             finally:
-                batch.flush()
+                await batch.close()
         return report
 
 
@@ -254,7 +256,15 @@ class _Rows:
 
 
 class _Batch:
-    """Rows waiting to be committed, flushed by size or age."""
+    """Rows waiting to be committed, flushed by size or age.
+
+    Commits run on a thread of their own, one at a time and in order (`_COMMITS`): writing
+    Parquet releases the GIL, so the loop goes on running items while a batch is written (and
+    waits for it when the next batch is full before it is written). What
+    a commit changes in the plan (`done`, the capture's and the monitor's counts) is changed back
+    on the loop once it is written. A failed commit (the lease lost, the store failing) is raised
+    by the next `add`, or by `close`.
+    """
 
     def __init__(self, plan: RunPlan, shard: int, writer: Writer) -> None:
         self._plan = plan
@@ -262,8 +272,12 @@ class _Batch:
         self._writer = writer
         self._rows = _Rows()
         self._since = time.monotonic()
+        self._committing: asyncio.Future[None] | None = None
 
-    def add(self, finished: Finished) -> None:
+    async def add(self, finished: Finished) -> None:
+        committing = self._committing
+        if committing is not None and committing.done():
+            committing.result()  # a failed commit stops the shard here
         rows = self._rows
         item = finished.item
         # 0, or with `--retry-failed` the next after the failed row it replaces (kept as history).
@@ -275,18 +289,46 @@ class _Batch:
         rows.scores.extend(finished.scores)
         rows.requests.extend(finished.requests)
         rows.turns.extend(finished.turns)
-        if len(rows.items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS:
-            self.flush()
+        if self._due():
+            if self._committing is not None and not self._committing.done():
+                # One batch is written at a time: a store slower than the items wait for it.
+                await asyncio.shield(self._committing)
+            if self._due():  # unless another worker flushed it meanwhile
+                self._flush()
 
-    def flush(self) -> None:
-        """Commit the batch, if this process still holds the run (`Lease.check`, and
-        `Lease.after_commit` once the parts are written)."""
+    def _due(self) -> bool:
+        return len(self._rows.items) >= _BATCH_ROWS or time.monotonic() - self._since >= _BATCH_SECONDS
+
+    async def close(self) -> None:
+        """Commit what is left, and wait until every commit is written. Shielded: a commit
+        under way finishes even when the shard is cancelled again meanwhile."""
+        self._flush()
+        if self._committing is not None:
+            await asyncio.shield(self._committing)
+
+    def _flush(self) -> None:
         # Taken out of the batch first: whatever interrupts the commit, a later flush (the shard's
-        # last, in its `finally`) never commits these rows a second time.
+        # last, in `close`) never commits these rows a second time.
         rows, self._rows = self._rows, _Rows()
         self._since = time.monotonic()
-        if not rows.items:
-            return
+        if rows.items:
+            self._committing = asyncio.ensure_future(self._commit(rows, self._committing))
+
+    async def _commit(self, rows: _Rows, previous: asyncio.Future[None] | None) -> None:
+        if previous is not None:
+            await previous  # in order; once one failed, no later batch is committed
+        plan = self._plan
+        context = contextvars.copy_context()
+        await asyncio.get_running_loop().run_in_executor(_COMMITS, context.run, self._write, rows)
+        plan.capture.committed(sum(r["bytes"] for r in rows.requests))
+        # A retried shard (Prefect retries a failed task) must not run these again.
+        plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
+        if plan.monitor is not None:
+            plan.monitor.committed(rows.items, rows.scores)
+
+    def _write(self, rows: _Rows) -> None:
+        """Write the batch's parts, if this process still holds the run (`Lease.check`, and
+        `Lease.after_commit` once the parts are written). Runs on the commit thread."""
         plan = self._plan
         writer = self._writer
         writer.check()
@@ -302,8 +344,8 @@ class _Batch:
             TURNS.table(rows.turns) if rows.turns else None,
         )
         writer.after_commit(f"{part}.parquet")
-        plan.capture.committed(sum(r["bytes"] for r in rows.requests))
-        # A retried shard (Prefect retries a failed task) must not run these again.
-        plan.done.update((row["item_id"], row["trial"]) for row in rows.items)
-        if plan.monitor is not None:
-            plan.monitor.committed(rows.items, rows.scores)
+
+
+# Every batch of the process is committed on this one thread, in turn, as the loop committed
+# them when it wrote them itself: the store's writers need not be safe to run at once.
+_COMMITS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-commit")

@@ -24,6 +24,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 AT = set(filter(None, os.environ.get("ASSAY_TEST_AT", "").split(",")))
@@ -55,18 +56,25 @@ def _once(point: str) -> bool:
     return True
 
 
+def _stop_here() -> None:
+    """SIGSTOP the process from this thread: directed at the calling thread, the stop takes
+    it before its next instruction (sent to the process, another of its threads — the loop, while
+    the commit thread writes — could take it while this one runs on into the step it is at)."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     global _committed
     if event == "os.mkdir" and _staged_batch(args[0]) and _once("stop-before-commit"):
-        os.kill(os.getpid(), signal.SIGSTOP)
+        _stop_here()
     elif event == "os.rename" and _in("scores", args[1]) and _once("sigterm-after-commit"):
         sys.setprofile(_profile)  # on for the items part's rename, which comes next
     elif event == "os.rename" and _in("items", args[1]) and not _committed:
         if _once("stop-mid-commit"):
-            os.kill(os.getpid(), signal.SIGSTOP)
+            _stop_here()
         _committed = True
     elif event == "os.listdir" and _committed and _once("stop-after-commit"):
-        os.kill(os.getpid(), signal.SIGSTOP)
+        _stop_here()
 
 
 def _profile(frame: Any, event: str, arg: Any) -> None:
