@@ -26,19 +26,12 @@ from assay.run import progress
 from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
 from assay.spec.dataset import Item
-from tasks.shards import worth_retrying
+from tasks.shards import SHARD_TASK
 
 
 # No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
 # (the commits are what a resume builds on, docs/prefect.md).
-@task(
-    name="run-shard",
-    task_run_name="shard-{shard.index}",
-    retries=2,
-    retry_delay_seconds=2,
-    retry_condition_fn=worth_retrying,
-    cache_policy=NO_CACHE,
-)
+@task(**SHARD_TASK, cache_policy=NO_CACHE)
 def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
     """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
     running it again after its worker died, is a new attempt: assay/store/attempts.py)."""

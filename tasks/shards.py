@@ -31,12 +31,18 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(state.data, LeaseLostError)
 
 
+# How a shard's task run is named and retried, here and on a Dask cluster (flows/_dask.py).
+SHARD_TASK: dict[str, Any] = {
+    "name": "run-shard",
+    "task_run_name": "shard-{shard.index}",
+    "retries": 2,
+    "retry_delay_seconds": 2,
+    "retry_condition_fn": worth_retrying,
+}
+
+
 @task(
-    name="run-shard",
-    task_run_name="shard-{shard.index}",
-    retries=2,
-    retry_delay_seconds=2,
-    retry_condition_fn=worth_retrying,
+    **SHARD_TASK,
     cache_key_fn=shard_cache_key,
     persist_result=True,
 )
