@@ -69,5 +69,5 @@ def test_an_unknown_loop_is_bad_input_and_nothing_is_written(
     store = tmp_path / "store"
     assert main(["run", str(_spec(tmp_path)), "--store", str(store)]) == 2
     err = capsys.readouterr().err
-    assert "ASSAY_EVENT_LOOP='trio'" in err and "uvloop, asyncio" in err
+    assert "ASSAY_EVENT_LOOP='trio' names no event loop" in err and "uvloop, asyncio" in err
     assert not store.exists()

@@ -2,8 +2,9 @@
 
 A run is bound by its event loop's thread (docs/performance.md): every item's admission, call,
 scoring and rows pass through it, and the HTTP client wakes it once a reply is in. uvloop (libuv)
-does that waking, scheduling and timer work in C: on `benchmarks/throughput.py` it took ~8 % off the
-CPU the run's thread spends an item. Where Assay owns the loop — the terminal's embedded path and a
+does that waking, scheduling and timer work in C: a bare pyreqwest loop spent 172–182 µs of CPU a
+request on it against 218–240 on the standard loop (docs/performance.md, "Issue 12, third
+session"). Where Assay owns the loop — the terminal's embedded path and a
 Dask worker's shard loop — it uses uvloop; under Prefect the loop is Prefect's.
 
 `ASSAY_EVENT_LOOP=asyncio` runs on the standard library's loop instead (for debugging with
@@ -30,7 +31,10 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """
     chosen = os.environ.get("ASSAY_EVENT_LOOP", "").strip().lower() or LOOPS[0]
     if chosen not in LOOPS:
-        raise InputError(f"ASSAY_EVENT_LOOP={chosen!r}: expected one of {', '.join(LOOPS)}")
+        raise InputError(
+            f"ASSAY_EVENT_LOOP={chosen!r} names no event loop Assay knows: set it to one of "
+            f"{', '.join(LOOPS)}, or unset it for uvloop"
+        )
     if chosen == "uvloop":
         try:
             import uvloop
