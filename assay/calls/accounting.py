@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.errors import BudgetDenied, SpecError
 from assay.outcomes import (
     SPEND_KINDS,
+    TOKEN_COLUMNS,
     TOKEN_KINDS,
     BudgetClosedBy,
     BudgetStatus,
@@ -34,7 +34,6 @@ from assay.outcomes import (
     CostReason,
     SpendKind,
     spend_column,
-    token_column,
 )
 
 if TYPE_CHECKING:
@@ -65,14 +64,18 @@ class Usage:
         return {kind: getattr(self, field) for kind, field in _USAGE_FIELDS}
 
 
-_USAGE_FIELDS = tuple((kind, f"{kind}_tokens") for kind in TOKEN_KINDS)  # built once: this runs per call
+# Built once: these run for every call and every item.
+_USAGE_FIELDS = tuple((kind, f"{kind}_tokens") for kind in TOKEN_KINDS)
+_COLUMN_FIELDS = tuple((column, f"{kind}_tokens") for column, kind in zip(TOKEN_COLUMNS, TOKEN_KINDS, strict=True))
+_SPEND_COLUMNS = {kind: spend_column(kind) for kind in SPEND_KINDS}
 
 
 def token_columns(usage: Usage | None) -> dict[str, int | None]:
     """The `tokens_<kind>` columns of a usage: null for a kind it did not report, or all of
     them without one."""
-    counts = usage.by_kind() if usage is not None else {}
-    return {token_column(kind): counts.get(kind) for kind in TOKEN_KINDS}
+    if usage is None:
+        return dict.fromkeys(TOKEN_COLUMNS)
+    return {column: getattr(usage, field) for column, field in _COLUMN_FIELDS}
 
 
 class Price(BaseModel):
@@ -168,10 +171,17 @@ class Accounting:
         """A settled model call: priced when the table knows the model (at its batch price, for
         a call made through a batch API), else incomplete."""
         cost = prices.cost(model, usage, batch=batch)
-        record = cls(operations=1, settled=1, batched=int(batch), by_kind={kind.value: 1})
-        if usage is not None:
-            for name, n in usage.by_kind().items():
-                record.tokens[name] = n or 0
+        record = cls(
+            operations=1,
+            settled=1,
+            batched=int(batch),
+            by_kind={kind.value: 1},
+            tokens=(
+                {name: getattr(usage, field) or 0 for name, field in _USAGE_FIELDS}
+                if usage is not None
+                else dict.fromkeys(TOKEN_KINDS, 0)
+            ),
+        )
         if cost is None:
             record.completeness = Completeness.INCOMPLETE
             record.reasons = {CostReason.UNPRICED.value: 1}
@@ -246,7 +256,7 @@ class Accounting:
         """The record as store columns (docs/schema.md)."""
         return {
             "cost_usd": self.known_cost,
-            **{spend_column(kind): usd for kind, usd in self.breakdown.items()},
+            **{_SPEND_COLUMNS[kind]: usd for kind, usd in self.breakdown.items()},
             "cost_completeness": self.completeness.value,
             "cost_reasons": _counts_json(tuple(self.reasons.items())) if self.reasons else None,
             "operations": self.operations,
@@ -306,21 +316,36 @@ class Ledger:
 _current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
 
 
-@contextmanager
-def measuring(
-    kind: SpendKind,
-    prices: PriceTable,
-    budget: Budget,
-    capture: Scope | None = None,
-    cache: ResponseCache | None = None,
-) -> Iterator[Ledger]:
-    """Measure (and capture) every model call made inside the block (in this task)."""
-    ledger = Ledger(kind, prices, budget, capture, cache)
-    token = _current.set(ledger)
-    try:
-        yield ledger
-    finally:
-        _current.reset(token)
+class measuring:  # used as the function it replaced: `with measuring(...) as ledger`
+    """Measure (and capture) every model call made inside the block (in this task): the block's
+    `Ledger`. A class rather than a generator: it runs twice an item.
+
+    Args:
+        kind: what the block's spend is for.
+        prices: the run's price table.
+        budget: the run's budget.
+        capture: where the block's calls are captured, when the run captures requests.
+        cache: the store's response cache, for clients that opted in.
+    """
+
+    __slots__ = ("_ledger", "_token")
+
+    def __init__(
+        self,
+        kind: SpendKind,
+        prices: PriceTable,
+        budget: Budget,
+        capture: Scope | None = None,
+        cache: ResponseCache | None = None,
+    ) -> None:
+        self._ledger = Ledger(kind, prices, budget, capture, cache)
+
+    def __enter__(self) -> Ledger:
+        self._token = _current.set(self._ledger)
+        return self._ledger
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def current_ledger() -> Ledger | None:

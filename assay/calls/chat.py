@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from assay.calls.aimd import RateController
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per item, and a frozen one costs three times as much.
+@dataclass(slots=True)
 class ChatReply:
     """A successful chat completion and how it went.
 
@@ -159,15 +160,15 @@ class ChatClient:
         first: list[float | None] = [None]
         attempts: list[int] = [0]
 
-        async def attempt(number: int) -> dict[str, Any]:
+        async def attempt(number: int) -> tuple[dict[str, Any], Usage]:
             attempts[0] = number
             sent = time.perf_counter()
-            reply, first[0] = await self._attempt(content, op, number, tokens)
+            reply, usage, first[0] = await self._attempt(ledger, content, op, number, tokens)
             wire[0] = (time.perf_counter() - sent) * 1000
-            return reply
+            return reply, usage
 
         try:
-            reply, retries = await self._policy.run(attempt)
+            (reply, usage), retries = await self._policy.run(attempt)
         except AttemptFailed as exc:
             if op is not None:
                 op.end(
@@ -183,11 +184,12 @@ class ChatClient:
             raise
         if cache is not None:
             cache.put(key, reply)
-        return self._reply(reply, op, started, wire_ms=wire[0], retries=retries, first_token_ms=first[0])
+        return self._reply(
+            ledger, reply, usage, op, started, wire_ms=wire[0], retries=retries, first_token_ms=first[0]
+        )
 
     @staticmethod
-    def _measure(make: Callable[[Ledger], Accounting]) -> Accounting | None:
-        ledger = current_ledger()
+    def _measure(ledger: Ledger | None, make: Callable[[Ledger], Accounting]) -> Accounting | None:
         if ledger is None:
             return None
         record = make(ledger)
@@ -196,11 +198,17 @@ class ChatClient:
         return record
 
     async def _attempt(
-        self, content: bytes, op: Operation | None, number: int, tokens: int = 0
-    ) -> tuple[dict[str, Any], float | None]:
-        """One attempt: its reply (assembled, when streamed) and its first token's time.
-        `tokens` is the attempt's estimated size, for the rate controller's `tpm` pacing."""
-        ledger = current_ledger()
+        self, ledger: Ledger | None, content: bytes, op: Operation | None, number: int, tokens: int = 0
+    ) -> tuple[dict[str, Any], Usage, float | None]:
+        """One attempt: its reply (assembled, when streamed), its usage and its first token's time.
+
+        Args:
+            ledger: where the call is measured (the caller's: read once a call).
+            content: the request body.
+            op: its capture, if captured.
+            number: the attempt's number, from 1.
+            tokens: the attempt's estimated size, for the rate controller's `tpm` pacing.
+        """
         if ledger is not None:
             try:
                 ledger.budget.admit()
@@ -237,9 +245,9 @@ class ChatClient:
         except (RequestError, StreamFailed) as exc:
             error = standard_error(exc) if isinstance(exc, RequestError) else exc
             if refused(error):  # never sent: $0, known
-                self._measure(lambda ledger: Accounting.of_unsent_call(ledger.kind))
+                self._measure(ledger, lambda ledger: Accounting.of_unsent_call(ledger.kind))
             else:  # the request may have reached the provider and been billed: its cost is unknown
-                self._measure(lambda ledger: Accounting.of_lost_call(ledger.kind))
+                self._measure(ledger, lambda ledger: Accounting.of_lost_call(ledger.kind))
             self._endpoint.observe(None, {})
             if isinstance(error, StreamFailed):
                 failed = AttemptFailed(
@@ -267,15 +275,14 @@ class ChatClient:
             if self._gate is not None:  # a refused request used no tokens of the account's
                 self._gate.settle(tokens, 0)
             # Providers do not bill refused requests: a settled operation that cost nothing.
-            self._measure(lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
+            self._measure(ledger, lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
             raise self._endpoint.status_failed(status, headers, raw, reason=reason(status))
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
             self._api.check(reply)
-            if self._gate is not None:
-                usage = self._api.usage(reply)
-                if usage.input_tokens is not None or usage.output_tokens is not None:
-                    self._gate.settle(tokens, (usage.input_tokens or 0) + (usage.output_tokens or 0))
+            usage = self._api.usage(reply)
+            if self._gate is not None and (usage.input_tokens is not None or usage.output_tokens is not None):
+                self._gate.settle(tokens, (usage.input_tokens or 0) + (usage.output_tokens or 0))
         except (ValueError, KeyError, IndexError, TypeError):
             shown = json.dumps(streamed) if streamed is not None else raw.decode("utf-8", "replace")
             raise AttemptFailed(
@@ -286,7 +293,7 @@ class ChatClient:
                     request_id=request_id(headers),
                 )
             ) from None
-        return reply, first_token_ms
+        return reply, usage, first_token_ms
 
     async def _read_stream(self, response: Any, sent: float) -> tuple[dict[str, Any], float | None]:
         """Read a reply's Server-Sent Events into the assembled reply; returns it and the time
@@ -344,7 +351,9 @@ class ChatClient:
 
     def _reply(
         self,
+        ledger: Ledger | None,
         reply: dict[str, Any],
+        usage: Usage,
         op: Operation | None,
         started: float,
         *,
@@ -352,9 +361,8 @@ class ChatClient:
         retries: int,
         first_token_ms: float | None,
     ) -> ChatReply:
-        usage = self._api.usage(reply)
         model = reply.get("model")
-        spend = self._measure(lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
+        spend = self._measure(ledger, lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
         total_ms = (time.perf_counter() - started) * 1000
         retry_ms = total_ms - wire_ms if retries else 0.0
         if op is not None:

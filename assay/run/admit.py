@@ -27,7 +27,8 @@ from assay.spec.dataset import Item
 from assay.targets import TargetResult
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per item, and a frozen one costs three times as much.
+@dataclass(slots=True)
 class Opening:
     """An admitted item's start.
 

@@ -221,9 +221,17 @@ def requests_table(records: list[dict[str, Any]]) -> pa.Table:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
+# An empty dict or list (an item without annotations) is common and costs the encoder most.
+_EMPTY_JSON = {dict: "{}", list: "[]"}
+
+
 def to_json(value: Any) -> str | None:
     """A value as a row's JSON text column holds it (None stays null)."""
-    return None if value is None else _ENCODER.encode(value)
+    if value is None:
+        return None
+    if not value and type(value) in _EMPTY_JSON:
+        return _EMPTY_JSON[type(value)]
+    return _ENCODER.encode(value)
 
 
 def captured(scopes: list[Scope | None]) -> tuple[list[str] | None, list[dict[str, Any]]]:
@@ -251,6 +259,9 @@ def _item_columns(item: Item, trial: int, started_at: datetime | None) -> ItemRo
     }
 
 
+_COMPLETED = ItemOutcome.COMPLETED.value
+
+
 def completed_row(
     item: Item, trial: int, started_at: datetime, duration_ms: float, result: TargetResult
 ) -> ItemRow:
@@ -268,7 +279,7 @@ def completed_row(
         **_item_columns(item, trial, started_at),
         "output": to_json(output),
         "output_text": output if isinstance(output, str) else to_json(output),
-        "outcome": ItemOutcome.COMPLETED.value,
+        "outcome": _COMPLETED,
         "model": result.model,
         "duration_ms": duration_ms,
         "wire_ms": result.wire_ms,
@@ -354,6 +365,10 @@ def _spend_columns(spend: Accounting) -> dict[str, Any]:
 _NO_SPEND_COLUMNS = _spend_columns(NO_SPEND)
 
 
+_GAUGE, _SCORE = RowKind.GAUGE.value, RowKind.SCORE.value
+_OUTCOMES = {outcome: outcome.value for outcome in ScorerOutcome}
+
+
 def score_row(
     item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None
 ) -> ScoreRow:
@@ -375,13 +390,13 @@ def score_row(
         "item_index": item.item_index,
         "trial": trial,
         # A remote evaluator's gauge is a measurement: a gauge row, never read as a score.
-        "kind": (RowKind.GAUGE if gauge else RowKind.SCORE).value,
+        "kind": _GAUGE if gauge else _SCORE,
         "scorer": record.scorer,
-        "scorer_kind": RowKind.GAUGE.value if gauge else record.scorer_kind,
+        "scorer_kind": _GAUGE if gauge else record.scorer_kind,
         "scorer_version": record.scorer_version,
         "score": None if gauge else record.score,
         "value": record.score,
-        "outcome": str(record.outcome),
+        "outcome": _OUTCOMES.get(record.outcome) or str(record.outcome),
         "error": record.error,
         "duration_ms": record.duration_ms,
         "explanation": record.explanation,
@@ -396,20 +411,34 @@ def score_row(
 GAUGE_VERSION = "1"
 
 
+# The gauges' names as plain strings (an enum's `.value` is a property: this runs every item).
+_DURATION_MS, _STEPS, _TOOL_CALLS, _TOKENS_INPUT, _TOKENS_OUTPUT, _COST_USD = (
+    gauge.value
+    for gauge in (
+        Gauge.DURATION_MS,
+        Gauge.STEPS,
+        Gauge.TOOL_CALLS,
+        Gauge.TOKENS_INPUT,
+        Gauge.TOKENS_OUTPUT,
+        Gauge.COST_USD,
+    )
+)
+
+
 def gauge_values(item_row: ItemRow, result: TargetResult, generation: Accounting) -> list[tuple[str, float]]:
     """The gauges of a completed item, as (name, value): one per gauge whose value is known
     (unknown is no row, never 0). Tokens and cost are measured figures only: an uninstrumented
     target (python, http_agent) reports none, and a cost counts only when its accounting is
     complete (an unpriced model's $0 is not a cost)."""
     values = (
-        (Gauge.DURATION_MS, item_row["duration_ms"]),
-        (Gauge.STEPS, result.steps),
-        (Gauge.TOOL_CALLS, result.tool_calls),
-        (Gauge.TOKENS_INPUT, item_row["tokens_input"]),
-        (Gauge.TOKENS_OUTPUT, item_row["tokens_output"]),
-        (Gauge.COST_USD, generation.known_cost if generation.completeness is Completeness.COMPLETE else None),
+        (_DURATION_MS, item_row["duration_ms"]),
+        (_STEPS, result.steps),
+        (_TOOL_CALLS, result.tool_calls),
+        (_TOKENS_INPUT, item_row["tokens_input"]),
+        (_TOKENS_OUTPUT, item_row["tokens_output"]),
+        (_COST_USD, generation.known_cost if generation.completeness is Completeness.COMPLETE else None),
     )
-    return [(gauge.value, float(value)) for gauge, value in values if value is not None]
+    return [(gauge, float(value)) for gauge, value in values if value is not None]
 
 
 def gauges_table(items: list[ItemRow], gauges: list[list[tuple[str, float]] | tuple[()]]) -> pa.Table:
