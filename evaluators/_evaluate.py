@@ -72,30 +72,6 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
         asyncio.CancelledError: when the task is cancelled; the caller records that.
     """
     start = time.perf_counter()
-
-    def record(
-        outcome: ScorerOutcome,
-        *,
-        score: float | None = None,
-        error: str | None = None,
-        explanation: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        name: str | None = None,
-        label: str | None = None,
-    ) -> ScoreRecord:
-        return ScoreRecord(
-            scorer=scorer.name if name is None else f"{scorer.name}.{name}",
-            scorer_kind=scorer.kind,
-            scorer_version=type(scorer).version,
-            score=score,
-            outcome=outcome,
-            error=error,
-            duration_ms=(time.perf_counter() - start) * 1000,
-            explanation=explanation,
-            metadata=metadata,
-            label=label,
-        )
-
     # `except Exception` on purpose: CancelledError is a BaseException and must reach the caller.
     try:
         # Only code the spec names is imported from its folder (most scorers import nothing).
@@ -107,18 +83,20 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             if inspect.isawaitable(applied):
                 applied = await applied
             if not applied:
-                return record(ScorerOutcome.SKIPPED)
+                return _record(scorer, start, ScorerOutcome.SKIPPED)
         result = scorer.score(sample)
         if type(result) not in _PLAIN and inspect.isawaitable(result):
             result = await result
     except BudgetDenied as exc:
-        return record(ScorerOutcome.BUDGET_INTERRUPTED, error=str(exc))
+        return _record(scorer, start, ScorerOutcome.BUDGET_INTERRUPTED, error=str(exc))
     except ScorerNotApplicable as exc:
-        return record(ScorerOutcome.SKIPPED, explanation=str(exc))
+        return _record(scorer, start, ScorerOutcome.SKIPPED, explanation=str(exc))
     except Exception as exc:  # noqa: BLE001
         # An exception may carry the scorer's metadata (an LLM judge's unreadable reply): keep it.
         metadata = getattr(exc, "metadata", None)
-        return record(
+        return _record(
+            scorer,
+            start,
             ScorerOutcome.FAILED,
             error=f"{type(exc).__name__}: {exc}",
             metadata=metadata if isinstance(metadata, dict) else None,
@@ -135,21 +113,50 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
             (time.perf_counter() - start) * 1000,
         )
     if isinstance(result, list) and result and all(isinstance(part, Score) and part.name for part in result):
-        parts = tuple(_checked(record, scorer, sample, part) for part in result)
-        return ScoreRecord(**{**_fields(record(ScorerOutcome.SCORED)), "parts": parts})
-    return _checked(record, scorer, sample, result)
+        parts = tuple(_checked(scorer, start, sample, part) for part in result)
+        return ScoreRecord(**{**_fields(_record(scorer, start, ScorerOutcome.SCORED)), "parts": parts})
+    return _checked(scorer, start, sample, result)
+
+
+def _record(
+    scorer: Scorer,
+    start: float,
+    outcome: ScorerOutcome,
+    *,
+    score: float | None = None,
+    error: str | None = None,
+    explanation: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    name: str | None = None,
+    label: str | None = None,
+) -> ScoreRecord:
+    """`scorer`'s record, its duration measured from `start` (`time.perf_counter`) until now."""
+    return ScoreRecord(
+        scorer=scorer.name if name is None else f"{scorer.name}.{name}",
+        scorer_kind=scorer.kind,
+        scorer_version=type(scorer).version,
+        score=score,
+        outcome=outcome,
+        error=error,
+        duration_ms=(time.perf_counter() - start) * 1000,
+        explanation=explanation,
+        metadata=metadata,
+        label=label,
+    )
 
 
 def _fields(record: ScoreRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in ScoreRecord.__slots__}
 
 
-def _measured(record: Any, scorer: Scorer, sample: Sample, gauge: Score) -> ScoreRecord:
+def _measured(scorer: Scorer, start: float, sample: Sample, gauge: Score) -> ScoreRecord:
     """A named gauge's record: `measured` when its value is a finite number (in any unit), under
     `gauge.<scorer>.<name>`; failed otherwise."""
     value = gauge.value
     if not (type(value) in _REAL or isinstance(value, numbers.Real)) or not math.isfinite(value):
-        return record(
+        return _record(
+            scorer,
+            start,
             ScorerOutcome.FAILED,
             error=(
                 f"scorer {scorer.name!r} returned gauge {gauge.name!r} = {_cut(value)} for input "
@@ -158,7 +165,9 @@ def _measured(record: Any, scorer: Scorer, sample: Sample, gauge: Score) -> Scor
             name=gauge.name,
             label=gauge.label,
         )
-    measured = record(
+    measured = _record(
+        scorer,
+        start,
         ScorerOutcome.MEASURED,
         score=float(value),
         explanation=gauge.explanation,
@@ -169,16 +178,18 @@ def _measured(record: Any, scorer: Scorer, sample: Sample, gauge: Score) -> Scor
     return ScoreRecord(**{**_fields(measured), "scorer": f"{GAUGE_PREFIX}{measured.scorer}"})
 
 
-def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreRecord:
+def _checked(scorer: Scorer, start: float, sample: Sample, result: Any) -> ScoreRecord:
     """The record of one answer: scored when it is a finite number in [0, 1], failed otherwise."""
     explanation = metadata = name = label = None
     if isinstance(result, Score):
         name, label, explanation, metadata = result.name, result.label, result.explanation, result.metadata
         if result.gauge and name and label != "error":
-            return _measured(record, scorer, sample, result)
+            return _measured(scorer, start, sample, result)
         result = result.value
     if label == "error":
-        return record(
+        return _record(
+            scorer,
+            start,
             ScorerOutcome.FAILED,
             error=explanation or "the evaluator reported an error",
             name=name,
@@ -186,7 +197,9 @@ def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreR
         )
     # bool is a numbers.Real; the chained comparison is False for NaN and the infinities.
     if not ((type(result) in _REAL or isinstance(result, numbers.Real)) and 0 <= result <= 1):
-        return record(
+        return _record(
+            scorer,
+            start,
             ScorerOutcome.FAILED,
             error=(
                 f"scorer {scorer.name!r} returned {_cut(result)} for input {_cut(sample.input)}: "
@@ -195,7 +208,9 @@ def _checked(record: Any, scorer: Scorer, sample: Sample, result: Any) -> ScoreR
             name=name,
             label=label,
         )
-    return record(
+    return _record(
+        scorer,
+        start,
         ScorerOutcome.SCORED,
         score=float(result),
         explanation=explanation,
