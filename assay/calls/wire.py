@@ -115,7 +115,7 @@ class ChatAPI(ABC):
 
 
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if type(value) is int else None  # not a bool (an int subclass), nor any other type
 
 
 # -- OpenAI chat completions ----------------------------------------------------------------------
