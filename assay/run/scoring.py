@@ -40,8 +40,8 @@ class CutOff:
 
 
 class Scored(NamedTuple):
-    """One output's scoring: its score rows, each scorer's judging spend, and the capture scopes
-    of the scorers that may have called a model."""
+    """One output's scoring: its score rows, and the judging spend and capture scopes of the
+    scorers that may have called a model (deterministic ones spend nothing)."""
 
     rows: list[ScoreRow]
     judging: list[Accounting]
@@ -92,22 +92,20 @@ class Scoring:
             fields=item.fields,
             **context,
         )
+        rows: list[ScoreRow] = []
         # Sync scorers hold the loop anyway: awaiting them in turn spares a task per scorer per item.
         # They cannot await a model call either, so they have nothing to measure.
-        if cut_off is None:
-            results = [
-                (await evaluate(s, sample, search_path=self._search_path), NO_SPEND, None) for s in self._sync
-            ]
-        else:
-            results = [
-                (await evaluate(s, sample, search_path=self._search_path), NO_SPEND, None)
-                if not cut_off.passed()
-                else (unscored(s, ScorerOutcome.FAILED, cut_off.why), NO_SPEND, None)
-                for s in self._sync
-            ]
+        for scorer in self._sync:
+            if cut_off is not None and cut_off.passed():
+                record = unscored(scorer, ScorerOutcome.FAILED, cut_off.why)
+            else:
+                record = await evaluate(scorer, sample, search_path=self._search_path)
+            _add_rows(rows, item, trial, record, NO_SPEND, None)
+        if not self._async:
+            return Scored(rows, [], [])
         if len(self._async) == 1 and cut_off is None:
-            results.append(await self._measured(self._async[0], sample, item, trial))
-        elif self._async:
+            results = [await self._measured(self._async[0], sample, item, trial)]
+        else:
             limiter = asyncio.Semaphore(self._plan.spec.scorer_concurrency)
 
             async def bounded(scorer: Scorer) -> tuple[ScoreRecord, Accounting, Scope | None]:
@@ -120,19 +118,10 @@ class Scoring:
                     except TimeoutError:
                         return unscored(scorer, ScorerOutcome.FAILED, cut_off.why), Accounting(), None
 
-            results += await asyncio.gather(*(bounded(s) for s in self._async))
-        # A scorer that answered several named scores (a remote evaluator) is stored as one row each;
-        # its spend and calls go with the first.
-        rows = [
-            score_row(item, trial, part, spend if n == 0 else NO_SPEND, scope if n == 0 else None)
-            for record, spend, scope in results
-            for n, part in enumerate(record.parts or (record,))
-        ]
-        return Scored(
-            rows,
-            [spend for _, spend, _ in results],
-            [scope for _, _, scope in results if scope is not None],
-        )
+            results = await asyncio.gather(*(bounded(s) for s in self._async))
+        for record, spend, scope in results:
+            _add_rows(rows, item, trial, record, spend, scope)
+        return Scored(rows, [spend for _, spend, _ in results], [scope for _, _, scope in results if scope])
 
     async def score_live(self, item: Item, trial: int, attempt: Any) -> Scored:
         """Score an attempt whose sandbox is alive (`assay.targets.container.attempt.ContainerAttempt`)
@@ -180,6 +169,18 @@ class Scoring:
         with measuring(SpendKind.JUDGING, plan.prices, budget, scope, plan.response_cache) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
         return record, ledger.total(), scope
+
+
+def _add_rows(
+    rows: list[ScoreRow], item: Item, trial: int, record: ScoreRecord, spend: Accounting, scope: Scope | None
+) -> None:
+    """Add a scorer's rows: one, or one per named score of a scorer that answered several (a remote
+    evaluator), its spend and calls with the first."""
+    if not record.parts:
+        rows.append(score_row(item, trial, record, spend, scope))
+        return
+    for n, part in enumerate(record.parts):
+        rows.append(score_row(item, trial, part, spend if n == 0 else NO_SPEND, scope if n == 0 else None))
 
 
 def unscored(scorer: Scorer, outcome: ScorerOutcome, why: str) -> ScoreRecord:
