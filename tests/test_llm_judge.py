@@ -446,14 +446,14 @@ def test_the_judges_spend_closes_the_budget(tmp_path, mock, capsys):
 
 
 def test_a_judge_call_refused_by_the_budget_is_budget_interrupted(mock):
-    from assay.calls.accounting import Budget, PriceTable, measuring
+    from assay.calls.accounting import Budget, Ledger, PriceTable
     from assay.outcomes import SpendKind
 
     mock.configure(answers={"*": "1"})
     scorer = judge(mock.base_url)
 
     async def refused():
-        with measuring(SpendKind.JUDGING, PriceTable.shipped(), Budget(0.0)) as ledger:
+        with Ledger(SpendKind.JUDGING, PriceTable.shipped(), Budget(0.0)) as ledger:
             record = await evaluate(scorer, sample())
         return record, ledger.total()
 

@@ -25,7 +25,6 @@ from assay.calls.accounting import (
     PriceTable,
     Usage,
     current_ledger,
-    measuring,
     parse_budget,
     token_columns,
 )
@@ -83,7 +82,6 @@ __all__ = [
     "check_cache",
     "current_ledger",
     "is_timeout",
-    "measuring",
     "parse_budget",
     "read_jsonl",
     "request_id",

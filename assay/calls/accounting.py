@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Self, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,7 +66,9 @@ class Usage:
 
 # Built once: these run for every call and every item.
 _USAGE_FIELDS = tuple((kind, f"{kind}_tokens") for kind in TOKEN_KINDS)
-_COLUMN_FIELDS = tuple((column, f"{kind}_tokens") for column, kind in zip(TOKEN_COLUMNS, TOKEN_KINDS, strict=True))
+_COLUMN_FIELDS = tuple(
+    (column, f"{kind}_tokens") for column, kind in zip(TOKEN_COLUMNS, TOKEN_KINDS, strict=True)
+)
 _SPEND_COLUMNS = {kind: spend_column(kind) for kind in SPEND_KINDS}
 
 
@@ -281,7 +283,8 @@ def _counts_json(counts: tuple[tuple[str, int], ...]) -> str:
 
 class Ledger:
     """The calls of one scope (an item's generation, or one scorer on one item), with the run's
-    prices they are measured with and the budget that admits them.
+    prices they are measured with and the budget that admits them. `with Ledger(...) as ledger:`
+    measures (and captures) every model call made inside the block, in this task.
 
     Args:
         kind: what the scope's spend is for.
@@ -305,6 +308,15 @@ class Ledger:
         self.capture = capture
         self.cache = cache
         self.records: list[Accounting] = []
+        self._token: Token[Ledger | None] | None = None
+
+    def __enter__(self) -> Self:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
 
     def add(self, record: Accounting) -> None:
         self.records.append(record)
@@ -314,38 +326,6 @@ class Ledger:
 
 
 _current: ContextVar[Ledger | None] = ContextVar("assay_ledger", default=None)
-
-
-class measuring:  # used as the function it replaced: `with measuring(...) as ledger`
-    """Measure (and capture) every model call made inside the block (in this task): the block's
-    `Ledger`. A class rather than a generator: it runs twice an item.
-
-    Args:
-        kind: what the block's spend is for.
-        prices: the run's price table.
-        budget: the run's budget.
-        capture: where the block's calls are captured, when the run captures requests.
-        cache: the store's response cache, for clients that opted in.
-    """
-
-    __slots__ = ("_ledger", "_token")
-
-    def __init__(
-        self,
-        kind: SpendKind,
-        prices: PriceTable,
-        budget: Budget,
-        capture: Scope | None = None,
-        cache: ResponseCache | None = None,
-    ) -> None:
-        self._ledger = Ledger(kind, prices, budget, capture, cache)
-
-    def __enter__(self) -> Ledger:
-        self._token = _current.set(self._ledger)
-        return self._ledger
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
 
 
 def current_ledger() -> Ledger | None:

@@ -275,7 +275,9 @@ class ChatClient:
             if self._gate is not None:  # a refused request used no tokens of the account's
                 self._gate.settle(tokens, 0)
             # Providers do not bill refused requests: a settled operation that cost nothing.
-            self._measure(ledger, lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1}))
+            self._measure(
+                ledger, lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1})
+            )
             raise self._endpoint.status_failed(status, headers, raw, reason=reason(status))
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
@@ -362,7 +364,9 @@ class ChatClient:
         first_token_ms: float | None,
     ) -> ChatReply:
         model = reply.get("model")
-        spend = self._measure(ledger, lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices))
+        spend = self._measure(
+            ledger, lambda ledger: Accounting.of_call(ledger.kind, model, usage, ledger.prices)
+        )
         total_ms = (time.perf_counter() - started) * 1000
         retry_ms = total_ms - wire_ms if retries else 0.0
         if op is not None:

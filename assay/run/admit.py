@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from assay.calls.accounting import Accounting, measuring
+from assay.calls.accounting import Accounting, Ledger
 from assay.calls.capture import Scope
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BudgetClosedBy, FailureKind, ItemOutcome, SpendKind
@@ -123,7 +123,7 @@ class Gate:
         scope = plan.capture.scope(item.item_id, trial)
         stopped: ItemRow | None = None
         result = None
-        with measuring(SpendKind.GENERATION, plan.prices, plan.budget, scope, plan.response_cache) as ledger:
+        with Ledger(SpendKind.GENERATION, plan.prices, plan.budget, scope, plan.response_cache) as ledger:
             try:
                 timeout = plan.spec.item_timeout
                 # Without an item timeout no `asyncio.timeout` at all: it costs ~5 us an item.

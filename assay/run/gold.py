@@ -5,7 +5,7 @@ answer would make every score of the run meaningless."""
 
 from __future__ import annotations
 
-from assay.calls.accounting import measuring
+from assay.calls.accounting import Ledger
 from assay.errors import InputError
 from assay.outcomes import ScorerOutcome, SpendKind
 from assay.run.plan import RunPlan
@@ -37,7 +37,7 @@ async def gold_check_failures(plan: RunPlan) -> list[str]:
     )
     failures = []
     for scorer in checked:
-        with measuring(SpendKind.JUDGING, plan.prices, plan.budget):
+        with Ledger(SpendKind.JUDGING, plan.prices, plan.budget):
             record = await evaluate(scorer, sample, search_path=str(plan.spec_dir))
         if record.outcome != ScorerOutcome.SCORED or record.score != 1.0:
             why = record.error or f"it scored {record.score}"

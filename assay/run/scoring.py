@@ -14,7 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from assay.calls.accounting import Accounting, measuring
+from assay.calls.accounting import Accounting, Ledger
 from assay.calls.capture import Scope
 from assay.outcomes import BudgetClosedBy, ScorerOutcome, SpendKind
 from assay.run.plan import RunPlan
@@ -166,7 +166,7 @@ class Scoring:
             budget.note_closure(BudgetClosedBy.SCORER)
             return unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, BUDGET_REACHED), Accounting(), None
         scope = plan.capture.scope(item.item_id, trial, scorer.name)
-        with measuring(SpendKind.JUDGING, plan.prices, budget, scope, plan.response_cache) as ledger:
+        with Ledger(SpendKind.JUDGING, plan.prices, budget, scope, plan.response_cache) as ledger:
             record = await evaluate(scorer, sample, search_path=self._search_path)
         return record, ledger.total(), scope
 

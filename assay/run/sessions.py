@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger, measuring
+from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.errors import BudgetDenied, SessionError, TargetFailure
 from assay.outcomes import TOKEN_KINDS, FailureKind, ItemOutcome, TurnMethod
 from assay.spec.dataset import Item
@@ -183,7 +183,7 @@ class Session:
             if parent is None:  # a session used on its own: nothing to measure into
                 turn.result = await self._target.turn(self.item, self.trial, prompt, self._state)
             else:
-                with measuring(
+                with Ledger(
                     parent.kind, parent.prices, parent.budget, parent.capture, parent.cache
                 ) as ledger:
                     try:
