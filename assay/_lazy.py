@@ -61,7 +61,7 @@ def lazy_module(name: str) -> Any:
     """`name` (e.g. `"polars"`), imported when one of its attributes is first used.
 
     For a module a room needs only on some paths: `assay run` plans and executes without Polars
-    and loads it while the first calls are in flight (`warm_up`), to summarise at the end.
+    and loads it while the last calls are in flight (`warm_up`), to summarise at the end.
     Import the real module under `TYPE_CHECKING` beside it, so type checkers see its names.
     """
     return _LazyModule(name)

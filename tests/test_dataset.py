@@ -16,7 +16,7 @@ import pytest
 from assay.cli import main
 from assay.errors import DatasetError, InputError
 from assay.spec import DatasetSpec
-from assay.spec.dataset import Item, load_items
+from assay.spec.dataset import Item, dataset_hash, load_items
 from tests.conftest import write_jsonl, write_spec
 
 ROWS = [
@@ -212,6 +212,39 @@ def test_identical_rows_get_distinct_ids(tmp_path):
     assert len(set(ids)) == 4
     assert ids[2] == f"{ids[0]}-2" and ids[3] == f"{ids[0]}-3"
     assert [i.item_id for i in load(tmp_path, path="d.jsonl")] == ids, "stable from load to load"
+
+
+# Stored runs are matched by these: a faster reader or hash must give the same values, digit for digit.
+_VARIED_JSONL = (
+    '{"input": "What is 1 + 1?", "expected": "2", "tags": ["a", "b"], "w": 0.1}\r\n'
+    '{"expected": 3.0, "input": {"q": "nested", "n": [1, 2.5, -0.0, 1e300]}, "big": 123456789012345678901234567890}\n'
+    "\n"
+    '{"input": "caf\\u00e9 \\ud83d\\ude00 \\u2028", "expected": null, "x": NaN, "y": -Infinity}\n'
+    '{"input": "dup", "input": "last wins", "expected": true, "z": {"b": 1, "a": [{}, []]}}\n'
+    '  {"input": "\\"quoted\\" \\\\ \\/ \\t", "expected": "é", "n": 4.9e-324}  \n'
+    '{"input": "same", "expected": "same"}\n'
+    '{"input": "same", "expected": "same"}\n'
+    # Deeper than some parsers go (Python's json reads it): still one row.
+    '{"input": "deep", "deep": ' + "[" * 300 + "]" * 300 + "}\n"
+)
+
+
+def test_item_ids_and_dataset_hash_are_pinned(tmp_path):
+    (tmp_path / "d.jsonl").write_text(_VARIED_JSONL, encoding="utf-8")
+    items = load(tmp_path, path="d.jsonl")
+    assert [i.item_id for i in items] == [
+        "a60f7feb16c94f88",
+        "4f24cb8d346901bd",
+        "7487b801b698175d",
+        "e00e895934e6b2ca",
+        "ea49054bb2187485",
+        "8d0c799ea129779d",
+        "8d0c799ea129779d-2",
+        "1bc44569f71f2ffa",
+    ]
+    assert dataset_hash(items) == "17a25241ece586581b68e222191a9caf00e8042eee44cdb2fa7d53da380d12c1"
+    assert [i.item_index for i in items] == list(range(8))
+    assert items[3].input == "last wins" and items[2].input == "caf\u00e9 \U0001f600 \u2028"
 
 
 # -- problems, named by line ----------------------------------------------------------------------

@@ -136,7 +136,7 @@ print(json.dumps({"code": code, "at_open": seen, "http_agent": sorted(m for m in
 
 def test_an_openai_run_plans_without_polars_and_never_loads_other_target_kinds(tmp_path, mock):
     """`assay run` of an `openai` target plans without Polars (it loads in the background while
-    the first calls wait, for the summary at the end) and never imports the modules of target
+    the last calls wait, for the summary at the end) and never imports the modules of target
     kinds it does not use, nor the sequential monitor of `compare_to` runs."""
     spec = openai_spec(tmp_path, mock.base_url, n=5)
     watched = "polars,httpx,assay.analysis.monitor,assay.run.rescore,assay.targets.container.target"
@@ -163,3 +163,49 @@ def test_an_openai_run_plans_without_polars_and_never_loads_other_target_kinds(t
     assert report["code"] == 0
     assert report["at_open"] == dict.fromkeys(watched.split(","), False)
     assert report["http_agent"] == []
+
+
+# Records how many items had finished each time the run started loading a module for its closing.
+_WARM_UP_PROBE = """
+import json, sys
+import assay.orchestrate.run as driver
+from assay.run import progress
+from assay.cli import main
+finished, warmed = [0], []
+installed = progress.current
+class Counting:
+    def __init__(self, inner):
+        self.inner = inner
+    def started(self, total, already_done):
+        self.inner.started(total, already_done)
+    def item_done(self, outcome, cost_usd=None):
+        finished[0] += 1
+        self.inner.item_done(outcome, cost_usd)
+    def batches(self, label, counts):
+        self.inner.batches(label, counts)
+progress.current = lambda: Counting(installed())
+loading = driver.warm_up
+def warm_up(*names):
+    warmed.append([finished[0], *names])
+    return loading(*names)
+driver.warm_up = warm_up
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "warmed": warmed, "finished": finished[0]}))
+"""
+
+
+def test_polars_loads_for_the_closing_once_only_the_last_items_in_flight_are_left(tmp_path, mock):
+    """Polars (~0.25 s of imports holding the GIL) loads while the last items wait on the target,
+    not at the start, where it took that time from the loop running items."""
+    spec = openai_spec(tmp_path, mock.base_url, n=30)  # 4 at a time
+    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
+        [sys.executable, "-c", _WARM_UP_PROBE, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"code": 0, "warmed": [[26, "polars"]], "finished": 30}

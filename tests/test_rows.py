@@ -52,7 +52,7 @@ def test_every_item_row_builder_makes_a_table_of_items() -> None:
         skipped_row(ITEM, 3),
     ]
     table = ITEMS.table(rows)
-    assert table.schema == _schema.ITEMS
+    assert table.schema.equals(_schema.ITEMS, check_metadata=True)  # the columns' descriptions too
     assert table.column("outcome").to_pylist() == [
         "completed",
         "failed",

@@ -225,7 +225,9 @@ class RunRows:
         )
 
 
-def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSummary:
+def summarise(
+    store: Store, run_id: str, rows: RunRows | None = None, record: _schema.RunRecord | None = None
+) -> RunSummary:
     """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
     durations, gate.
 
@@ -234,8 +236,9 @@ def summarise(store: Store, run_id: str, rows: RunRows | None = None) -> RunSumm
         run_id: the run.
         rows: its rows; default its parts' (`RunRows.scan`). Only the columns it uses are read
             (`RunRows.narrow`); rows read whole give the same summary, digit for digit.
+        record: its record as just read (`Store.read_run`), by a caller that needs it too.
     """
-    record = store.read_run(run_id)
+    record = record if record is not None else store.read_run(run_id)
     rows = (rows or RunRows.scan(store, run_id)).narrow()
     history = rows.history
     # Without a retry every row is current: no window over 100,000s of item ids (~25 MB) to say so.
@@ -382,8 +385,8 @@ def close_run(
         stopped_early: its verdict stopped the run: `stopped_early` unless the gate failed, and
             the items it did not run are counted as `cancelled`.
     """
-    summary = summarise(store, run_id)
     record = store.read_run(run_id)
+    summary = summarise(store, run_id, record=record)
     del record["run_id"]
     counts = summary["items"]
     if stopped is not None or stopped_early:
