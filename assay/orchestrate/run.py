@@ -158,8 +158,8 @@ class _WarmUpForClosing:
     """A progress reporter that starts importing Polars (`warm_up`), which closing a run needs,
     once only the last items in flight are left to finish: they wait on the target, and the
     import (~0.25 s, holding the GIL) takes that idle time. Started with the run instead, it
-    took it from the loop running items whenever the loop was busy (~0.2 s of a 10,000-item run
-    against a fast endpoint, benchmarks/throughput.py).
+    took it from the loop running items whenever the loop was busy (up to ~0.2 s of a 10,000-item
+    run against a fast endpoint, docs/performance.md).
 
     Args:
         in_flight: how many items the runs keep in flight at once, all told.
