@@ -194,7 +194,9 @@ class PlainItems:
         row["queued_ms"] = opening.queued_ms
         scored = await self.scoring.score(item, trial, result.output, trajectory=result.trajectory)
         operation_ids, requests = captured([called.scope, *scored.scopes])
-        row.update(Accounting.total([generation, *scored.judging]).columns(), operation_ids=operation_ids)
+        # Deterministic scorers spend nothing: then the item's spend is its generation's.
+        spend = Accounting.total([generation, *scored.judging]) if scored.judging else generation
+        row.update(spend.columns(), operation_ids=operation_ids)
         return Finished(row, scored.rows, requests, (), gauge_values(row, result, generation))
 
 
