@@ -258,6 +258,13 @@ def test_invalid_json_line_names_the_line_and_the_text(tmp_path):
     assert '{"input": "b",}' in message
 
 
+def test_unpaired_surrogate_names_the_line_and_the_escape(tmp_path):
+    # JSON lets `\ud800` be written alone; it is no Unicode text (it cannot be hashed or stored).
+    (tmp_path / "d.jsonl").write_text('{"input": "a"}\n{"input": "x\\ud800y"}\n{"input": "\\ud83d\\ude00"}\n')
+    message = one_problem(tmp_path, path="d.jsonl")
+    assert message.startswith("line 2:") and "unpaired surrogate" in message and "\\ud800" in message
+
+
 def test_json_line_that_is_not_an_object(tmp_path):
     (tmp_path / "d.jsonl").write_text('{"input": "a"}\n["input", "b"]\n')
     message = one_problem(tmp_path, path="d.jsonl")

@@ -80,8 +80,17 @@ def _read_jsonl(path: Path) -> list[tuple[str, Any]]:
         except ValueError:
             try:
                 row = json.loads(line)
+                # A lone surrogate escape (`"\ud800"`) parses but is no text: it could be neither
+                # hashed into the run's identity nor stored.
+                json.dumps(row, ensure_ascii=False).encode()
             except json.JSONDecodeError as exc:
                 row = _BadRow(f"not valid JSON ({exc.msg}): {line.strip()[:80]!r}")
+            except UnicodeEncodeError as exc:
+                unpaired = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+                row = _BadRow(
+                    f"holds an unpaired surrogate escape ({unpaired}), which is not text: write the "
+                    "character itself, or its surrogate pair"
+                )
         rows.append((f"line {number}", row))
     return rows
 
