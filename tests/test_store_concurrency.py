@@ -16,6 +16,7 @@ import contextlib
 import functools
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -405,3 +406,28 @@ def test_a_run_killed_mid_write_leaves_nothing_for_analysts_then_resumes_exactly
     assert scores.height == 1200 and scores["item_id"].n_unique() == 1200
     assert summary["items"]["completed"] == 1200
     assert not list((store / STAGING).rglob("*.*")), "nothing left staged"
+
+
+def test_recovery_leaves_a_live_writers_staged_file_alone(tmp_path: Path) -> None:
+    """A record being created (a lease renewal, a Dask worker's shard attempt) stages its file in
+    the run's staging folder; another writer recovering the run meanwhile must not remove it, or
+    the create fails. A staged file old enough to be a killed writer's is still removed."""
+    from assay._files import create_new
+    from assay.store._location import LocalFolder
+
+    location = LocalFolder(tmp_path)
+    staging = ".staging/run_id=r1"
+    folder = location.path(staging)
+    folder.mkdir(parents=True)
+    abandoned = folder / "left-by-a-killed-writer.staged"
+    abandoned.write_bytes(b"{}")
+    an_hour_ago = time.time() - 3600
+    os.utime(abandoned, (an_hour_ago, an_hour_ago))
+
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(b'{"attempt": 1}')
+        location.staged_batches(staging)  # another worker's recovery, while this file is staged
+
+    assert create_new(location.path("runs/r1/attempts/000001.json"), write, temporary=folder / "live.staged")
+    assert (tmp_path / "runs/r1/attempts/000001.json").read_bytes() == b'{"attempt": 1}'
+    assert not abandoned.exists()

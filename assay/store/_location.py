@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -169,7 +170,7 @@ class LocalFolder:
             entry = self.path(f"{staging}/{name}")
             if entry.is_dir():
                 found.append((f"{staging}/{name}", (entry / f"items{STAGED}").exists()))
-            else:  # a record's staged file whose writer was killed before it was published
+            elif _abandoned(entry):  # a record's staged file whose writer was killed before it was published
                 entry.unlink(missing_ok=True)
         return found
 
@@ -298,6 +299,19 @@ class ObjectPrefix:
 def _staged_name(final: str) -> str:
     """A batch file's staged name: its dataset (`items/run_id=x/part.parquet` -> `items`)."""
     return final.split("/", 1)[0]
+
+
+# A record's staged file lives for the milliseconds its `create` takes; one this old was left by a
+# killed writer. A younger one may be another live writer's (a Dask worker's shard attempt, a
+# lease renewal) and must not be removed under it.
+_ABANDONED_AFTER_S = 600.0
+
+
+def _abandoned(entry: Path) -> bool:
+    try:
+        return time.time() - entry.stat().st_mtime > _ABANDONED_AFTER_S
+    except FileNotFoundError:  # its writer published or removed it meanwhile
+        return False
 
 
 def _temporary(staging: Path) -> Path:
