@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -43,6 +43,12 @@ S = TypeVar("S", bound=BaseModel)
 
 class ChatKind(TargetKind[S]):
     """A chat model's kind: every prompt is rendered before anything runs; its calls are measured."""
+
+    # How a chat model is reached, retried, cached, streamed or batched changes what a call costs
+    # or how long it takes, not what it answers; a kind adds its own (`rate_limits`, ...).
+    operational: ClassVar[frozenset[str]] = frozenset(
+        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "batch"}
+    )
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
         """Render every prompt once, so a template naming a missing field fails before anything runs."""

@@ -26,20 +26,8 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
     """`kind: anthropic`: a pinned model; every prompt is rendered before anything runs."""
 
     name = "anthropic"
-    # `cache_system` and `batch` change what a call costs, not what it answers.
-    operational: ClassVar[frozenset[str]] = frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "api_key_secret",
-            "timeout",
-            "max_retries",
-            "cache",
-            "stream",
-            "cache_system",
-            "batch",
-        }
-    )
+    # `cache_system` changes what a call costs, not what it answers.
+    operational: ClassVar[frozenset[str]] = ChatKind.operational | {"cache_system"}
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
         problem = model_pin_problem(spec.model)

@@ -18,19 +18,7 @@ class OpenAIKind(ChatKind[OpenAITarget]):
     """`kind: openai`: every prompt is rendered before anything runs; its calls are measured."""
 
     name = "openai"
-    operational: ClassVar[frozenset[str]] = frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "api_key_secret",
-            "timeout",
-            "max_retries",
-            "cache",
-            "stream",
-            "batch",
-            "rate_limits",
-        }
-    )
+    operational: ClassVar[frozenset[str]] = ChatKind.operational | {"rate_limits"}
 
     def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:
         return OpenAIChatTarget(spec, concurrency=context.concurrency, seed=context.seed, context=context)
