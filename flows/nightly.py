@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from prefect import flow
@@ -15,7 +14,7 @@ from assay.outcomes import RunStatus
 from assay.store import Store
 from flows.compare import compare_runs
 from flows.run import run_eval
-from tasks import current_flow_run, orchestrated
+from tasks import current_flow_run, flow_result
 
 
 @flow(name="assay-nightly", log_prints=False)
@@ -37,7 +36,11 @@ async def nightly(
     reports = []
     for spec in specs:
         # Tonight's run of the spec, tagged `nightly`.
-        summary = await orchestrated(run_eval)(spec=spec, store=store, extra_tags=[NIGHTLY_TAG])
+        params = {"spec": spec, "store": store, "extra_tags": [NIGHTLY_TAG]}
+        if current_flow_run() is None:
+            summary = await run_eval.fn(**params)
+        else:  # a run that failed its gate fails its subflow run; the state still carries the summary
+            summary = await flow_result(await run_eval(**params, return_state=True))
         report: dict[str, Any] = {"spec": spec, "name": summary["name"], "run_id": summary.get("run_id")}
         if "cells" in summary:
             report.update(status=summary["status"], note="a matrix spec: run, not compared night to night")
@@ -74,10 +77,8 @@ async def _compare(
     params = {"baseline": [baseline], "candidate": [candidate], "store": store, "options": options}
     if current_flow_run() is None:
         return compare_runs.fn(**params)
-    # A failed gate fails the compare subflow; its state still carries the comparison. (In an
-    # async flow Prefect hands the result back as an awaitable.)
-    result = compare_runs(**params, return_state=True).result(raise_on_failure=False)
-    return await result if inspect.isawaitable(result) else result
+    # A failed gate fails the compare subflow; its state still carries the comparison.
+    return await flow_result(compare_runs(**params, return_state=True))
 
 
 def _failures(report: dict[str, Any]) -> list[str]:

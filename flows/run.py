@@ -13,10 +13,13 @@ from typing import Any
 
 from prefect import flow
 from prefect.client.schemas.objects import State
+from prefect.states import Failed
 
+from assay.analysis.summary import failure_message
 from assay.orchestrate.run import drive_run
 from assay.spec import spec_title
 from flows._host import ending_cleanly, prefect_host
+from tasks import current_flow_run
 
 
 @flow(name="assay-run", log_prints=False)
@@ -58,26 +61,39 @@ async def run_eval(
     dask = dask or os.environ.get("ASSAY_DASK") or None
     title = lambda: spec_title(spec)
     if dask is None or host.flow_run_id is None:  # outside a flow run: no task runs to make
-        return await ending_cleanly(
+        ended = await ending_cleanly(
             drive_run(
                 spec, store, run_id, resume, cell, extra_tags, compare_to, **params, dask=dask, host=host
             ),
             title=title,
         )
-    from flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
+    else:
+        from flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
 
-    async with dask_task_runner(dask) as execute:
-        return await ending_cleanly(
-            drive_run(
-                spec,
-                store,
-                run_id,
-                resume,
-                cell,
-                extra_tags,
-                compare_to,
-                **params,
-                host=replace(host, execute=execute),
-            ),
-            title=title,
-        )
+        async with dask_task_runner(dask) as execute:
+            ended = await ending_cleanly(
+                drive_run(
+                    spec,
+                    store,
+                    run_id,
+                    resume,
+                    cell,
+                    extra_tags,
+                    compare_to,
+                    **params,
+                    host=replace(host, execute=execute),
+                ),
+                title=title,
+            )
+    return _failed_if_it_failed(ended)
+
+
+def _failed_if_it_failed(ended: dict[str, Any] | State) -> dict[str, Any] | State:
+    """Under Prefect a run that failed its gate, failed (the circuit breaker) or could not start
+    fails the flow run — as `assay run` exits non-zero — so schedules and automations see it;
+    the state still carries the summary."""
+    if isinstance(ended, dict) and current_flow_run() is not None:
+        why = failure_message(ended)
+        if why is not None:
+            return Failed(message=why, data=ended)
+    return ended

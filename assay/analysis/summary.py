@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from assay import _schema
+from assay import _schema, numbers
 from assay._lazy import lazy_module
 from assay.analysis.tallies import (
     ENGINE,
@@ -429,6 +429,31 @@ def matrix_summary(cells: list[dict[str, Any]]) -> dict[str, Any]:
         "status": (RunStatus.FAILED_GATE if failed else RunStatus.COMPLETED).value,
         "cells": cells,
     }
+
+
+def failure_message(summary: dict[str, Any]) -> str | None:
+    """Why a run — or a matrix's cells — failed, in a line: its gate, what stopped it, or why it
+    could not start; None when it did not fail (completed, stopped early on its compare's verdict).
+
+    Args:
+        summary: a run's summary, or a matrix's (`matrix_summary`).
+    """
+    if "cells" in summary:
+        failed = [
+            f"cell {cell['cell']}: {why}" for cell in summary["cells"] if (why := failure_message(cell))
+        ]
+        return "; ".join(failed) or None
+    status = summary["status"]
+    if status == RunStatus.FAILED_GATE:
+        return (
+            f"item error rate {numbers.pct(summary['item_error_rate'])} is above the gate's "
+            f"{numbers.pct(summary['fail_on_item_error_rate'])} (fail_on_item_error_rate)"
+        )
+    if status == RunStatus.FAILED:
+        return f"failed: {summary.get('error')}"
+    if status == RunStatus.UNAVAILABLE:
+        return "unavailable, nothing ran: " + "; ".join(summary["reasons"])
+    return None
 
 
 def mark_unavailable(store: Store, run_id: str, reasons: list[str]) -> dict[str, Any]:

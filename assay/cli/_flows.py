@@ -65,7 +65,10 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         _tune_gc()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            summary = runner.run(run(store=args.store, **params))
+            if orchestrated:  # a run that failed fails its flow run, whose state carries the summary
+                summary = _flow_run_result(runner.run(run(store=args.store, **params, return_state=True)))
+            else:
+                summary = runner.run(run(store=args.store, **params))
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
