@@ -111,6 +111,11 @@ def test_a_flow_run_logs_its_run_store_progress_summary_and_failures(api: Prefec
     assert cost_line in ours, text
     # The terminal stays quiet: Prefect's INFO lines go to the API, not to stderr.
     assert "progress: " not in done.stderr and "Beginning flow run" not in done.stderr
+    # Failed, as `assay run` exits 1: a schedule's runs and automations see it, the gate named.
+    with _client(api) as client:
+        state = client.read_flow_run(flow_run_id).state
+    assert state is not None and state.type.value == "FAILED", state
+    assert "item error rate 25.0% is above the gate's 5.0% (fail_on_item_error_rate)" in (state.message or "")
 
 
 _RUN_FLOW = """

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from assay.store import Store
-from tests.conftest import REPO, write_jsonl, write_spec
+from tests.conftest import REPO
 from tests.prefect_server import PrefectAPI, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
@@ -218,37 +218,6 @@ def test_a_failed_compare_gate_fails_the_flow_run(
     ).json()
     latest = next(run for run in runs if run["name"] == f"compare {run_id} → {worse_id}")
     assert latest["state"]["type"] == "FAILED" and "regressed" in latest["state"]["message"]
-
-
-def test_a_run_that_fails_its_gate_fails_the_flow_run(prefect_api: PrefectAPI, tmp_path: Path) -> None:
-    # Half the items fail (the target raises): above a 10 % item-error-rate gate.
-    (tmp_path / "target.py").write_text(
-        "def answer(input):\n"
-        "    if int(input) % 2:\n"
-        "        raise RuntimeError('odd input')\n"
-        "    return input\n"
-    )
-    write_jsonl(
-        tmp_path / "data.jsonl", [{"id": f"i{n}", "input": str(n), "expected": str(n)} for n in range(10)]
-    )
-    spec = write_spec(
-        tmp_path,
-        name="gated",
-        dataset={"path": "data.jsonl", "id": "id", "input": "input", "expected": "expected"},
-        target={"kind": "python", "function": "target:answer"},
-        scorers=[{"kind": "exact_match", "name": "exact"}],
-        fail_on_item_error_rate=0.1,
-    )
-    done = _assay(prefect_api, "run", str(spec), "--store", str(tmp_path / "store"))
-    assert done.returncode == 1, done.stderr  # exit 1, as embedded
-    summary = json.loads(done.stdout)  # the summary still reaches the terminal
-    assert summary["status"] == "failed_gate" and summary["items"]["failed"] == 5
-    record = Store(tmp_path / "store").read_run(summary["run_id"])
-    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
-    # Failed, so schedules and automations see it, naming the gate.
-    assert flow_run["state"]["type"] == "FAILED", flow_run["state"]
-    assert "item error rate 50.0%" in flow_run["state"]["message"]
-    assert "fail_on_item_error_rate" in flow_run["state"]["message"]
 
 
 def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
