@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,6 +118,21 @@ def test_an_api_url_in_the_active_profile_still_orchestrates(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+def _probe_run(tmp_path: Path, probe: str, *argv: str) -> dict[str, Any]:
+    """Run a probe script (`python -c probe argv...`) in a clean environment; its JSON report, the
+    last line it prints."""
+    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
+        [sys.executable, "-c", probe, *argv],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 # Records what was imported when the run opened its target (planning done, no call made yet).
 _PLANNED_PROBE = """
 import json, sys
@@ -140,26 +156,9 @@ def test_an_openai_run_plans_without_polars_and_never_loads_other_target_kinds(t
     kinds it does not use, nor the sequential monitor of `compare_to` runs."""
     spec = openai_spec(tmp_path, mock.base_url, n=5)
     watched = "polars,httpx,assay.analysis.monitor,assay.run.rescore,assay.targets.container.target"
-    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
-        [
-            sys.executable,
-            "-c",
-            _PLANNED_PROBE,
-            watched,
-            "run",
-            str(spec),
-            "--store",
-            str(tmp_path / "s"),
-            "--quiet",
-        ],
-        cwd=tmp_path,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
+    report = _probe_run(
+        tmp_path, _PLANNED_PROBE, watched, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet"
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["code"] == 0
     assert report["at_open"] == dict.fromkeys(watched.split(","), False)
     assert report["http_agent"] == []
@@ -198,14 +197,5 @@ def test_polars_loads_for_the_closing_once_only_the_last_items_in_flight_are_lef
     """Polars (~0.25 s of imports holding the GIL) loads while the last items wait on the target,
     not at the start, where it took that time from the loop running items."""
     spec = openai_spec(tmp_path, mock.base_url, n=30)  # 4 at a time
-    done = subprocess.run(  # noqa: PLW1510 - the exit status is the assertion
-        [sys.executable, "-c", _WARM_UP_PROBE, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet"],
-        cwd=tmp_path,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = _probe_run(tmp_path, _WARM_UP_PROBE, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet")
     assert report == {"code": 0, "warmed": [[26, "polars"]], "finished": 30}
