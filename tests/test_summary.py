@@ -103,3 +103,24 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
     assert {k: closed[k] for k in ("items", "scorers", "gauges", "tokens", "duration_ms")} == {
         k: lazy[k] for k in ("items", "scorers", "gauges", "tokens", "duration_ms")
     }
+
+
+def test_failure_message_says_why_a_run_or_a_matrix_cell_failed() -> None:
+    """The line a failed flow run carries as its state's message (flows/run.py)."""
+    from assay.analysis.summary import failure_message
+
+    gated = {"status": "failed_gate", "item_error_rate": 0.5, "fail_on_item_error_rate": 0.1, "cell": "a"}
+    assert (
+        failure_message(gated) == "item error rate 50.0% is above the gate's 10.0% (fail_on_item_error_rate)"
+    )
+    broken = {"status": "failed", "error": "30 items in a row failed to connect", "run_id": "r1"}
+    assert (
+        failure_message(broken)
+        == "failed: 30 items in a row failed to connect; `assay resume r1` continues it"
+    )
+    assert failure_message({"status": "unavailable", "reasons": ["judge failed its gold check"]}) == (
+        "unavailable, nothing ran: judge failed its gold check"
+    )
+    assert failure_message({"status": "completed"}) is None
+    matrix = {"status": "failed_gate", "cells": [gated, {"status": "completed", "cell": "b"}]}
+    assert failure_message(matrix) == f"cell a: {failure_message(gated)}"

@@ -450,7 +450,8 @@ def failure_message(summary: dict[str, Any]) -> str | None:
             f"{numbers.pct(summary['fail_on_item_error_rate'])} (fail_on_item_error_rate)"
         )
     if status == RunStatus.FAILED:
-        return f"failed: {summary.get('error')}"
+        why = summary.get("error") or "see its summary"
+        return f"failed: {why}; `assay resume {summary.get('run_id')}` continues it"
     if status == RunStatus.UNAVAILABLE:
         return "unavailable, nothing ran: " + "; ".join(summary["reasons"])
     return None
