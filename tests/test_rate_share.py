@@ -187,3 +187,42 @@ def test_code_on_a_dask_worker_shares_through_its_scheduler(scheduler, tmp_path)
         worker.terminate()
         worker.wait(timeout=30)
         log.close()
+
+
+class _InProcessHost:
+    """A `fleet.Link` to a `FleetWindow` in this process: the host's rules without a scheduler,
+    syncing seldom, so answers wait in the member until it reports them."""
+
+    period_s = 30.0
+
+    def __init__(self, ceiling: int) -> None:
+        self.window = FleetWindow("e m", ceiling)
+
+    async def __call__(self, name: str, report: dict) -> dict:
+        return self.window.sync(report)
+
+    def abort(self) -> None:
+        pass
+
+
+def test_a_closing_member_reports_its_last_answers_to_the_fleet():
+    """The answers a member got since its last report reach the host when it closes — leaving, or
+    staying for another run's call still in flight — so a run that reads the fleet's controller
+    after its targets closed counts every call it made."""
+    host = _InProcessHost(4)
+
+    async def scenario() -> None:
+        member = SharedRateController("e m", 4, sync=host, share="dask")
+        for _ in range(3):  # one run's calls, answered between two syncs
+            await member.acquire()
+            member.observe(200, {})
+            member.release()
+        await member.acquire()  # another run's call, still in flight
+        await member.aclose()
+        assert host.window.controller.responses == 3 and len(host.window.members) == 1
+        member.observe(200, {})
+        member.release()
+        await member.aclose()
+        assert host.window.controller.responses == 4 and not host.window.members
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))

@@ -99,7 +99,7 @@ class FleetWindow:
         Args:
             report: `member` (id), `ceiling`, `rpm`, `tpm` (the member's settings), `in_flight`,
                 `waiting` and `answers` ([status, {header: value}] since its last report);
-                `leaving: true` when the member is done.
+                `leaving: true` when the member is done (its `answers` the last it had).
         """
         now = time.monotonic()
         control = self.controller
@@ -217,6 +217,9 @@ class SharedRateController(RateController):
         self._granted: tuple[float | None, float | None] = (None, None)
         self._answers: list[list[Any]] = []
         self._nudge: asyncio.Event | None = None
+        # Held for each report: closing waits for one in progress instead of cutting it off (its
+        # answers would be lost to the fleet's count, or counted twice if sent again).
+        self._reporting: asyncio.Lock | None = None
         self._task: asyncio.Task[None] | None = None
         self._unreachable_since: float | None = None
         self._cut = False  # the share was halved for a refusal the host has not answered yet
@@ -272,6 +275,7 @@ class SharedRateController(RateController):
         if self._task is not None and not self._task.done() and self._task.get_loop() is loop:
             return
         self._nudge = asyncio.Event()
+        self._reporting = asyncio.Lock()
         self._task = loop.create_task(self._sync_loop(), name=f"rate-share {self.name}")
 
     async def _sync_loop(self) -> None:
@@ -279,7 +283,8 @@ class SharedRateController(RateController):
         assert nudge is not None
         try:
             while not self._alone:
-                await self._sync_once()
+                if not await self._report():
+                    await asyncio.sleep(SYNC_S)
                 busy = self.in_flight or self.waiting
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
                 with contextlib.suppress(TimeoutError):
@@ -292,7 +297,13 @@ class SharedRateController(RateController):
             self._sync.abort()
             raise
 
-    async def _sync_once(self) -> None:
+    async def _report(self) -> bool:
+        """One report and its grant, one at a time; False when the host could not be reached."""
+        assert self._reporting is not None
+        async with self._reporting:
+            return await self._sync_once()
+
+    async def _sync_once(self) -> bool:
         answers, self._answers = self._answers, []
         report = {
             "member": self._member,
@@ -321,13 +332,13 @@ class SharedRateController(RateController):
                 self._alone = True
                 self.limit = max(1.0, self.limit)
                 self._wake()
-            await asyncio.sleep(SYNC_S)
-            return
+            return False
         self._unreachable_since = None
         # A refusal that came after this report was sent is not in this grant: the share cut
         # for it stands until the next.
         reported = any(status in RATE_LIMIT_STATUSES for status, _ in answers)
         self._apply(grant, keep_cut=self._cut and not reported)
+        return True
 
     def _apply(self, grant: Mapping[str, Any], *, keep_cut: bool = False) -> None:
         """Take the host's grant (`keep_cut`: no more than the share cut since the report)."""
@@ -345,22 +356,31 @@ class SharedRateController(RateController):
         self._wake()
 
     async def aclose(self) -> None:
-        """This process's calls are done: hand its share back to the fleet at once (a later
-        call joins again). A member another run still calls through (the runs of one Dask
-        worker share it) stays: the host counts its calls in flight."""
+        """This process's calls are done: report the answers not yet reported and hand its share
+        back to the fleet at once (a later call joins again), so the fleet's controller counts
+        every answer when the run reads it. A member another run still calls through (the runs
+        of one Dask worker share it) only reports: the host counts its calls in flight."""
+        task, reporting = self._task, self._reporting
         if self.in_flight or self.waiting:
+            if task is not None and not task.done() and reporting is not None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_LEAVE_TIMEOUT_S):
+                        await self._report()
             return
-        task, self._task = self._task, None
+        self._task = None
         if task is not None and not task.done():
-            task.cancel()
+            assert reporting is not None
+            async with reporting:  # not in the middle of a report: its answers went, or are here
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._alone:
             self._wake()
             return
+        answers, self._answers = self._answers, []
         try:
             async with asyncio.timeout(_LEAVE_TIMEOUT_S):
-                await self._sync(self.name, {"member": self._member, "leaving": True})
+                await self._sync(self.name, {"member": self._member, "leaving": True, "answers": answers})
         except (OSError, TimeoutError) as exc:  # the host forgets a silent member after MEMBER_TTL_S anyway
             logger.debug("rate control of %s: could not leave the fleet: %s", self.name, exc)
         self._sync.abort()

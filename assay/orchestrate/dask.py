@@ -134,6 +134,9 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
             for outcome, count in report.executed.items():
                 for _ in range(count):
                     progress.current().item_done(outcome)
+        # The workers' members report their last answers as the run's targets close: only then
+        # does the scheduler's controller count every call of the run.
+        await _forget(client, plan)
         plan.fleet_rate = await _fleet_rate(client, plan)
     finally:
         await client.cancel(futures)
