@@ -103,6 +103,19 @@ def test_529_overloaded_is_retried_honouring_retry_after(claude):
     assert claude.stats()["by_status"] == {"200": 1, "529": 2}
 
 
+def test_an_anthropic_run_passes_the_adaptive_rate_controller(tmp_path, claude, capsys):
+    """529 overloaded halves the endpoint's window and holds every call until its `retry-after`,
+    as a 429 does for `openai`; the run stores that controller's counts and history."""
+    claude.configure(faults=[{"status": 529, "times": 2, "retry_after": 0.3}])
+    target = target_spec(claude.base_url, rate_limits={"rpm": 6000})
+    summary, store = run(arithmetic_spec(tmp_path, target, n=6, concurrency=3), tmp_path / "s", capsys)
+    assert summary["items"]["completed"] == 6
+    rate = json.loads(store.read_run(summary["run_id"])["rate_control"])
+    assert rate["endpoint"] == f"{claude.base_url} {MODEL}" and rate["rpm"] == 6000
+    assert rate["rate_limited"] == 2 and rate["responses"] == 8 and rate["paused_s"] >= 0.25
+    assert rate["history"]["rows"]
+
+
 def test_a_refused_request_fails_at_once_naming_the_provider(claude):
     claude.configure(faults=[{"status": 400, "message": "prompt is too long"}])
     with pytest.raises(TargetFailure) as caught:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -105,6 +107,31 @@ def test_reset_durations_read_as_openai_writes_them():
     assert reset_seconds("20ms") == 0.02
     assert reset_seconds("0.5") == 0.5
     assert reset_seconds("soon") is None and reset_seconds(None) is None
+
+
+def test_anthropics_rate_limit_headers_are_read_as_openais():
+    """Anthropic names the count `anthropic-ratelimit-requests-remaining` and its reset an RFC 3339
+    time: a success saying none is left holds the window and pauses calls until the reset."""
+    now = datetime(2026, 12, 1, 6, 0, 0, tzinfo=UTC)
+    assert reset_seconds("2026-12-01T06:00:30Z", now=now) == 30.0
+    assert reset_seconds("2026-12-01T05:59:00Z", now=now) == 0.0
+
+    async def scenario() -> None:
+        controller = RateController("e m", ceiling=32)
+        controller.observe(200, {})
+        grown = controller.limit
+        in_half_a_second = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
+        controller.observe(
+            200,
+            {
+                "anthropic-ratelimit-requests-remaining": "0",
+                "anthropic-ratelimit-requests-reset": in_half_a_second,
+            },
+        )
+        assert controller.limit == grown, "the account is used up: held, not grown"
+        assert 0.3 < controller.pause_left(time.monotonic()) <= 0.5
+
+    asyncio.run(scenario())
 
 
 def test_a_rate_limited_endpoint_costs_time_never_items(tmp_path, capsys):

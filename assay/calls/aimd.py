@@ -12,9 +12,10 @@ in flight — and moves it as TCP moves its congestion window:
   that were already in flight at the last decrease count once — and no call is sent until the
   server's `Retry-After` (or its `x-ratelimit-reset-requests`) has passed;
 - **additive increase**: after that, each success adds 1 / window (one slot per round trip);
-- **the server's own count**: while `x-ratelimit-remaining-requests` is no more than the calls in
-  flight, the window holds instead of growing; a reply saying it is 0 pauses new calls until
-  `x-ratelimit-reset-requests` (at most 1 s), before any 429;
+- **the server's own count**: while `x-ratelimit-remaining-requests` (Anthropic's
+  `anthropic-ratelimit-requests-remaining`) is no more than the calls in flight, the window holds
+  instead of growing; a reply saying it is 0 pauses new calls until `x-ratelimit-reset-requests`
+  (`anthropic-ratelimit-requests-reset`; at most 1 s), before any 429;
 - `rate_limits: {rpm, tpm}` (optional, per target) paces calls to at most that many requests /
   tokens a minute (a call's tokens estimated before it leaves, corrected by its usage: `settle`).
 
@@ -31,6 +32,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from assay.calls.http import RATE_LIMIT_STATUSES, retry_after
@@ -46,9 +48,20 @@ _DURATION = re.compile(
 )
 
 
-def reset_seconds(value: str | None) -> float | None:
-    """OpenAI's `x-ratelimit-reset-*` durations (`"1s"`, `"6m0s"`, `"20ms"`, `"0.5s"`) or plain
-    seconds, as seconds; None when absent or unreadable."""
+# The server's own count of requests left, and when it resets, as OpenAI and Anthropic name them.
+REMAINING_HEADERS = ("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")
+RESET_HEADERS = ("x-ratelimit-reset-requests", "anthropic-ratelimit-requests-reset")
+
+
+def reset_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds until a rate limit resets: OpenAI's `x-ratelimit-reset-*` durations (`"1s"`,
+    `"6m0s"`, `"20ms"`, `"0.5s"`), plain seconds, or Anthropic's RFC 3339 time
+    (`"2026-12-01T06:00:30Z"`; a time past is 0); None when absent or unreadable.
+
+    Args:
+        value: the header's value.
+        now: the time an RFC 3339 time is counted from (default: now).
+    """
     if not value:
         return None
     try:
@@ -57,12 +70,27 @@ def reset_seconds(value: str | None) -> float | None:
         pass
     match = _DURATION.fullmatch(value.strip())
     if not match or not any(match.groups()):
-        return None
+        try:
+            when = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
     hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in match.groups())
     return hours * 3600 + minutes * 60 + seconds + millis / 1000
 
 
-def _count(value: str | None) -> int | None:
+def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    for name in names:
+        value = headers.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _remaining(headers: Mapping[str, str]) -> int | None:
+    value = _first(headers, REMAINING_HEADERS)
     try:
         return int(value) if value is not None else None
     except ValueError:
@@ -217,7 +245,7 @@ class RateController:
             self._sample(force=True)
             return
         if status is not None and status < 400:
-            remaining = _count(headers.get("x-ratelimit-remaining-requests"))
+            remaining = _remaining(headers)
             if remaining is not None and remaining <= self.in_flight:
                 pass  # the account is nearly used up: hold the window rather than grow into a 429
             elif self.limit < self.threshold:
@@ -227,18 +255,15 @@ class RateController:
         self._sample()
 
     def pause_for(self, status: int | None, headers: Mapping[str, str], now: float) -> None:
-        """The pause an answer asks for: a refusal's `Retry-After` (else
-        `x-ratelimit-reset-requests`, else 1 s); a success saying no request is left, until its
-        `x-ratelimit-reset-requests` (at most 1 s)."""
+        """The pause an answer asks for: a refusal's `Retry-After` (else the limit's reset time,
+        else 1 s); a success saying no request is left, until the limit's reset (at most 1 s)."""
         if status in RATE_LIMIT_STATUSES:
             wait = retry_after(headers.get("retry-after"))
             if wait is None:
-                wait = reset_seconds(headers.get("x-ratelimit-reset-requests")) or 1.0
+                wait = reset_seconds(_first(headers, RESET_HEADERS)) or 1.0
             self._pause_until(now, now + wait)
-        elif (
-            status is not None and status < 400 and _count(headers.get("x-ratelimit-remaining-requests")) == 0
-        ):
-            reset = reset_seconds(headers.get("x-ratelimit-reset-requests"))
+        elif status is not None and status < 400 and _remaining(headers) == 0:
+            reset = reset_seconds(_first(headers, RESET_HEADERS))
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
 

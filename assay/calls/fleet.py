@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from assay.calls.aimd import DECREASE, RateController
+from assay.calls.aimd import DECREASE, REMAINING_HEADERS, RESET_HEADERS, RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
 SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
@@ -48,7 +48,7 @@ MEMBER_TTL_S = 5.0  # a member silent this long has left the fleet
 _FALLBACK_AFTER_S = 10.0  # host unreachable this long: the member controls its calls alone
 _LEAVE_TIMEOUT_S = 5.0  # leaving hands back leases (a few round trips); else they expire
 # The headers the controller reads (`RateController.observe`); only these travel to the host.
-_READ = ("retry-after", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
+_READ = ("retry-after", *REMAINING_HEADERS, *RESET_HEADERS)
 
 logger = logging.getLogger(__name__)
 

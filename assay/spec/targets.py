@@ -143,6 +143,9 @@ class AnthropicTarget(StrictModel):
         max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
             5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
         cache: as for `openai`: answer repeated requests from the store's response cache.
+        rate_limits: as for `openai`: `{rpm, tpm}` paces calls to this endpoint and model (the
+            adaptive controller, which reads Anthropic's `anthropic-ratelimit-requests-*`
+            headers, handles the rest).
     """
 
     kind: Literal["anthropic"]
@@ -162,6 +165,7 @@ class AnthropicTarget(StrictModel):
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
     cache: bool | Literal["always"] = False
+    rate_limits: RateLimits | None = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> AnthropicTarget:

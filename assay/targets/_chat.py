@@ -16,11 +16,14 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from assay.calls.aimd import RateController
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
+from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.spec.dataset import Item
+from assay.spec.targets import RateLimits
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 
@@ -36,6 +39,7 @@ class ChatSpec(Protocol):
     system: str | None
     max_tokens: int | None
     batch: BatchSettings | None
+    rate_limits: RateLimits | None
 
 
 S = TypeVar("S", bound=BaseModel)
@@ -44,10 +48,20 @@ S = TypeVar("S", bound=BaseModel)
 class ChatKind(TargetKind[S]):
     """A chat model's kind: every prompt is rendered before anything runs; its calls are measured."""
 
-    # How a chat model is reached, retried, cached, streamed or batched changes what a call costs
-    # or how long it takes, not what it answers; a kind adds its own (`rate_limits`, ...).
+    # How a chat model is reached, paced, retried, cached, streamed or batched changes what a call
+    # costs or how long it takes, not what it answers; a kind adds its own (`cache_system`, ...).
     operational: ClassVar[frozenset[str]] = frozenset(
-        {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "cache", "stream", "batch"}
+        {
+            "base_url",
+            "api_key_env",
+            "api_key_secret",
+            "timeout",
+            "max_retries",
+            "cache",
+            "stream",
+            "batch",
+            "rate_limits",
+        }
     )
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
@@ -83,6 +97,19 @@ class ChatKind(TargetKind[S]):
         """In batch mode `max_batches` batches' worth of items wait at once, whatever `concurrency` is."""
         batch = spec.batch  # type: ignore[attr-defined]
         return concurrency if batch is None else max(concurrency, batch.max_requests * batch.max_batches)
+
+
+def rate_gate(spec: Any, concurrency: int) -> RateController:
+    """The adaptive controller every attempt of a chat target passes (`assay.calls.aimd`): the
+    one of its (endpoint, model), shared by the process's runs — or the fleet's member."""
+    limits = spec.rate_limits
+    return controller_for(
+        spec.base_url,
+        spec.model,
+        concurrency,
+        rpm=limits.rpm if limits is not None else None,
+        tpm=limits.tpm if limits is not None else None,
+    )
 
 
 def open_chat_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:

@@ -18,7 +18,7 @@ from assay.calls.wire import AnthropicMessages, messages_body
 from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher
+from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher, rate_gate
 from assay.targets._kind import TargetContext
 
 
@@ -59,6 +59,7 @@ class AnthropicMessagesTarget(ChatTarget):
             max_retries=spec.max_retries,
             concurrency=concurrency,
             cache=bool(spec.cache),
+            gate=rate_gate(spec, concurrency),
             stream=spec.stream,
         )
         super().__init__(spec, client, open_chat_batcher(spec, api, context))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from assay.calls.chat import ChatClient
-from assay.calls.rate import controller_for
 from assay.calls.wire import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher
+from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher, rate_gate
 from assay.targets._kind import TargetContext
 
 
@@ -18,7 +17,6 @@ class OpenAIKind(ChatKind[OpenAITarget]):
     """`kind: openai`: every prompt is rendered before anything runs; its calls are measured."""
 
     name = "openai"
-    operational: ClassVar[frozenset[str]] = ChatKind.operational | {"rate_limits"}
 
     def open(self, spec: OpenAITarget, context: TargetContext) -> OpenAIChatTarget:
         return OpenAIChatTarget(spec, concurrency=context.concurrency, seed=context.seed, context=context)
@@ -37,15 +35,6 @@ class OpenAIChatTarget(ChatTarget):
     def __init__(
         self, spec: OpenAITarget, *, concurrency: int, seed: int, context: TargetContext | None = None
     ) -> None:
-        # Every attempt passes the endpoint's adaptive controller, shared by the process's runs.
-        limits = spec.rate_limits
-        self.rate_controller = controller_for(
-            spec.base_url,
-            spec.model,
-            concurrency,
-            rpm=limits.rpm if limits is not None else None,
-            tpm=limits.tpm if limits is not None else None,
-        )
         client = ChatClient(
             spec.base_url,
             api_key_env=spec.api_key_env,
@@ -54,7 +43,7 @@ class OpenAIChatTarget(ChatTarget):
             max_retries=spec.max_retries,
             concurrency=concurrency,
             cache=bool(spec.cache),
-            gate=self.rate_controller,
+            gate=rate_gate(spec, concurrency),
             stream=spec.stream,
         )
         super().__init__(spec, client, open_chat_batcher(spec, OPENAI, context))
