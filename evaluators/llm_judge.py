@@ -18,6 +18,8 @@ endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at t
 Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
 budget: a refused call raises `BudgetDenied`, which `evaluate` records as `budget_interrupted`.
+Every attempt passes the adaptive rate controller of the judge's (endpoint, model)
+(`assay.calls.aimd`) — the target's own when both call one model on one account.
 
 With `batch:` the judge's calls go through the provider's batch API instead (`assay.calls.batch`),
 at batch prices, each held against the budget at its maximum cost until its result arrives
@@ -47,6 +49,7 @@ from assay.calls.chat import ChatClient
 from assay.calls.http import HttpURL
 from assay.calls.keys import key_problems
 from assay.calls.pinning import model_pin_problem
+from assay.calls.rate import controller_for
 from assay.calls.response_cache import check_cache
 from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
@@ -385,6 +388,8 @@ class LlmJudge(Scorer):
             concurrency=self.concurrency,
             cache=bool(self.cache),
             api=self._api,
+            # The judge's account may be the target's: its calls share that endpoint's window.
+            gate=controller_for(str(self.base_url), self.model, self.concurrency, opens_run=False),
         )
         by_loop, batchers = self._clients.by_loop, self._clients.batchers
         batchers[loop] = {}

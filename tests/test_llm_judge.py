@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from assay.cli import main
@@ -482,3 +483,23 @@ def test_on_a_closed_budget_deterministic_scorers_still_score(tmp_path, mock, ca
         ("q1", "judge", "budget_skipped"),
     ]
     assert Store(tmp_path / "s").read_run(summary["run_id"])["budget_closed_by"] == "scorer"
+
+
+def test_a_judge_on_the_targets_model_shares_its_rate_window(tmp_path, mock, capsys):
+    """Target and judge call one model on one endpoint: every attempt of both passes one adaptive
+    controller, so a 429 answered to the judge halves the window the target's calls use too, and
+    the run's stored `rate_control` counts the calls of both."""
+    mock.configure(
+        answers={"*": '{"score": 10, "explanation": "ok"}'},
+        faults=[{"status": 429, "retry_after": 0.2, "match": "Grade"}],
+    )
+    spec = judged_spec(tmp_path, mock.base_url, n=6, concurrency=2)
+    raw = yaml.safe_load(spec.read_text())
+    raw["target"] = {"kind": "openai", "base_url": mock.base_url, "model": "mock-judge"}
+    spec.write_text(yaml.safe_dump(raw))
+    code, summary = run(capsys, spec, tmp_path / "s")
+    assert code == 0 and summary["items"]["completed"] == 6
+    rate = json.loads(Store(tmp_path / "s").read_run(summary["run_id"])["rate_control"])
+    assert rate["endpoint"] == f"{mock.base_url} mock-judge"
+    assert rate["responses"] == 6 + 6 + 1 and rate["rate_limited"] == 1 and rate["paused_s"] >= 0.15
+    assert mock.stats()["by_status"] == {"200": 12, "429": 1}

@@ -75,7 +75,13 @@ def _worker_scheduler() -> str | None:
 
 
 def controller_for(
-    base_url: str, model: str, ceiling: int, *, rpm: float | None = None, tpm: float | None = None
+    base_url: str,
+    model: str,
+    ceiling: int,
+    *,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    opens_run: bool = True,
 ) -> RateController:
     """The controller of (endpoint, model), made on first use, from the backend `current_share`
     names: the process's own (`local`), or this process's member of the fleet's (a Dask
@@ -88,6 +94,8 @@ def controller_for(
         ceiling: the run's `concurrency`.
         rpm: the target's `rate_limits.rpm`, if any.
         tpm: the target's `rate_limits.tpm`, if any.
+        opens_run: a run's target opens it, and the counts it stores start afresh; False for a
+            caller that joins a run under way (a judge's client, made at its first score).
     """
     name = f"{base_url.rstrip('/')} {model}"
     share = current_share()
@@ -98,7 +106,8 @@ def controller_for(
     if controller is None or controller.share_url != share:
         controller = _controllers[key] = _make(name, ceiling, share, rpm=rpm, tpm=tpm)
     else:
-        controller.new_episode()
+        if opens_run:
+            controller.new_episode()
         controller.ceiling = max(controller.ceiling, ceiling)
         if rpm is not None:
             controller.rpm = min(controller.rpm or rpm, rpm)
