@@ -99,7 +99,7 @@ class ChatKind(TargetKind[S]):
         return concurrency if batch is None else max(concurrency, batch.max_requests * batch.max_batches)
 
 
-def rate_gate(spec: Any, concurrency: int) -> RateController:
+def _rate_gate(spec: Any, concurrency: int) -> RateController:
     """The adaptive controller every attempt of a chat target passes (`assay.calls.aimd`): the
     one of its (endpoint, model), shared by the process's runs — or the fleet's member."""
     limits = spec.rate_limits
@@ -112,7 +112,7 @@ def rate_gate(spec: Any, concurrency: int) -> RateController:
     )
 
 
-def open_chat_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:
+def _open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:
     """The batcher of a spec in batch mode (its ledger the run's `batches/`), else None."""
     if spec.batch is None:
         return None
@@ -128,19 +128,34 @@ class ChatTarget(ABC):
     """Renders the item's prompt and asks the model once (plus retries); a session's turns carry
     the conversation so far. A kind says how its request body looks (`request_body`).
 
+    Every attempt passes the adaptive rate controller of the spec's (endpoint, model); in batch
+    mode items go through the provider's batch API.
+
     Args:
         spec: the target spec.
-        client: the chat client it asks through.
-        batcher: its batch API, in batch mode.
+        api: the wire format its model speaks.
+        concurrency: the run's concurrency; the connection pool is as wide.
+        context: the run (its store keeps batch mode's ledger).
     """
 
     instrumented = True
 
-    def __init__(self, spec: Any, client: ChatClient, batcher: Batcher | None = None) -> None:
+    def __init__(self, spec: Any, api: ChatAPI, *, concurrency: int, context: TargetContext | None) -> None:
         self._spec = spec
-        self._client = client
-        self._api = client.api
-        self._batcher = batcher
+        self._client = ChatClient(
+            spec.base_url,
+            api=api,
+            api_key_env=spec.api_key_env,
+            api_key_secret=spec.api_key_secret,
+            timeout=spec.timeout,
+            max_retries=spec.max_retries,
+            concurrency=concurrency,
+            cache=bool(spec.cache),
+            gate=_rate_gate(spec, concurrency),
+            stream=spec.stream,
+        )
+        self._api = api
+        self._batcher = _open_batcher(spec, api, context)
 
     @abstractmethod
     def request_body(

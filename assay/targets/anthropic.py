@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from assay.calls.chat import ChatClient
 from assay.calls.pinning import model_pin_problem
 from assay.calls.wire import AnthropicMessages, messages_body
 from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher, rate_gate
+from assay.targets._chat import ChatKind, ChatTarget
 from assay.targets._kind import TargetContext
 
 
@@ -49,20 +48,9 @@ class AnthropicMessagesTarget(ChatTarget):
     def __init__(
         self, spec: AnthropicTarget, *, concurrency: int, context: TargetContext | None = None
     ) -> None:
-        api = AnthropicMessages(spec.anthropic_version)
-        client = ChatClient(
-            spec.base_url,
-            api=api,
-            api_key_env=spec.api_key_env,
-            api_key_secret=spec.api_key_secret,
-            timeout=spec.timeout,
-            max_retries=spec.max_retries,
-            concurrency=concurrency,
-            cache=bool(spec.cache),
-            gate=rate_gate(spec, concurrency),
-            stream=spec.stream,
+        super().__init__(
+            spec, AnthropicMessages(spec.anthropic_version), concurrency=concurrency, context=context
         )
-        super().__init__(spec, client, open_chat_batcher(spec, api, context))
 
     def request_body(
         self, item: Item, prompt: Any = None, history: list[dict[str, Any]] | None = None

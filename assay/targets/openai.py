@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.calls.chat import ChatClient
 from assay.calls.wire import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget, open_chat_batcher, rate_gate
+from assay.targets._chat import ChatKind, ChatTarget
 from assay.targets._kind import TargetContext
 
 
@@ -35,18 +34,7 @@ class OpenAIChatTarget(ChatTarget):
     def __init__(
         self, spec: OpenAITarget, *, concurrency: int, seed: int, context: TargetContext | None = None
     ) -> None:
-        client = ChatClient(
-            spec.base_url,
-            api_key_env=spec.api_key_env,
-            api_key_secret=spec.api_key_secret,
-            timeout=spec.timeout,
-            max_retries=spec.max_retries,
-            concurrency=concurrency,
-            cache=bool(spec.cache),
-            gate=rate_gate(spec, concurrency),
-            stream=spec.stream,
-        )
-        super().__init__(spec, client, open_chat_batcher(spec, OPENAI, context))
+        super().__init__(spec, OPENAI, concurrency=concurrency, context=context)
         self._seed = seed
 
     def request_body(
