@@ -19,9 +19,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect_dask import DaskTaskRunner
 
 from assay.errors import InputError
-from assay.orchestrate.dask import connect_timeout, remote_run, shards_for
+from assay.orchestrate.dask import connect_timeout, remote_run, shards_for, take_spend
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import BUDGET_ON_DASK, RemoteRun, execute_shard
+from assay.orchestrate.remote import RemoteRun, execute_shard
 from assay.run import progress
 from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
@@ -70,8 +70,6 @@ async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
         )
-    if plan.spec.budget_usd is not None:
-        raise InputError(BUDGET_ON_DASK)
     threads = sum((await asyncio.to_thread(runner.client.nthreads)).values())
     run = remote_run(plan)
     futures: list[Any] = [
@@ -92,6 +90,7 @@ async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
             for outcome, count in report.executed.items():
                 for _ in range(count):
                     progress.current().item_done(outcome)
+        await take_spend(plan, lambda *call: asyncio.to_thread(runner.client.run_on_scheduler, *call))
     finally:
         for future in futures:
             future.wrapped_future.cancel()

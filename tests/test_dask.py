@@ -159,17 +159,32 @@ def test_an_address_where_no_scheduler_answers_is_bad_input_and_writes_nothing(t
     assert not store.exists()
 
 
-def test_a_budget_with_dask_is_bad_input_naming_it_and_writes_nothing(tmp_path, mock):
-    """Each worker process would check `budget` against its own spend, not the run's: refused
-    before the scheduler is even asked."""
-    spec = openai_spec(
-        tmp_path, mock.base_url, n=5, budget="$1", prices={"mock-1": {"input": 1.0, "output": 2.0}}
-    )
+def test_a_budget_on_dask_is_the_runs_across_its_workers(cluster, tmp_path, mock):
+    """Both workers admit calls against the run's spend, which the scheduler keeps: the run stops
+    at its budget as a local run does — not at twice it, as a budget per worker would — and its
+    record stores the run's spend, what its rows add up to."""
+    mock.configure(latency_ms=100)
+    prices = {"mock-1": {"input": 10.0, "output": 30.0}}
+    spec = openai_spec(tmp_path, mock.base_url, n=200, budget="$0.004", prices=prices)
     store = tmp_path / "store"
-    done = run_assay("run", str(spec), "--store", str(store), "--dask", "tcp://127.0.0.1:9")
-    assert done.returncode == 2, done.stderr
-    assert "`budget`" in done.stderr and "--dask" in done.stderr
-    assert not store.exists()
+    done = run_assay("run", str(spec), "--store", str(store), "--json", "-q", "--dask", cluster.address)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    items = Store(store).run_items(run_id)
+    assert items.height == 200 and items["item_id"].n_unique() == 200
+    outcomes = dict(items["outcome"].value_counts().iter_rows())
+    completed, calls = outcomes["completed"], mock.stats()["requests"]
+    assert set(outcomes) <= {"completed", "budget_skipped", "budget_interrupted"}, outcomes
+    spent = items["cost_usd"].sum()
+    per_call = spent / calls
+    # The limit is 20 calls. Past it: at most the calls in flight on both workers (4 each) and
+    # as many started while a worker's last report travelled (a call takes 100 ms, a report ms).
+    assert 0.004 <= spent <= 0.004 + 16 * per_call, (spent, per_call, outcomes)
+    assert calls == completed < 40, "a budget per worker would have let each spend it"
+    record = Store(store).read_run(run_id)
+    assert record["budget_status"] == "closed" and record["budget_closed_by"] in ("case", "operation")
+    assert record["budget_spent_usd"] == pytest.approx(spent)
+    assert record["n_budget_skipped"] == outcomes.get("budget_skipped", 0)
 
 
 def test_the_embedded_path_does_not_import_dask(tmp_path, mock):
@@ -197,6 +212,8 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
 
     url = s3.url(request.node.name)
     spec = paced_spec(tmp_path, 200)
+    # A budget, kept by the scheduler for the shards' task runs too (the python target spends nothing).
+    spec.write_text(spec.read_text() + "budget: $5\n")
     home = tmp_path / "prefect-home"
     with prefect_server(home) as api:
         env = {**prefect_env(home, api), **s3.env}
@@ -231,6 +248,8 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
             f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=30
         ).json()
     _exactly_once(store, run_id, 200, 1)
+    record = store.read_run(run_id)
+    assert (record["budget_limit_usd"], record["budget_spent_usd"], record["budget_status"]) == (5.0, 0.0, "open")
     shards = _attempts(store, run_id)
     # One `run-shard` task run per shard, each completed on a Dask worker.
     runs = [t for t in task_runs if t["name"].startswith("shard-")]

@@ -14,6 +14,7 @@ One concern a module:
     rate            which controller an (endpoint, model) gets: the process's, or a fleet's
     fleet           the fleet's window held by a host, members leasing shares of it
     fleet_dask      the host on a Dask scheduler (imported only when sharing through one)
+    budget_share    a `--dask` run's budget: the run's spend kept by the scheduler, each worker's view
 """
 
 from assay.calls.accounting import (

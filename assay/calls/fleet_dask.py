@@ -1,4 +1,5 @@
-"""The fleet's rate controllers hosted by a Dask scheduler (`ASSAY_RATE_SHARE=dask://HOST:PORT`).
+"""The fleet's rate controllers — and a `--dask` run's budget — hosted by a Dask scheduler
+(`ASSAY_RATE_SHARE=dask://HOST:PORT`; a `--dask` run's workers use their own scheduler).
 
 A scheduler plugin (`RateShareHost`) keeps one `assay.calls.fleet.FleetWindow` per (endpoint,
 model) and answers one comm handler, `assay_rate_sync`; each member reaches it over distributed's
@@ -11,7 +12,8 @@ Why a plugin and not distributed's `Semaphore` / `Variable` / `Lock`: a `Semapho
 request costs a scheduler round trip per call; a `Variable` guarded by a `Lock` costs four round
 trips per update and leaves the AIMD state with whoever holds the lock. The plugin does the
 update where the state lives, in one round trip per member every `fleet.SYNC_S`
-(figures: docs/rate-control.md).
+(figures: docs/rate-control.md). A second plugin (`BudgetHost`, handler `assay_budget_sync`)
+keeps the spend of each `--dask` run with a budget (`assay.calls.budget_share`) the same way.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from distributed.core import rpc
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 
+from assay.calls.budget_share import FleetBudget
 from assay.calls.fleet import SYNC_S, FleetWindow
 
 PLUGIN = "assay-rate-share"
 HANDLER = "assay_rate_sync"
+BUDGET_PLUGIN = "assay-budget"
+BUDGET_HANDLER = "assay_budget_sync"
 _RPC_TIMEOUT_S = 5.0
 
 
@@ -56,6 +61,33 @@ class RateShareHost(SchedulerPlugin):
         return window.summary() if window is not None else None
 
 
+class BudgetHost(SchedulerPlugin):
+    """Keeps the spend of the `--dask` runs with a budget, by `<run_id>:g<generation>`."""
+
+    name = BUDGET_PLUGIN
+
+    def __init__(self) -> None:
+        self.runs: dict[str, FleetBudget] = {}
+
+    async def start(self, scheduler: Any) -> None:
+        scheduler.handlers[BUDGET_HANDLER] = self.sync
+
+    def sync(self, key: str, report: dict[str, Any]) -> dict[str, Any]:
+        """One worker's report on run `key`; the run's state back (`FleetBudget.sync`)."""
+        budget = self.runs.get(key)
+        if budget is None:
+            budget = self.runs[key] = FleetBudget(float(report["start_usd"]))
+        return budget.sync(report)
+
+
+def run_budget(key: str, dask_scheduler: Any = None) -> dict[str, Any] | None:
+    """The spend of run `key` on the scheduler this runs on (`Client.run_on_scheduler`), which
+    then forgets it; None when no worker reported any."""
+    host = dask_scheduler.plugins.get(BUDGET_PLUGIN) if dask_scheduler is not None else None
+    budget = host.runs.pop(key, None) if host is not None else None
+    return budget.summary() if budget is not None else None
+
+
 def fleet_summary(name: str, dask_scheduler: Any = None) -> dict[str, Any] | None:
     """The fleet's controller of `name` on the scheduler this runs on (`Client.run_on_scheduler`
     passes `dask_scheduler`); None when no member ever shared it there."""
@@ -69,17 +101,20 @@ def scheduler_address(share: str) -> str:
     return "tcp://" + share.removeprefix("dask://") if share.startswith("dask://") else share
 
 
-class DaskLink:
-    """A member's way to the scheduler's plugin: `await link(name, report)` -> the grant.
+class _SchedulerHandler:
+    """One handler of one of Assay's scheduler plugins, called over distributed's RPC; the first
+    call installs the plugin (`register_scheduler_plugin`, idempotent by name).
 
     Args:
         address: the scheduler's address (`tcp://127.0.0.1:8786`).
+        plugin: makes the plugin, should the scheduler not have it yet.
+        handler: the handler's name.
     """
 
-    period_s = SYNC_S
-
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, plugin: type[SchedulerPlugin], handler: str) -> None:
         self.address = address
+        self._plugin = plugin
+        self._handler = handler
         self._rpc: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._installed = False
@@ -92,26 +127,59 @@ class DaskLink:
             self._loop = loop
         return self._rpc
 
-    async def __call__(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, **arguments: Any) -> dict[str, Any]:
+        """The handler's answer. Raises ConnectionError when the scheduler cannot be reached."""
         scheduler = self._scheduler()
         try:
             async with asyncio.timeout(_RPC_TIMEOUT_S):
                 if not self._installed:
                     await scheduler.register_scheduler_plugin(
-                        plugin=dumps(RateShareHost()), name=PLUGIN, idempotent=True
+                        plugin=dumps(self._plugin()), name=self._plugin.name, idempotent=True
                     )
                     self._installed = True
-                grant = await scheduler.assay_rate_sync(name=name, report=report)
+                answer = await getattr(scheduler, self._handler)(**arguments)
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(f"Dask scheduler {self.address}: {exc}") from exc
-        if not isinstance(grant, dict):  # the plugin went missing (a restarted scheduler)
+        if not isinstance(answer, dict):  # the plugin went missing (a restarted scheduler)
             self._installed = False
             raise ConnectionError(
-                f"Dask scheduler {self.address} answered {grant!r}: the plugin is not installed"
+                f"Dask scheduler {self.address} answered {answer!r}: the plugin is not installed"
             )
-        return grant
+        return answer
 
     def abort(self) -> None:
         if self._rpc is not None:
             rpc_, self._rpc = self._rpc, None
             rpc_.close_comms()
+
+
+class DaskLink(_SchedulerHandler):
+    """A member's way to the scheduler's rate plugin: `await link(name, report)` -> the grant
+    (`assay.calls.fleet.Link`).
+
+    Args:
+        address: the scheduler's address (`tcp://127.0.0.1:8786`).
+    """
+
+    period_s = SYNC_S
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address, RateShareHost, HANDLER)
+
+    async def __call__(self, name: str, report: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(name=name, report=report)
+
+
+class DaskBudgetLink(_SchedulerHandler):
+    """A worker's way to the scheduler's budget plugin: `await link(key, report)` -> the run's
+    state (`assay.calls.budget_share.BudgetLink`).
+
+    Args:
+        address: the scheduler's address.
+    """
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address, BudgetHost, BUDGET_HANDLER)
+
+    async def __call__(self, key: str, report: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(key=key, report=report)

@@ -58,12 +58,12 @@ def current_share() -> str:
     """The backend the controllers are shared through: `ASSAY_RATE_SHARE`, else what
     `use_share` set, else — in a task on a Dask worker — the worker's own scheduler, else
     `local`. Raises ValueError when the setting is not a backend."""
-    return check_share(os.environ.get(SHARE_ENV) or _default_share or _worker_scheduler() or "local")
+    return check_share(os.environ.get(SHARE_ENV) or _default_share or worker_scheduler() or "local")
 
 
-def _worker_scheduler() -> str | None:
+def worker_scheduler() -> str | None:
     """The scheduler of the Dask worker running this code, if it runs in one: the shards of a
-    `--dask` run share their window through it without being told."""
+    `--dask` run share their window (and their run's budget) through it without being told."""
     if "distributed" not in sys.modules:  # not on a worker; and no Dask import on the plain path
         return None
     from distributed import get_worker

@@ -143,7 +143,6 @@ def _dask(args: argparse.Namespace, spec: Path) -> dict[str, str]:
     address = args.dask or os.environ.get("ASSAY_DASK")
     if not address:
         return {}
-    from assay.orchestrate.remote import BUDGET_ON_DASK
     from assay.run.checks import validate
 
     checked = validate(spec)[0]
@@ -151,8 +150,6 @@ def _dask(args: argparse.Namespace, spec: Path) -> dict[str, str]:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit, on one machine; run it without --dask"
         )
-    if checked.budget is not None:
-        raise InputError(BUDGET_ON_DASK)
     return {"dask": address}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -19,7 +19,8 @@ from distributed import Client, as_completed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import BUDGET_ON_DASK, RemoteRun, execute_shard, forget_run
+from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run
+from assay.outcomes import BudgetClosedBy
 from assay.run import progress
 from assay.run.plan import RunPlan, Shard
 
@@ -109,8 +110,6 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         raise InputError(
             "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
         )
-    if plan.spec.budget_usd is not None:
-        raise InputError(BUDGET_ON_DASK)
     threads = sum((await client.nthreads()).values())
     run = remote_run(plan)
     shards = shards_for(plan, threads)
@@ -138,6 +137,7 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         # does the scheduler's controller count every call of the run.
         await _forget(client, plan)
         plan.fleet_rate = await _fleet_rate(client, plan)
+        await take_spend(plan, client.run_on_scheduler)
     finally:
         await client.cancel(futures)
         await _forget(client, plan)
@@ -156,6 +156,29 @@ async def _fleet_rate(client: Client, plan: RunPlan) -> dict[str, Any] | None:
         return await client.run_on_scheduler(fleet_summary, name)
     except OSError:  # the scheduler went away: the run still ends, without the fleet's history
         return None
+
+
+async def take_spend(plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[Any]]) -> None:
+    """The run's spend and what first met its closed budget, as the workers reported them to the
+    scheduler (`assay.calls.budget_share`), into the driver's budget: what the run's record stores.
+
+    Args:
+        plan: the run.
+        run_on_scheduler: the client's `run_on_scheduler`, awaitable.
+    """
+    if plan.spec.budget_usd is None:
+        return
+    from assay.calls.budget_share import budget_key
+    from assay.calls.fleet_dask import run_budget
+
+    try:
+        state = await run_on_scheduler(run_budget, budget_key(plan.run_id, plan.lease.generation))
+    except OSError:  # the scheduler went away: the record keeps the spend known at planning
+        return
+    if state is not None:
+        plan.budget.spent_usd = float(state["spent_usd"])
+        if state["closed_by"] is not None:
+            plan.budget.closed_by = BudgetClosedBy(state["closed_by"])
 
 
 async def _forget(client: Client, plan: RunPlan) -> Any:

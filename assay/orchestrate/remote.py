@@ -14,13 +14,17 @@ driver builds them in a local run (`open_plan_target`); each shard's commits are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from assay.calls import rate
 from assay.calls.accounting import Budget
+from assay.calls.budget_share import SharedBudget, budget_key
 from assay.orchestrate.loop import event_loop_factory
 from assay.orchestrate.target import close_plan_target, open_plan_target
 from assay.run.execute import ShardExecutor, ShardReport
@@ -31,12 +35,6 @@ from assay.spec.dataset import Item
 from assay.store import Store
 from assay.store.attempts import FollowedLease, ShardAttempt
 from assay.targets import Target
-
-# A budget is the run's, but each worker process would count only its own spend: refused.
-BUDGET_ON_DASK = (
-    "--dask: the spec's `budget` would be checked by each worker process against its own spend, "
-    "not the run's; remove `budget` to run on a cluster, or run without --dask"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +52,8 @@ class RemoteRun:
         token: the driver's lease token: a worker commits while it still holds the run.
         generation: the driver's lease generation, in every part's name.
         retried: `--retry-failed`'s items and the `retry` of their failed rows.
-        spent_usd: what the run had spent when the driver planned it (each worker's budget
-            counts from there).
+        spent_usd: what the run had spent when the driver planned it (the run's budget, kept
+            by the scheduler, counts from there: `assay.calls.budget_share`).
     """
 
     run_id: str
@@ -74,7 +72,7 @@ class _Executing:
     """One run in this worker process: its plan (the items of the shards it was sent), open
     target and executor, shared by every shard of the run it executes."""
 
-    def __init__(self, run: RemoteRun) -> None:
+    def __init__(self, run: RemoteRun, scheduler: str | None) -> None:
         store = Store(run.store)
         self.lease = FollowedLease(store, run.run_id, run.token, run.generation)
         self.items: dict[int, Item] = {}
@@ -91,9 +89,40 @@ class _Executing:
             work=[],
             retried=run.retried,
         )
-        self.plan.budget = Budget(run.spec.budget_usd, spent_usd=run.spent_usd)
+        self.plan.budget = _budget(run, scheduler)
         self.target: Target = open_plan_target(self.plan)
         self.executor = ShardExecutor.for_target(self.plan, self.target)
+
+
+def _budget(run: RemoteRun, scheduler: str | None) -> Budget:
+    """The run's budget in this worker: the run's spend kept by the scheduler, not this process's."""
+    if run.spec.budget_usd is None or scheduler is None:
+        return Budget(run.spec.budget_usd, spent_usd=run.spent_usd)
+    from assay.calls.fleet_dask import DaskBudgetLink
+
+    return SharedBudget(
+        run.spec.budget_usd,
+        run.spent_usd,
+        key=budget_key(run.run_id, run.generation),
+        link=DaskBudgetLink(scheduler),
+    )
+
+
+@asynccontextmanager
+async def _reporting(budget: Budget) -> AsyncIterator[None]:
+    """While a shard runs, its worker's spend reaches the run's budget as it is spent; once more
+    when it ends, before the driver reads the run's total."""
+    if not isinstance(budget, SharedBudget):
+        yield
+        return
+    task = asyncio.create_task(budget.keep_reporting(), name=f"budget {budget.key}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await budget.sync()
 
 
 _runs: dict[tuple[str, str], _Executing] = {}
@@ -128,23 +157,27 @@ def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> Shard
     # Only here, in Dask's task thread, is the worker (so its scheduler) known; the shards' loop
     # thread makes the rate controllers: the run's workers share one window through the scheduler.
     rate.use_share(rate.current_share())
-    return asyncio.run_coroutine_threadsafe(_execute(run, shard, items), _shard_loop()).result()
+    scheduler = rate.worker_scheduler()
+    return asyncio.run_coroutine_threadsafe(_execute(run, shard, items, scheduler), _shard_loop()).result()
 
 
-async def _execute(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+async def _execute(
+    run: RemoteRun, shard: Shard, items: dict[int, Item], scheduler: str | None
+) -> ShardReport:
     key = (run.run_id, run.token)
     executing = _runs.get(key)
     if executing is None:
         # A new driver of the run (a resume): the earlier one's target here is closed.
         for earlier in [k for k in _runs if k[0] == run.run_id]:
             await _forget(*earlier)
-        executing = _runs[key] = _Executing(run)
+        executing = _runs[key] = _Executing(run, scheduler)
     executing.items.update(items)
     attempt = ShardAttempt(executing.lease, shard.index)
     accepted = attempt.begin()
     if accepted:
         executing.plan.done.update(executing.plan.store.done_keys(run.run_id, parts=accepted))
-    return await executing.executor.run_shard(shard, attempt)
+    async with _reporting(executing.plan.budget):
+        return await executing.executor.run_shard(shard, attempt)
 
 
 def forget_run(run_id: str, token: str) -> bool:
