@@ -26,6 +26,9 @@ class _Host:
         budget = self.runs.setdefault(key, FleetBudget(float(report["start_usd"])))
         return budget.sync(report)
 
+    def abort(self) -> None:
+        pass
+
 
 def test_each_worker_admits_against_the_runs_spend_not_its_own():
     host = _Host()

@@ -20,9 +20,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from assay.calls.accounting import Budget
 from assay.outcomes import BudgetClosedBy
@@ -37,9 +36,17 @@ def budget_key(run_id: str, generation: int) -> str:
     return f"{run_id}:g{generation}"
 
 
-# `await link(key, report)` -> the run's state (`FleetBudget.sync`); raises OSError when the host
-# cannot be reached.
-BudgetLink = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+class BudgetLink(Protocol):
+    """A worker's way to the host (`assay.calls.fleet_dask.DaskBudgetLink`)."""
+
+    async def __call__(self, key: str, report: dict[str, Any]) -> dict[str, Any]:
+        """Send one report on run `key`; the run's state back (`FleetBudget.sync`). Raises
+        OSError when the host cannot be reached."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the connection (a later report opens another)."""
+        ...
 
 
 @dataclass
@@ -123,6 +130,10 @@ class SharedBudget(Budget):
                     await self._news.wait()
             self._news.clear()
             await self.sync()
+
+    def close(self) -> None:
+        """The run ended in this worker: its connection to the host goes."""
+        self._link.abort()
 
     async def sync(self) -> None:
         """Report this worker's spend since the last report; learn the run's. A host that cannot

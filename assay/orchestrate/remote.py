@@ -193,4 +193,6 @@ async def _forget(run_id: str, token: str) -> bool:
     if executing is None:
         return False
     await close_plan_target(executing.plan, executing.target)
+    if isinstance(executing.plan.budget, SharedBudget):
+        executing.plan.budget.close()
     return True
