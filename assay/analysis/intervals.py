@@ -75,12 +75,11 @@ def score_interval(values: NDArray[Any], *, confidence: float = 0.95) -> tuple[f
         return low, high, IntervalMethod.WILSON
     if v.size < 2:
         return math.nan, math.nan, IntervalMethod.T
-    from scipy import stats as scipy_stats  # lazily: importing scipy.stats costs ~0.3 s
+    # Lazily, and scipy.special, not scipy.stats: ~0.35 s to import here against ~1.2 s.
+    from scipy import special
 
     mean = float(v.mean())
-    half = (
-        float(scipy_stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    )
+    half = float(special.stdtrit(v.size - 1, (1 + confidence) / 2)) * float(v.std(ddof=1)) / math.sqrt(v.size)
     return max(0.0, mean - half), min(1.0, mean + half), IntervalMethod.T
 
 
@@ -139,10 +138,11 @@ def mcnemar_exact_p(baseline: NDArray[Any], candidate: NDArray[Any]) -> Any:
             `newcombe_paired`).
         candidate: the candidate's 0/1 scores.
     """
-    from scipy import stats as scipy_stats  # lazily: importing scipy.stats costs ~0.3 s
+    # Lazily, and scipy.special, not scipy.stats: ~0.35 s to import here against ~1.2 s.
+    from scipy import special
 
     _, f, g, _ = pair_counts(baseline, candidate)
-    p = np.minimum(1.0, 2.0 * scipy_stats.binom.cdf(np.minimum(f, g), f + g, 0.5))
+    p = np.minimum(1.0, 2.0 * special.bdtr(np.minimum(f, g), f + g, 0.5))
     p = np.where(f + g == 0, 1.0, p)
     return float(p) if p.ndim == 0 else p
 

@@ -416,14 +416,15 @@ def _estimate(
         se = 0.0
         p_value = 1.0 if delta == 0.0 else 0.0
     else:
-        from scipy import stats as scipy_stats  # lazily: importing scipy.stats costs ~0.3 s
+        # Lazily, and scipy.special, not scipy.stats: ~0.35 s to import here against ~1.2 s.
+        from scipy import special
 
         assert boot is not None
         ci_low, ci_high = (float(q) for q in np.quantile(boot, [1.0 - upper_q, upper_q]))
         se = float(np.std(d, ddof=1)) / math.sqrt(n)
-        half = float(scipy_stats.t.ppf(upper_q, n - 1)) * se
+        half = float(special.stdtrit(n - 1, upper_q)) * se
         se_ci_low, se_ci_high = delta - half, delta + half
-        p_value = float(min(1.0, 2.0 * scipy_stats.t.sf(abs(delta) / se, n - 1)))
+        p_value = float(min(1.0, 2.0 * special.stdtr(n - 1, -abs(delta) / se)))
     ci_method = IntervalMethod.BOOTSTRAP
     if 2 <= n < SMALL_SAMPLE_PAIRS and not constant and is_binary(base) and is_binary(cand):
         # Below a few hundred pairs the bootstrap is too narrow for binary scores (docs/statistics.md);
@@ -471,9 +472,9 @@ def _clustered(
     se = math.sqrt(max(variance, 0.0))
     if se == 0.0:
         return g, (0.0, delta, delta)
-    from scipy import stats as scipy_stats
+    from scipy import special
 
-    half = float(scipy_stats.t.ppf(upper_q, g - 1)) * se
+    half = float(special.stdtrit(g - 1, upper_q)) * se
     return g, (se, delta - half, delta + half)
 
 

@@ -182,9 +182,8 @@ def _generation_rows(data: RunData) -> list[dict[str, Any]]:
     for key in sorted(set(gen["key"].to_list())):
         group = gen.filter(pl.col("key") == key)
         reasons = merge_reasons(group["cost_reasons"])
-        for lists in group["judge_reasons"].drop_nulls():
-            for name, n in merge_reasons(pl.Series(lists, dtype=pl.String)).items():
-                reasons[name] = reasons.get(name, 0) - n
+        for name, n in merge_reasons(group["judge_reasons"].explode()).items():
+            reasons[name] = reasons.get(name, 0) - n
         reasons = {k: n for k, n in reasons.items() if n > 0}
         unverified = (group["cost_completeness"] == Completeness.UNVERIFIED).any()
         completeness = (
