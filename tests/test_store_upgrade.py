@@ -62,3 +62,24 @@ def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> 
     assert data.runs().filter(pl.col("run_id") == run_id).select("revision", "tags").collect().rows() == [
         (1, ["upgraded"])
     ]
+
+
+@pytest.mark.slow
+def test_a_store_a_newer_assay_wrote_reads_with_the_columns_this_one_knows(tmp_path, mock) -> None:
+    """A nightly on a newer Assay adds columns an analyst's older Assay does not know: its readers
+    leave them out instead of failing the whole scan ("extra column in file")."""
+    spec = openai_spec(tmp_path, mock.base_url, n=4)
+    store = tmp_path / "store"
+    assert run_assay("run", str(spec), "--store", str(store), "--quiet").returncode == 0
+    for dataset in ("items", "scores", "runs"):
+        for part in (store / dataset).rglob("*.parquet"):
+            table = pq.read_table(part)
+            pq.write_table(table.append_column("from_the_future", pa.array([1.5] * table.num_rows)), part)
+    data = Store(store)
+    (run_id,) = data.runs().select("run_id").collect()["run_id"].to_list()
+    assert data.run_items(run_id).height == 4 and "from_the_future" not in data.run_items(run_id).columns
+    assert data.run_scores(run_id).height == 8 and "from_the_future" not in data.scores().collect().columns
+    assert data.read_run(run_id)["status"] == "completed"
+    assert summarise(data, run_id)["items"]["completed"] == 4
+    shown = run_assay("show", run_id, "--store", str(store))
+    assert shown.returncode == 0 and "from_the_future" not in shown.stdout, shown.stderr[-2000:]

@@ -504,6 +504,7 @@ class Store:
                 self.location.reader_path(f"{dataset}/**/{pattern}"),
                 schema=_polars_schema(getattr(_schema, dataset.upper())),
                 missing_columns="insert",
+                extra_columns="ignore",
                 hive_partitioning=True,
                 hive_schema={"run_id": pl.String},
                 storage_options=self.location.storage_options,
@@ -606,6 +607,8 @@ def scan_parts(
         parts,
         schema=polars_schema,
         missing_columns="insert",
+        # A newer Assay's columns: this version does not know them, and reads the rest.
+        extra_columns="ignore",
         hive_partitioning=hive,
         hive_schema={"run_id": pl.String} if hive else None,
         storage_options=storage_options,
