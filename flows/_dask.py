@@ -16,13 +16,13 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
 from prefect_dask import DaskTaskRunner
 
 from assay.errors import InputError
-from assay.orchestrate.dask import connect_timeout, remote_run, shards_for, take_spend
+from assay.orchestrate.dask import ShardReports, connect_timeout, remote_run, shards_for, take_spend
 from assay.orchestrate.drive import Host
 from assay.orchestrate.remote import RemoteRun, execute_shard
-from assay.run import progress
 from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
 from assay.spec.dataset import Item
@@ -66,10 +66,6 @@ async def dask_task_runner(address: str) -> AsyncIterator[Callable[[RunPlan, Hos
 
 
 async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
-    if plan.monitor is not None:
-        raise InputError(
-            "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
-        )
     threads = sum((await asyncio.to_thread(runner.client.nthreads)).values())
     run = remote_run(plan)
     futures: list[Any] = [
@@ -83,14 +79,18 @@ async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
         )
         for shard in shards_for(plan, threads)
     ]
+
+    def run_on_scheduler(*call: Any) -> Awaitable[Any]:
+        return asyncio.to_thread(runner.client.run_on_scheduler, *call)
+
+    reports = ShardReports(plan, run_on_scheduler)
     try:
-        # Waited for off the event loop: the lease's renewals run on it meanwhile.
-        for future in futures:
-            report = await asyncio.to_thread(future.result)
-            for outcome, count in report.executed.items():
-                for _ in range(count):
-                    progress.current().item_done(outcome)
-        await take_spend(plan, lambda *call: asyncio.to_thread(runner.client.run_on_scheduler, *call))
+        # As they end, waited for off the event loop: the lease's renewals run on it meanwhile.
+        ending = as_completed(futures)
+        while (future := await asyncio.to_thread(next, ending, None)) is not None:
+            await reports.take(await asyncio.to_thread(future.result))
+        await reports.close()
+        await take_spend(plan, run_on_scheduler)
     finally:
         for future in futures:
             future.wrapped_future.cancel()

@@ -22,7 +22,7 @@ import pytest
 from assay.store import Store
 from assay.testing.dask_cluster import DaskCluster
 from assay.testing.s3 import S3Server
-from tests.conftest import REPO, openai_spec, paced_spec, run_assay, start_assay
+from tests.conftest import REPO, openai_spec, paced_spec, run_assay, start_assay, write_jsonl, write_spec
 
 pytestmark = [pytest.mark.slow]  # processes, a cluster, seconds each
 
@@ -187,6 +187,80 @@ def test_a_budget_on_dask_is_the_runs_across_its_workers(cluster, tmp_path, mock
     assert record["n_budget_skipped"] == outcomes.get("budget_skipped", 0)
 
 
+SEQUENTIAL_SOLVER = """
+import hashlib, pathlib, time
+LOG = pathlib.Path(__file__).with_name("calls.log")
+
+def _u(x):
+    return int(hashlib.sha256(x.encode()).hexdigest()[:8], 16) / 2**32
+
+def baseline(x):
+    return "yes" if _u(x) < 0.7 else "no"
+
+def worse(x):  # passes a subset of the baseline's items: 20 points lower; 5 ms an item
+    time.sleep(0.005)
+    with LOG.open("a") as log:
+        log.write(x + "\\n")
+    return "yes" if _u(x) < 0.5 else "no"
+"""
+
+
+def _sequential_spec(folder: Path, function: str, n: int) -> Path:
+    sub = folder / function
+    sub.mkdir()
+    (sub / f"seq_{function}.py").write_text(SEQUENTIAL_SOLVER)
+    write_jsonl(sub / "d.jsonl", [{"id": f"i{k}", "input": f"i{k}", "expected": "yes"} for k in range(n)])
+    return write_spec(
+        sub,
+        name="seq",
+        dataset={"path": "d.jsonl", "id": "id"},
+        target={"kind": "python", "function": f"seq_{function}:{function}"},
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+        concurrency=2,
+        seed=5,
+    )
+
+
+def test_a_sequential_compare_on_dask_stops_every_worker_once_it_decides(cluster, tmp_path):
+    """`--compare-to` with `--dask`: the driver feeds the confidence sequence from each shard's
+    report and, once it decides, tells the workers through the scheduler; they admit no more
+    items — the run stops early with the verdict a local run would give, and `assay compare`
+    reads the same from the stored rows."""
+    n = 2000
+    store = tmp_path / "store"
+    assert (
+        run_assay(
+            "run", str(_sequential_spec(tmp_path, "baseline", n)), "--store", str(store), "-q"
+        ).returncode
+        == 0
+    )
+    (base_id,) = Store(store).runs().collect()["run_id"].to_list()
+    spec = _sequential_spec(tmp_path, "worse", n)
+    done = run_assay(
+        "run",
+        str(spec),
+        "--store",
+        str(store),
+        "--json",
+        "-q",
+        "--compare-to",
+        base_id,
+        "--dask",
+        cluster.address,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    record = Store(store).read_run(run_id)
+    assert record["status"] == "stopped_early" and record["compare_verdict"] == "regressed", record
+    executed = (spec.parent / "calls.log").read_text().split()
+    assert record["compare_items"] <= len(executed) < n / 2, (record["compare_items"], len(executed))
+    assert record["n_completed"] == len(executed) and record["n_cancelled"] == n - len(executed)
+    compared = run_assay("compare", base_id, "--candidate", run_id, "--store", str(store), "--json")
+    (row,) = json.loads(compared.stdout)["scorers"]
+    assert row["verdict"] == "regressed" and row["sequential_pairs"] == record["compare_items"]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((record["compare_low"], record["compare_high"]))
+
+
 def test_the_embedded_path_does_not_import_dask(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
     probe = (
@@ -249,7 +323,11 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
         ).json()
     _exactly_once(store, run_id, 200, 1)
     record = store.read_run(run_id)
-    assert (record["budget_limit_usd"], record["budget_spent_usd"], record["budget_status"]) == (5.0, 0.0, "open")
+    assert (record["budget_limit_usd"], record["budget_spent_usd"], record["budget_status"]) == (
+        5.0,
+        0.0,
+        "open",
+    )
     shards = _attempts(store, run_id)
     # One `run-shard` task run per shard, each completed on a Dask worker.
     runs = [t for t in task_runs if t["name"].startswith("shard-")]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from assay._lazy import lazy_module
 from assay.analysis.sequential import ConfidenceSequence, SequenceState
 from assay.outcomes import ItemOutcome, RunStatus, ScorerOutcome, Verdict
-from assay.run.compare_to import seeded_key
+from assay.run.compare_to import CommitMonitor, seeded_key
 from assay.run.plan import RunPlan
 from assay.store import Store
 
@@ -139,10 +139,16 @@ def monitor_for(plan: RunPlan) -> SequentialMonitor | None:
     if plan.record.get("compare_verdict") not in (None, Verdict.INCONCLUSIVE):
         monitor.decided_at = plan.record.get("compare_items")
     if plan.done:  # a resumed run: what its earlier executions committed, as one batch
-        items = plan.store.run_items(plan.run_id).select("item_id", "trial").to_dicts()
-        scores = plan.store.run_scores(plan.run_id).select("item_id", "trial", "scorer", "outcome", "score")
-        monitor.committed(items, scores.to_dicts())
+        feed_stored(monitor, plan)
     return monitor
+
+
+def feed_stored(monitor: CommitMonitor, plan: RunPlan) -> None:
+    """Feed `monitor` every row the run has committed, as one batch (rows it saw already change
+    nothing)."""
+    items = plan.store.run_items(plan.run_id).select("item_id", "trial").to_dicts()
+    scores = plan.store.run_scores(plan.run_id).select("item_id", "trial", "scorer", "outcome", "score")
+    monitor.committed(items, scores.to_dicts())
 
 
 def sequence_of(store: Store, run_id: str, baseline_run: str | None = None) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
-"""The fleet's rate controllers — and a `--dask` run's budget — hosted by a Dask scheduler
-(`ASSAY_RATE_SHARE=dask://HOST:PORT`; a `--dask` run's workers use their own scheduler).
+"""The fleet's rate controllers — and a `--dask` run's budget and stop — hosted by a Dask
+scheduler (`ASSAY_RATE_SHARE=dask://HOST:PORT`; a `--dask` run's workers use their own scheduler).
 
 A scheduler plugin (`RateShareHost`) keeps one `assay.calls.fleet.FleetWindow` per (endpoint,
 model) and answers one comm handler, `assay_rate_sync`; each member reaches it over distributed's
@@ -13,12 +13,14 @@ request costs a scheduler round trip per call; a `Variable` guarded by a `Lock` 
 trips per update and leaves the AIMD state with whoever holds the lock. The plugin does the
 update where the state lives, in one round trip per member every `fleet.SYNC_S`
 (figures: docs/rate-control.md). A second plugin (`BudgetHost`, handler `assay_budget_sync`)
-keeps the spend of each `--dask` run with a budget (`assay.calls.budget_share`) the same way.
+keeps the spend of each `--dask` run with a budget (`assay.calls.budget_share`) the same way;
+a run whose sequential compare decided tells its workers through one of distributed's own events.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from distributed.core import rpc
@@ -33,6 +35,7 @@ HANDLER = "assay_rate_sync"
 BUDGET_PLUGIN = "assay-budget"
 BUDGET_HANDLER = "assay_budget_sync"
 _RPC_TIMEOUT_S = 5.0
+_EVENT_POLL_S = 30.0
 
 
 class RateShareHost(SchedulerPlugin):
@@ -86,6 +89,34 @@ def run_budget(key: str, dask_scheduler: Any = None) -> dict[str, Any] | None:
     host = dask_scheduler.plugins.get(BUDGET_PLUGIN) if dask_scheduler is not None else None
     budget = host.runs.pop(key, None) if host is not None else None
     return budget.summary() if budget is not None else None
+
+
+def set_event(name: str, dask_scheduler: Any = None) -> None:
+    """Set distributed's event `name` on the scheduler this runs on (`Client.run_on_scheduler`)."""
+    dask_scheduler.extensions["events"].event_set(name)
+
+
+def clear_event(name: str, dask_scheduler: Any = None) -> None:
+    """Clear (forget) distributed's event `name` on the scheduler this runs on."""
+    dask_scheduler.extensions["events"].event_clear(name)
+
+
+async def wait_for_event(address: str, name: str, *, checked: Callable[[bool], None]) -> None:
+    """Return once distributed's event `name` is set on the scheduler at `address`, asking it
+    directly (the loop this runs on is no Dask client's). `checked(is_set)` is called once its
+    state is first known. Raises ConnectionError when the scheduler cannot be reached.
+    """
+    scheduler = rpc(address, timeout=_RPC_TIMEOUT_S)
+    try:
+        is_set = bool(await scheduler.event_is_set(name=name))
+        checked(is_set)
+        # Long polls: the scheduler answers at once when the event is set.
+        while not is_set:
+            is_set = bool(await scheduler.event_wait(name=name, timeout=_EVENT_POLL_S))
+    except OSError as exc:
+        raise ConnectionError(f"Dask scheduler {address}: {exc}") from exc
+    finally:
+        scheduler.close_comms()
 
 
 def fleet_summary(name: str, dask_scheduler: Any = None) -> dict[str, Any] | None:

@@ -134,23 +134,13 @@ def _rescore_flow(orchestrated: bool) -> Any:
     return drive_rescore
 
 
-def _dask(args: argparse.Namespace, spec: Path) -> dict[str, str]:
-    """The `dask` parameter: `--dask`, else `ASSAY_DASK`; a spec a cluster cannot run is bad
-    input here, before anything is written (the scheduler's address is checked by the driver,
-    also before anything is written)."""
+def _dask(args: argparse.Namespace) -> dict[str, str]:
+    """The `dask` parameter: `--dask`, else `ASSAY_DASK` (the driver checks that a scheduler
+    answers there before anything is written)."""
     import os
 
     address = args.dask or os.environ.get("ASSAY_DASK")
-    if not address:
-        return {}
-    from assay.run.checks import validate
-
-    checked = validate(spec)[0]
-    if getattr(args, "compare_to", None) or checked.compare_to is not None:
-        raise InputError(
-            "--dask: a run with compare_to stops on a verdict as items commit, on one machine; run it without --dask"
-        )
-    return {"dask": address}
+    return {"dask": address} if address else {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
     compare = {"compare_to": args.compare_to} if args.compare_to else {}
     keys = {"check_keys": True} if args.check_keys else {}
-    dask = _dask(args, Path(args.spec))
+    dask = _dask(args)
     return _execute(
         args, _run_flow, lambda: validate(Path(args.spec)), spec=args.spec, **compare, **keys, **dask
     )
@@ -225,7 +215,7 @@ def resume(args: argparse.Namespace) -> int:
         cell=record["cell"],
         **({"retry_failed": retry} if retry is not None else {}),
         **({"check_keys": True} if args.check_keys else {}),
-        **_dask(args, spec),
+        **_dask(args),
     )
 
 

@@ -19,9 +19,10 @@ from distributed import Client, as_completed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run
+from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run, stop_event
 from assay.outcomes import BudgetClosedBy
 from assay.run import progress
+from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
 
 # Many more shards than worker threads, so a slow or lost worker costs little of the run, and
@@ -103,13 +104,8 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
     them; the progress counts each shard's items as it ends.
 
     Raises:
-        InputError: the spec asks for something a cluster cannot do (a sequential compare).
         LeaseLostError: a worker found that another process drives the run now.
     """
-    if plan.monitor is not None:
-        raise InputError(
-            "--dask: a run with compare_to stops on a verdict as items commit; run it without --dask"
-        )
     threads = sum((await client.nthreads()).values())
     run = remote_run(plan)
     shards = shards_for(plan, threads)
@@ -127,12 +123,11 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         )
         for shard in shards
     ]
+    reports = ShardReports(plan, client.run_on_scheduler)
     try:
         async for future in as_completed(futures, loop=client.loop):
-            report = await future
-            for outcome, count in report.executed.items():
-                for _ in range(count):
-                    progress.current().item_done(outcome)
+            await reports.take(await future)
+        await reports.close()
         # The workers' members report their last answers as the run's targets close: only then
         # does the scheduler's controller count every call of the run.
         await _forget(client, plan)
@@ -156,6 +151,50 @@ async def _fleet_rate(client: Client, plan: RunPlan) -> dict[str, Any] | None:
         return await client.run_on_scheduler(fleet_summary, name)
     except OSError:  # the scheduler went away: the run still ends, without the fleet's history
         return None
+
+
+class ShardReports:
+    """The driver's side of each shard's report: the progress counts its items, and the run's
+    sequential compare (`compare_to`) is fed its committed rows — the workers told to stop
+    admitting items once it decides (`assay.orchestrate.remote.FollowedCompare`).
+
+    Args:
+        plan: the run.
+        run_on_scheduler: the client's `run_on_scheduler`, awaitable.
+    """
+
+    def __init__(self, plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[Any]]) -> None:
+        self._plan = plan
+        self._run_on_scheduler = run_on_scheduler
+        self._event = stop_event(plan.run_id, plan.lease.generation)
+        self._stopped = False
+
+    async def take(self, report: ShardReport) -> None:
+        for outcome, count in report.executed.items():
+            for _ in range(count):
+                progress.current().item_done(outcome)
+        monitor = self._plan.monitor
+        if monitor is None:
+            return
+        monitor.committed(report.compared_items, report.compared_scores)
+        if monitor.stop and not self._stopped:
+            from assay.calls.fleet_dask import set_event
+
+            self._stopped = True
+            await self._run_on_scheduler(set_event, self._event)
+
+    async def close(self) -> None:
+        """Every shard reported: the compare sees every committed row (those of a shard attempt
+        whose worker died after committing reached no report), and the event is forgotten."""
+        monitor = self._plan.monitor
+        if monitor is None:
+            return
+        from assay.analysis.monitor import feed_stored
+        from assay.calls.fleet_dask import clear_event
+
+        feed_stored(monitor, self._plan)
+        if self._stopped:
+            await self._run_on_scheduler(clear_event, self._event)
 
 
 async def take_spend(plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[Any]]) -> None:

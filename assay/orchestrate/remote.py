@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from assay.calls.accounting import Budget
 from assay.calls.budget_share import SharedBudget, budget_key
 from assay.orchestrate.loop import event_loop_factory
 from assay.orchestrate.target import close_plan_target, open_plan_target
+from assay.outcomes import ScorerOutcome
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.identity import Identity
 from assay.run.plan import RunPlan, Shard
@@ -92,6 +94,16 @@ class _Executing:
         self.plan.budget = _budget(run, scheduler)
         self.target: Target = open_plan_target(self.plan)
         self.executor = ShardExecutor.for_target(self.plan, self.target)
+        self.compare: FollowedCompare | None = None
+        self.watching: asyncio.Task[None] | None = None
+        compare, scorer = run.spec.compare_to, run.spec.compared_scorer
+        if compare is not None and scorer is not None:
+            self.compare = self.plan.monitor = FollowedCompare(scorer)
+            if compare.stop == "decided" and scheduler is not None:
+                event = stop_event(run.run_id, run.generation)
+                self.watching = asyncio.ensure_future(self.compare.watch(scheduler, event))
+            else:
+                self.compare.checked.set()
 
 
 def _budget(run: RemoteRun, scheduler: str | None) -> Budget:
@@ -124,6 +136,66 @@ async def _reporting(budget: Budget) -> AsyncIterator[None]:
             await task
         await budget.sync()
 
+
+class FollowedCompare:
+    """A worker's side of its run's sequential compare (`compare_to`; the driver keeps the
+    sequence, `assay.analysis.monitor`): it keeps what the driver needs of each committed batch for
+    the next shard report, and stops admitting items once the driver says the compare decided (a
+    Dask event the driver sets; `watch`).
+
+    Args:
+        scorer: the compared scorer.
+    """
+
+    def __init__(self, scorer: str) -> None:
+        self.stop = False
+        self.scorer = scorer
+        self.checked = asyncio.Event()  # the driver's word is known (the event read once)
+        self._items: list[dict[str, Any]] = []
+        self._scores: list[dict[str, Any]] = []
+
+    def committed(self, items: list[dict[str, Any]], scores: list[dict[str, Any]]) -> None:
+        self._items += [{"item_id": r["item_id"], "trial": r["trial"]} for r in items]
+        self._scores += [
+            {k: r[k] for k in ("item_id", "trial", "scorer", "outcome", "score")}
+            for r in scores
+            if r.get("scorer") == self.scorer and r.get("outcome") == ScorerOutcome.SCORED
+        ]
+
+    def report(self, report: ShardReport) -> ShardReport:
+        """`report` with the rows committed since the last report (any shard's: they all reach
+        the driver)."""
+        report.compared_items, self._items = self._items, []
+        report.compared_scores, self._scores = self._scores, []
+        return report
+
+    async def watch(self, scheduler: str, event: str) -> None:
+        """Stop admitting items once `event` is set (run until cancelled)."""
+        from assay.calls.fleet_dask import wait_for_event
+
+        def checked(is_set: bool) -> None:
+            self.stop = is_set
+            self.checked.set()
+
+        try:
+            await wait_for_event(scheduler, event, checked=checked)
+            self.stop = True
+        except (
+            ConnectionError
+        ) as exc:  # the driver's summary still has every row; only stopping early is lost
+            logger.warning("run %s: cannot hear the driver stop it (%s); its items run on", event, exc)
+        finally:
+            self.checked.set()
+
+
+def stop_event(run_id: str, generation: int) -> str:
+    """The Dask event that tells an execution's workers its sequential compare decided."""
+    return f"assay-stop-{run_id}-g{generation}"
+
+
+_CHECK_TIMEOUT_S = 10.0  # the scheduler is slow to say whether the run was stopped: run anyway
+
+logger = logging.getLogger(__name__)
 
 _runs: dict[tuple[str, str], _Executing] = {}
 _loop: asyncio.AbstractEventLoop | None = None
@@ -176,8 +248,14 @@ async def _execute(
     accepted = attempt.begin()
     if accepted:
         executing.plan.done.update(executing.plan.store.done_keys(run.run_id, parts=accepted))
+    compare = executing.compare
+    if compare is not None:  # a worker joining late must not start items of a decided run
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CHECK_TIMEOUT_S):
+                await compare.checked.wait()
     async with _reporting(executing.plan.budget):
-        return await executing.executor.run_shard(shard, attempt)
+        report = await executing.executor.run_shard(shard, attempt)
+    return compare.report(report) if compare is not None else report
 
 
 def forget_run(run_id: str, token: str) -> bool:
@@ -192,6 +270,8 @@ async def _forget(run_id: str, token: str) -> bool:
     executing = _runs.pop((run_id, token), None)
     if executing is None:
         return False
+    if executing.watching is not None:
+        executing.watching.cancel()
     await close_plan_target(executing.plan, executing.target)
     if isinstance(executing.plan.budget, SharedBudget):
         executing.plan.budget.close()

@@ -83,6 +83,9 @@ class ShardReport:
     shard: int
     executed: dict[str, int] = field(default_factory=dict)
     already_done: int = 0
+    # On a Dask worker: what the driver's sequential compare needs of the rows committed meanwhile.
+    compared_items: list[dict[str, Any]] = field(default_factory=list)
+    compared_scores: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ShardExecutor:
