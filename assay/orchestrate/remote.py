@@ -4,11 +4,13 @@
                                          again elsewhere when a worker dies)
     forget_run(run_id, token)            closes the run's target in this process, once it ended
 
-Nothing here imports Dask: the functions are plain, pickled by the driver and called by a worker
-in one of its threads. Every shard of a run executed by one worker process shares one event loop
-(a thread of its own), one open target and its limiter and rate controller, built the way the
-driver builds them in a local run (`open_plan_target`); each shard's commits are fenced by its
-`ShardAttempt` under the driver's lease.
+Nothing here imports Dask when it is imported: the functions are plain, pickled by the driver and
+called by a worker in one of its threads. Every shard of a run executed by one worker process
+shares one event loop (a thread of its own), one open target and its limiter and rate controller,
+built the way the driver builds them in a local run (`open_plan_target`); each shard's commits are
+fenced by its `ShardAttempt` under the driver's lease. What must be the run's, not the worker's, is
+kept in step through the worker's scheduler (imported then: `assay.calls.fleet_dask`): the budget
+(`assay.calls.budget_share`) and a sequential compare's stop (`FollowedCompare`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from assay.spec.dataset import Item
 from assay.store import Store
 from assay.store.attempts import FollowedLease, ShardAttempt
 from assay.targets import Target
+
+_CHECK_TIMEOUT_S = 10.0  # the scheduler is slow to say whether the run was stopped: run anyway
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +198,6 @@ def stop_event(run_id: str, generation: int) -> str:
     """The Dask event that tells an execution's workers its sequential compare decided."""
     return f"assay-stop-{run_id}-g{generation}"
 
-
-_CHECK_TIMEOUT_S = 10.0  # the scheduler is slow to say whether the run was stopped: run anyway
-
-logger = logging.getLogger(__name__)
 
 _runs: dict[tuple[str, str], _Executing] = {}
 _loop: asyncio.AbstractEventLoop | None = None
