@@ -286,8 +286,13 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
 
     url = s3.url(request.node.name)
     spec = paced_spec(tmp_path, 200)
-    # A budget, kept by the scheduler for the shards' task runs too (the python target spends nothing).
-    spec.write_text(spec.read_text() + "budget: $5\n")
+    # A budget, kept by the scheduler for the shards' task runs too (the python target spends
+    # nothing), and a sequential compare with a baseline run first, fed from the shards' reports
+    # (`stop: never`: every item runs, the verdict is recorded).
+    baseline = run_assay("run", str(spec), "--store", url, "--json", "-q", env=s3.env)
+    assert baseline.returncode == 0, baseline.stderr[-3000:]
+    base_id = json.loads(baseline.stdout)["run_id"]
+    spec.write_text(spec.read_text() + f"budget: $5\ncompare_to: {{baseline: {base_id}, stop: never}}\n")
     home = tmp_path / "prefect-home"
     with prefect_server(home) as api:
         env = {**prefect_env(home, api), **s3.env}
@@ -314,9 +319,10 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
                 timeout=300,
             )
         assert ran.returncode == 0, ran.stderr[-3000:]
-        assert json.loads(ran.stdout)["items"]["completed"] == 200
+        summary = json.loads(ran.stdout)
+        assert summary["items"]["completed"] == 200
         store = Store(url)
-        run_id = _run_id(store)
+        run_id = summary["run_id"]
         flow_run_id = store.read_run(run_id)["prefect_flow_run_id"]
         task_runs = httpx.post(
             f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=30
@@ -328,6 +334,8 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
         0.0,
         "open",
     )
+    assert record["compare_baseline"] == base_id and record["compare_items"] == 200
+    assert record["compare_delta"] == 0.0 and record["status"] == "completed"
     shards = _attempts(store, run_id)
     # One `run-shard` task run per shard, each completed on a Dask worker.
     runs = [t for t in task_runs if t["name"].startswith("shard-")]
