@@ -259,6 +259,13 @@ def test_a_sequential_compare_on_dask_stops_every_worker_once_it_decides(cluster
     (row,) = json.loads(compared.stdout)["scorers"]
     assert row["verdict"] == "regressed" and row["sequential_pairs"] == record["compare_items"]
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((record["compare_low"], record["compare_high"]))
+    # Resumed on the cluster, it stays decided: no item runs again, the record keeps its verdict.
+    again = run_assay("resume", run_id, "--store", str(store), "--json", "-q", "--dask", cluster.address)
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "stopped_early", again.stderr[
+        -3000:
+    ]
+    assert (spec.parent / "calls.log").read_text().split() == executed
+    assert Store(store).read_run(run_id)["compare_items"] == record["compare_items"]
 
 
 def test_the_embedded_path_does_not_import_dask(tmp_path, mock):

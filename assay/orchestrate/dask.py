@@ -73,7 +73,10 @@ async def _connect(address: str) -> Client:
 def shards_for(plan: RunPlan, threads: int) -> list[Shard]:
     """The run's unfinished work cut for a cluster of `threads` worker threads: at least
     `SHARDS_PER_THREAD` shards a thread, none over `MAX_SHARD_ITEMS` or under `MIN_SHARD_ITEMS`
-    items (but the last)."""
+    items (but the last). None when the run's sequential compare has decided already (a resumed
+    run that stopped early stays stopped)."""
+    if plan.monitor is not None and plan.monitor.stop:
+        return []
     todo = [(p, t) for p, t in plan.work if (plan.items[p].item_id, t) not in plan.done]
     count = max(SHARDS_PER_THREAD * max(threads, 1), math.ceil(len(todo) / MAX_SHARD_ITEMS))
     size = max(MIN_SHARD_ITEMS, math.ceil(len(todo) / count))
