@@ -46,7 +46,7 @@ from assay._templates import template_problem
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
-from assay.calls.http import HttpURL
+from assay.calls.http import ENDPOINT_SETTINGS, HttpURL
 from assay.calls.keys import key_problems
 from assay.calls.pinning import model_pin_problem
 from assay.calls.rate import controller_for
@@ -208,19 +208,12 @@ class LlmJudge(Scorer):
 
     version: ClassVar[str] = "1"
     deterministic: ClassVar[bool] = False
-    operational: ClassVar[frozenset[str]] = frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "api_key_secret",
-            "timeout",
-            "max_retries",
-            "concurrency",
-            "cache",
-            "gold_check",
-            "batch",
-        }
-    )
+    operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {
+        "concurrency",
+        "cache",
+        "gold_check",
+        "batch",
+    }
 
     kind: Literal["llm_judge"] = "llm_judge"
     base_url: HttpURL

@@ -39,7 +39,9 @@ class Remote(Scorer):
     """
 
     deterministic: ClassVar[bool] = False
-    operational: ClassVar[frozenset[str]] = frozenset({"api_key_env", "api_key_secret", "timeout", "gold_check"})
+    operational: ClassVar[frozenset[str]] = frozenset(
+        {"api_key_env", "api_key_secret", "timeout", "gold_check"}
+    )
 
     kind: Literal["remote"] = "remote"
     url: HttpURL

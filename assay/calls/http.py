@@ -98,6 +98,12 @@ RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429, *range(500, 600)})
 # A rate limit's refusals (429, and Anthropic's 529 "overloaded") are retried without counting
 # against `max_retries`, up to this many: a rate limit costs time, never items.
 RATE_LIMIT_STATUSES: frozenset[int] = frozenset({429, 529})
+
+# The spec fields that say how an endpoint is reached and retried: operational wherever they
+# appear (a target's, a judge's), since they change how a call is made, not what it answers.
+ENDPOINT_SETTINGS: frozenset[str] = frozenset(
+    {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries"}
+)
 MAX_RATE_LIMITED_RETRIES = 50
 MAX_RETRY_AFTER_S = 60.0
 _MAX_MESSAGE = 300

@@ -20,6 +20,7 @@ from assay.calls.aimd import RateController
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
+from assay.calls.http import ENDPOINT_SETTINGS
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.spec.dataset import Item
@@ -50,19 +51,7 @@ class ChatKind(TargetKind[S]):
 
     # How a chat model is reached, paced, retried, cached, streamed or batched changes what a call
     # costs or how long it takes, not what it answers; a kind adds its own (`cache_system`, ...).
-    operational: ClassVar[frozenset[str]] = frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "api_key_secret",
-            "timeout",
-            "max_retries",
-            "cache",
-            "stream",
-            "batch",
-            "rate_limits",
-        }
-    )
+    operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch", "rate_limits"}
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
         """Render every prompt once, so a template naming a missing field fails before anything runs."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from assay.calls.http import ENDPOINT_SETTINGS
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.targets._kind import TargetContext, TargetKind
@@ -17,20 +18,13 @@ class HttpAgentKind(TargetKind[HttpAgentTarget]):
     """An agent behind an HTTP harness (docs/harness-protocol.md); its spend is its own."""
 
     name = "http_agent"
-    operational: ClassVar[frozenset[str]] = frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "api_key_secret",
-            "timeout",
-            "max_retries",
-            "poll_interval",
-            "request_timeout",
-            # Which artifacts it keeps, not what it answers: a resume may change them.
-            "max_artifact_bytes",
-            "max_attempt_bytes",
-        }
-    )
+    operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {
+        "poll_interval",
+        "request_timeout",
+        # Which artifacts it keeps, not what it answers: a resume may change them.
+        "max_artifact_bytes",
+        "max_attempt_bytes",
+    }
 
     def prepare(
         self, spec: HttpAgentTarget, items: list[Item], spec_dir: Path, stored: dict[str, Any] | None
