@@ -20,7 +20,14 @@ from prefect.futures import as_completed
 from prefect_dask import DaskTaskRunner
 
 from assay.errors import InputError
-from assay.orchestrate.dask import ShardReports, connect_timeout, remote_run, shards_for, take_spend
+from assay.orchestrate.dask import (
+    ClusterCalls,
+    ShardReports,
+    connect_timeout,
+    finish_on_cluster,
+    remote_run,
+    shards_for,
+)
 from assay.orchestrate.drive import Host
 from assay.orchestrate.remote import RemoteRun, execute_shard
 from assay.run.execute import ShardReport
@@ -79,18 +86,15 @@ async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
         )
         for shard in shards_for(plan, threads)
     ]
-
-    def run_on_scheduler(*call: Any) -> Awaitable[Any]:
-        return asyncio.to_thread(runner.client.run_on_scheduler, *call)
-
-    reports = ShardReports(plan, run_on_scheduler)
+    cluster = ClusterCalls.of(runner.client)
+    reports = ShardReports(plan, cluster)
     try:
         # As they end, waited for off the event loop: the lease's renewals run on it meanwhile.
         ending = as_completed(futures)
         while (future := await asyncio.to_thread(next, ending, None)) is not None:
             await reports.take(await asyncio.to_thread(future.result))
         await reports.close()
-        await take_spend(plan, run_on_scheduler)
+        await finish_on_cluster(plan, cluster)
     finally:
         for future in futures:
             future.wrapped_future.cancel()

@@ -8,11 +8,12 @@ docs/scale.md. Imported only when `--dask` / `ASSAY_DASK` asks for a cluster.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from distributed import Client, as_completed
@@ -126,22 +127,52 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         )
         for shard in shards
     ]
-    reports = ShardReports(plan, client.run_on_scheduler)
+    cluster = ClusterCalls.of(client)
+    reports = ShardReports(plan, cluster)
     try:
         async for future in as_completed(futures, loop=client.loop):
             await reports.take(await future)
         await reports.close()
-        # The workers' members report their last answers as the run's targets close: only then
-        # does the scheduler's controller count every call of the run.
-        await _forget(client, plan)
-        plan.fleet_rate = await _fleet_rate(client, plan)
-        await take_spend(plan, client.run_on_scheduler)
+        await finish_on_cluster(plan, cluster)
     finally:
         await client.cancel(futures)
-        await _forget(client, plan)
+        await _forget(cluster, plan)
 
 
-async def _fleet_rate(client: Client, plan: RunPlan) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class ClusterCalls:
+    """The two calls a driver makes on its cluster beside submitting shards, awaitable whether
+    its Dask client is asynchronous (this module's) or not (prefect-dask's, called off the loop).
+
+    Args:
+        on_workers: the client's `run`: a function on every worker.
+        on_scheduler: the client's `run_on_scheduler`.
+    """
+
+    on_workers: Callable[..., Awaitable[Any]]
+    on_scheduler: Callable[..., Awaitable[Any]]
+
+    @classmethod
+    def of(cls, client: Client) -> ClusterCalls:
+        if client.asynchronous:
+            return cls(client.run, client.run_on_scheduler)
+
+        def off_the_loop(call: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+            return lambda *args, **kwargs: asyncio.to_thread(call, *args, **kwargs)
+
+        return cls(off_the_loop(client.run), off_the_loop(client.run_on_scheduler))
+
+
+async def finish_on_cluster(plan: RunPlan, cluster: ClusterCalls) -> None:
+    """Every shard ended: close the run's targets on the workers — their rate-window members
+    report their last answers as they close, so only then does the scheduler's controller count
+    every call of the run — and take that controller and the run's spend from the scheduler."""
+    await _forget(cluster, plan)
+    plan.fleet_rate = await _fleet_rate(cluster, plan)
+    await take_spend(plan, cluster)
+
+
+async def _fleet_rate(cluster: ClusterCalls, plan: RunPlan) -> dict[str, Any] | None:
     """The rate controller the run's workers shared, as the scheduler hosts it (None for a target
     without one, or a scheduler that never hosted it)."""
     from assay.calls.fleet_dask import fleet_summary
@@ -151,7 +182,7 @@ async def _fleet_rate(client: Client, plan: RunPlan) -> dict[str, Any] | None:
     if name is None:
         return None
     try:
-        return await client.run_on_scheduler(fleet_summary, name)
+        return await cluster.on_scheduler(fleet_summary, name)
     except OSError:  # the scheduler went away: the run still ends, without the fleet's history
         return None
 
@@ -163,12 +194,12 @@ class ShardReports:
 
     Args:
         plan: the run.
-        run_on_scheduler: the client's `run_on_scheduler`, awaitable.
+        cluster: the driver's calls on its cluster.
     """
 
-    def __init__(self, plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(self, plan: RunPlan, cluster: ClusterCalls) -> None:
         self._plan = plan
-        self._run_on_scheduler = run_on_scheduler
+        self._on_scheduler = cluster.on_scheduler
         self._event = stop_event(plan.run_id, plan.lease.generation)
         self._stopped = False
 
@@ -184,7 +215,7 @@ class ShardReports:
             from assay.calls.fleet_dask import set_event
 
             self._stopped = True
-            await self._run_on_scheduler(set_event, self._event)
+            await self._on_scheduler(set_event, self._event)
 
     async def close(self) -> None:
         """Every shard reported: the compare sees every committed row (those of a shard attempt
@@ -197,24 +228,19 @@ class ShardReports:
 
         feed_stored(monitor, self._plan)
         if self._stopped:
-            await self._run_on_scheduler(clear_event, self._event)
+            await self._on_scheduler(clear_event, self._event)
 
 
-async def take_spend(plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[Any]]) -> None:
+async def take_spend(plan: RunPlan, cluster: ClusterCalls) -> None:
     """The run's spend and what first met its closed budget, as the workers reported them to the
-    scheduler (`assay.calls.budget_share`), into the driver's budget: what the run's record stores.
-
-    Args:
-        plan: the run.
-        run_on_scheduler: the client's `run_on_scheduler`, awaitable.
-    """
+    scheduler (`assay.calls.budget_share`), into the driver's budget: what the run's record stores."""
     if plan.spec.budget_usd is None:
         return
     from assay.calls.budget_share import budget_key
     from assay.calls.fleet_dask import run_budget
 
     try:
-        state = await run_on_scheduler(run_budget, budget_key(plan.run_id, plan.lease.generation))
+        state = await cluster.on_scheduler(run_budget, budget_key(plan.run_id, plan.lease.generation))
     except OSError:  # the scheduler went away: the record keeps the spend known at planning
         return
     if state is not None:
@@ -223,9 +249,11 @@ async def take_spend(plan: RunPlan, run_on_scheduler: Callable[..., Awaitable[An
             plan.budget.closed_by = BudgetClosedBy(state["closed_by"])
 
 
-async def _forget(client: Client, plan: RunPlan) -> Any:
+async def _forget(cluster: ClusterCalls, plan: RunPlan) -> Any:
     """Close the run's target on every worker (best effort: a worker that left has no target)."""
     try:
-        return await client.run(forget_run, plan.run_id, plan.lease.holder["token"], on_error="ignore")
+        return await cluster.on_workers(
+            forget_run, plan.run_id, plan.lease.holder["token"], on_error="ignore"
+        )
     except OSError:
         return None
