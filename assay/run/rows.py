@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypedDict
 import pyarrow as pa
 
 from assay import _schema
-from assay.calls.accounting import Accounting, token_columns
+from assay.calls.accounting import Accounting, Usage, token_columns
 from assay.calls.capture import Scope
 from assay.errors import StoreError, TargetFailure
 from assay.outcomes import Completeness, Gauge, ItemOutcome, RowKind, ScorerOutcome, token_column
@@ -327,6 +327,8 @@ def failed_row(
         "finish_reason_raw": failure.finish_reason_raw,
         "output": to_json(failure.sent),
         "output_text": failure.sent if isinstance(failure.sent, str) else to_json(failure.sent),
+        # A reply that was no answer was still a reply: its tokens are known (and billed).
+        **(token_columns(failure.usage) if isinstance(failure.usage, Usage) else {}),
         "retries": failure.retries,
         "duration_ms": (time.perf_counter() - started) * 1000,
         # What a failed attempt kept (a sandbox's transcript) is evidence too.

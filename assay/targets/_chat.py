@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from assay.calls.accounting import Usage
 from assay.calls.aimd import RateController
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
@@ -187,7 +188,12 @@ class ChatTarget(ABC):
     async def _ask(self, body: dict[str, Any]) -> TargetResult:
         reply = await self._client.complete(body)
         self._check_answer(
-            body, reply.content, reply.finish, request_id=reply.request_id, retries=reply.retries
+            body,
+            reply.content,
+            reply.finish,
+            usage=reply.usage,
+            request_id=reply.request_id,
+            retries=reply.retries,
         )
         return TargetResult(
             output=reply.content,
@@ -202,7 +208,14 @@ class ChatTarget(ABC):
         )
 
     def _check_answer(
-        self, body: dict[str, Any], content: Any, finish: Finish, *, request_id: str | None, retries: int
+        self,
+        body: dict[str, Any],
+        content: Any,
+        finish: Finish,
+        *,
+        usage: Usage,
+        request_id: str | None,
+        retries: int,
     ) -> None:
         """Raise the item's `TargetFailure` when the reply is no answer, keeping what it held.
 
@@ -210,6 +223,7 @@ class ChatTarget(ABC):
             body: the request (whether it offered tools).
             content: the reply's content.
             finish: how it ended.
+            usage: its tokens (a reply, if no answer: billed).
             request_id: the provider's id of the reply.
             retries: failed attempts before it.
         """
@@ -225,6 +239,7 @@ class ChatTarget(ABC):
             provider=self._client.provider,
             request_id=request_id,
             retries=retries,
+            usage=usage,
             finish_reason=_word(finish),
             finish_reason_raw=finish.raw,
             sent=finish.refusal or finish.tool_calls or content or None,
@@ -251,7 +266,7 @@ class ChatTarget(ABC):
                 provider=self._client.provider,
             ) from None
         content, finish = self._api.content(message), self._api.finish(message)
-        self._check_answer(body, content, finish, request_id=message.get("id"), retries=0)
+        self._check_answer(body, content, finish, usage=usage, request_id=message.get("id"), retries=0)
         return TargetResult(
             output=content,
             model=message.get("model") or self._spec.model,
