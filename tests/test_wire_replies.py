@@ -269,3 +269,75 @@ def test_the_scripted_server_refuses_payloads_off_the_sdks_types():
         Reply("anthropic", {"type": "message", "content": []})
     with pytest.raises(ValueError):
         Stream("anthropic", [{"type": "message_delta", "delta": {"stop_reason": "done"}, "usage": {}}])
+
+
+def _sse_data(body: str) -> list[Any]:
+    """The data of each event of an event stream (JSON, or `[DONE]`)."""
+    events = []
+    for block in body.split("\n\n"):
+        data = [line[len("data: ") :] for line in block.split("\n") if line.startswith("data: ")]
+        if data:
+            text = "\n".join(data)
+            events.append(text if text == "[DONE]" else json.loads(text))
+    return events
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_mock_servers_send_what_the_sdks_read(mock, claude, provider):
+    """The aiohttp mocks (assay/testing/mock_openai, mock_anthropic) checked like the scripted
+    server: a reply, a streamed reply event by event, and an error, against the SDKs' types."""
+    import httpx
+
+    from assay.testing.scripted import check_event, check_reply, check_request
+
+    server = mock if provider == "openai" else claude
+    server.configure(answers={"*": "one two three"})
+    path, body = (
+        ("/chat/completions", {"model": "mock-1", "messages": [{"role": "user", "content": "hi"}]})
+        if provider == "openai"
+        else (
+            "/messages",
+            {"model": CLAUDE, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]},
+        )
+    )
+    streamed = {
+        **body,
+        "stream": True,
+        **({"stream_options": {"include_usage": True}} if provider == "openai" else {}),
+    }
+    check_request(provider, body)
+    check_request(provider, streamed)
+    with httpx.Client(
+        base_url=server.base_url, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}
+    ) as client:
+        reply = client.post(path, json=body)
+        assert reply.status_code == 200
+        check_reply(provider, reply.json())
+        events = _sse_data(client.post(path, json=streamed).text)
+        assert len(events) > 4
+        for data in events:
+            check_event(provider, data)
+        server.configure(faults=[{"status": 429, "times": 1}])
+        refused = client.post(path, json=body)
+        assert refused.status_code == 429
+        check_reply(provider, refused.json())
+
+
+def test_a_refused_turn_of_a_session_fails_it_with_its_finish_reason(tmp_path, scripted, capsys):
+    from tests.test_sessions import THREE_PROMPTS, session_spec, write_policy
+
+    # Policies propagate a failed prompt: the refusal ends the attempt, and the item, as a refusal.
+    scripted.script(openai({"content": "0"}), openai({"refusal": REFUSAL}))
+    target = _target("openai", scripted.base_url, stream=False)
+    target["prompt"] = "{question}"
+    spec = session_spec(tmp_path, target, n=1, policy=write_policy(tmp_path, THREE_PROMPTS))
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+    summary, store = json.loads(capsys.readouterr().out), Store(tmp_path / "s")
+    turns = store.run_turns(summary["run_id"]).sort("index")
+    assert turns.select("outcome", "failure_kind", "finish_reason").rows() == [
+        ("completed", None, "stop"),
+        ("failed", "refusal", "refusal"),
+    ]
+    (item,) = store.run_items(summary["run_id"]).iter_rows(named=True)
+    assert (item["outcome"], item["failure_kind"], item["finish_reason"]) == ("failed", "refusal", "refusal")
+    assert summary["failure_kinds"]["refusal"] == 1
