@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from assay._templates import template_problem
+from assay._templates import FieldValue, template_problem
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
@@ -144,32 +144,6 @@ def _field_names(template: str) -> list[str]:
     """The fields `template` names, e.g. `["input", "output[answer]"]`. Raises ValueError when it
     does not parse."""
     return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
-
-
-class _Value:
-    """A value as a rubric shows it: text as is, None as "(none)", anything else as JSON;
-    `{field[key]}` indexes into it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __getitem__(self, key: Any) -> _Value:
-        return _Value(self.value[key])
-
-    def __str__(self) -> str:
-        if isinstance(self.value, str):
-            return self.value
-        if self.value is None:
-            return "(none)"
-        return json.dumps(self.value, ensure_ascii=False, default=str)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
 
 
 class LlmJudge(Scorer):
@@ -313,8 +287,8 @@ class LlmJudge(Scorer):
     def _render(self, template: str, sample: Sample, what: str) -> str:
         values = {**sample.fields, **sample.annotations}
         values.update(input=sample.input, output=sample.output, expected=sample.expected)
-        namespace = {key: _Value(value) for key, value in values.items()}
-        namespace["scale"] = _Value(self._scale_words())
+        namespace = {key: FieldValue(value) for key, value in values.items()}
+        namespace["scale"] = FieldValue(self._scale_words())
         try:
             return template.format_map(namespace)
         except KeyError as exc:
