@@ -908,3 +908,31 @@ def test_check_keys_tries_the_provider_key_before_any_container_starts(tmp_path:
         provider.close()
         for partition in (tmp_path / "store" / "runs").glob("run_id=*"):
             clean(partition.name.removeprefix("run_id="))
+
+
+def test_a_watched_command_is_stopped_when_its_output_says_so() -> None:
+    """`exec(watch=…)`: the first stdout piece the watcher refuses stops the command (every process
+    of its user killed) at once, in an image without /bin/kill (Debian's minbase); the output so
+    far comes back, `stopped` set. An agent that would retry a refused key for minutes ends so."""
+    from assay.sandbox import Limits, Sandbox, inspect_image
+    from assay.sandbox._docker import CONTROL_USER
+
+    client = engine()
+    facts = inspect_image(client, python_image(client), None)
+    sandbox = Sandbox.create(client, facts, labels={"assay.run_id": "watch-test"}, limits=Limits())
+    try:
+        script = "echo working; sleep 1; echo refused; sleep 60 & sleep 60; echo never"
+        seen: list[bytes] = []
+        started = time.monotonic()
+        result = sandbox.exec(
+            ["sh", "-c", script], timeout=30, watch=lambda chunk: seen.append(chunk) or b"refused" in chunk
+        )
+        took = time.monotonic() - started
+        owned = 'for p in /proc/[0-9]*; do [ "$(stat -c %u "$p")" = 1000 ] && echo "${p#/proc/}"; done; true'
+        leftover = sandbox.exec(["sh", "-c", owned], user=CONTROL_USER, workdir="/")
+    finally:
+        sandbox.remove()
+    assert result.stopped and not result.timed_out and result.exit_code == 137
+    assert result.stdout == b"working\nrefused\n" and b"".join(seen) == result.stdout
+    assert took < 10, f"stopping took {took:.1f} s"
+    assert leftover.ok and leftover.stdout == b""  # the background `sleep` went too

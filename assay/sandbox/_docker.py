@@ -54,6 +54,8 @@ _EXPORT = 'kill -KILL -1 2>/dev/null; chmod -R u+rX "$1" 2>/dev/null; exec tar -
 _HEADROOM = 128 * 1024 * 1024
 _READ_CHUNK = 65536
 _KILL_TIMEOUT_S = 30.0
+# Every process of the user who runs it (not the container's init: it is Assay's control user's).
+_KILL_ALL = "kill -KILL -1 2>/dev/null; true"
 _OUTPUT_LIMIT = 8 * 1024 * 1024
 # A workspace comes back as one tar stream: it may be as large as its tmpfs allows.
 _EXPORT_LIMIT = 4 * 1024 * 1024 * 1024
@@ -314,7 +316,8 @@ class Sandbox:
         if watch is not None:
 
             def stop() -> None:
-                self.exec(["kill", "-KILL", "-1"], user=run_as, workdir="/", timeout=_KILL_TIMEOUT_S)
+                # The shell's own `kill`: an image need not have /bin/kill (Debian's minbase has none).
+                self.exec(["sh", "-c", _KILL_ALL], user=run_as, workdir="/", timeout=_KILL_TIMEOUT_S)
 
         sock = api.exec_start(created["Id"], socket=True)
         raw: socket.socket = getattr(sock, "_sock", sock)
