@@ -18,6 +18,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,70 +41,63 @@ SONNET_INPUT, SONNET_OUTPUT = 3e-6, 15e-6
 CODEX_EXTENSIONS = ["unknown field 'client_metadata'"]
 
 
+@dataclass(frozen=True)
+class Lab:
+    """The scripted server, on the gateway of an internal network of this module's own, and the
+    images: what each test's spec points at."""
+
+    models: ScriptedModels
+    network: str
+    agents_image: str
+    proxy_image: str
+
+    def spec(self, tmp_path: Path, agent: dict[str, Any], *, check: str, policy: str | None = None) -> Path:
+        """A one-item eval of `agent` on the agents image, reaching only the scripted server."""
+        write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "input": "Create hello.txt saying hello."}])
+        extra: dict[str, Any] = {}
+        if policy is not None:
+            module = f"policy_{uuid.uuid4().hex[:10]}"
+            (tmp_path / f"{module}.py").write_text(textwrap.dedent(policy))
+            extra["policy"] = f"{module}:policy"
+        base = self.models.base_url + ("/v1" if agent["adapter"] == "codex" else "")
+        return write_spec(
+            tmp_path,
+            name=f"real-{agent['adapter']}",
+            dataset={"path": "data.jsonl", "id": "id"},
+            target={
+                "kind": "container",
+                "image": self.agents_image,
+                "agent": {**agent, "base_url": base},
+                "output": "report",
+                "egress": [f"{self.models.host}:{self.models.port}"],
+                "egress_proxy_image": self.proxy_image,
+                "egress_network": self.network,
+                "limits": {"memory": "2g", "cpus": 1.0},
+                "deadlines": {"agent": 120},
+            },
+            scorers=[{"kind": "code_exec", "checks": [check]}],
+            fail_on_item_error_rate=1,
+            **extra,
+        )
+
+
 @pytest.fixture(scope="module")
-def network() -> Iterator[tuple[str, str]]:
-    """An internal network (no route out) of this module's own: its name and gateway address."""
+def lab() -> Iterator[Lab]:
     client = engine()
-    created = client.networks.create(
+    images = agents_image(client), python_image(client)
+    network = client.networks.create(
         f"assay-test-models-{uuid.uuid4().hex[:8]}",
         driver="bridge",
         internal=True,
         labels={"assay.test": "1"},
     )
     try:
-        created.reload()
-        yield created.name, created.attrs["IPAM"]["Config"][0]["Gateway"]
+        network.reload()
+        gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
+        with ScriptedModels(host=gateway, key=KEY) as models:
+            yield Lab(models, network.name, *images)
     finally:
-        created.remove()
-
-
-@pytest.fixture(scope="module")
-def models(network: tuple[str, str]) -> Iterator[ScriptedModels]:
-    with ScriptedModels(host=network[1], key=KEY) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def images() -> tuple[str, str]:
-    return agents_image(), python_image()
-
-
-def _spec(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    agent: dict[str, Any],
-    *,
-    check: str,
-    policy: str | None = None,
-) -> Path:
-    write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "input": "Create hello.txt saying hello."}])
-    extra: dict[str, Any] = {}
-    if policy is not None:
-        module = f"policy_{uuid.uuid4().hex[:10]}"
-        (tmp_path / f"{module}.py").write_text(textwrap.dedent(policy))
-        extra["policy"] = f"{module}:policy"
-    base = models.base_url + ("/v1" if agent["adapter"] == "codex" else "")
-    return write_spec(
-        tmp_path,
-        name=f"real-{agent['adapter']}",
-        dataset={"path": "data.jsonl", "id": "id"},
-        target={
-            "kind": "container",
-            "image": images[0],
-            "agent": {**agent, "base_url": base},
-            "output": "report",
-            "egress": [f"{models.host}:{models.port}"],
-            "egress_proxy_image": images[1],
-            "egress_network": network[0],
-            "limits": {"memory": "2g", "cpus": 1.0},
-            "deadlines": {"agent": 120},
-        },
-        scorers=[{"kind": "code_exec", "checks": [check]}],
-        fail_on_item_error_rate=1,
-        **extra,
-    )
+        network.remove()
 
 
 def _run(spec: Path, store: Path) -> tuple[str, Store, float]:
@@ -135,17 +129,13 @@ PATCH = "*** Begin Patch\n*** Add File: notes.md\n+patched by codex\n*** End Pat
 
 
 def test_codex_runs_its_shell_and_patch_tools_against_the_endpoint_its_config_names(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The key reaches `codex exec` as CODEX_API_KEY (every request carries it), the endpoint is
     its config's model provider (no WebSocket try, no error events), and what it did is stored:
     its answer, its thread's usage with the new fields, its trajectory and the workspace's diff."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    models.script(
+    lab.models.script(
         responses=[
             Reply(
                 calls=(Call("exec_command", {"cmd": "printf 'hello from codex\\n' > hello.txt"}),),
@@ -163,11 +153,8 @@ def test_codex_runs_its_shell_and_patch_tools_against_the_endpoint_its_config_na
             ),
         ]
     )
-    spec = _spec(
+    spec = lab.spec(
         tmp_path,
-        models,
-        network,
-        images,
         {"adapter": "codex", "model": CODEX_MODEL},
         check="grep -qx 'hello from codex' /workspace/hello.txt && grep -qx 'patched by codex' /workspace/notes.md",
     )
@@ -187,7 +174,7 @@ def test_codex_runs_its_shell_and_patch_tools_against_the_endpoint_its_config_na
     assert "problems" not in metadata, metadata["problems"]  # no WebSocket fallback, no fallback metadata
     assert metadata["tool_calls"] == 2
     # Three requests, each with the key, valid, none a WebSocket upgrade; the tools' results went back.
-    bodies = _the_wire_was_clean(models, "/v1/responses", CODEX_EXTENSIONS)
+    bodies = _the_wire_was_clean(lab.models, "/v1/responses", CODEX_EXTENSIONS)
     assert len(bodies) == 3 and {b["model"] for b in bodies} == {CODEX_MODEL}
     returned = [
         i for i in bodies[2]["input"] if i.get("type") in ("function_call_output", "custom_tool_call_output")
@@ -202,7 +189,7 @@ def test_codex_runs_its_shell_and_patch_tools_against_the_endpoint_its_config_na
     assert steps[-1] == {"role": "assistant", "content": "Wrote hello.txt and notes.md.", "tool_calls": []}
     snapshot = json.loads(store.read_run(run_id)["target_snapshot"])
     assert snapshot["agent_version"] == f"codex-cli {CODEX_VERSION}"
-    assert snapshot["egress_allowlist"] == [f"{models.host}:{models.port}"]
+    assert snapshot["egress_allowlist"] == [f"{lab.models.host}:{lab.models.port}"]
     assert KEY.encode() not in _stored(tmp_path / "store")
 
 
@@ -214,16 +201,12 @@ async def policy(session):
 
 
 def test_codex_resume_reports_the_threads_total_and_each_prompt_keeps_its_own(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After `exec resume --last` Codex's `turn.completed.usage` is the thread's total: the
     second prompt's figures are what it added, and the attempt's are the thread's, not more."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    models.script(
+    lab.models.script(
         responses=[
             Reply(
                 calls=(Call("exec_command", {"cmd": "echo hello > hello.txt"}),),
@@ -234,11 +217,8 @@ def test_codex_resume_reports_the_threads_total_and_each_prompt_keeps_its_own(
             Reply(text="I wrote hello.txt.", input_tokens=1500, cached_tokens=1100, output_tokens=7),
         ]
     )
-    spec = _spec(
+    spec = lab.spec(
         tmp_path,
-        models,
-        network,
-        images,
         {"adapter": "codex", "model": CODEX_MODEL},
         check="grep -qx hello /workspace/hello.txt",
         policy=RESUME,
@@ -256,19 +236,15 @@ def test_codex_resume_reports_the_threads_total_and_each_prompt_keeps_its_own(
     second = [json.loads(line) for line in (transcripts / "transcript-1.txt").read_text().splitlines()]
     (usage,) = [e["usage"] for e in second if e.get("type") == "turn.completed"]
     assert usage["input_tokens"] == 3600  # what Codex said: the thread's, after the resume
-    _the_wire_was_clean(models, "/v1/responses", CODEX_EXTENSIONS)
+    _the_wire_was_clean(lab.models, "/v1/responses", CODEX_EXTENSIONS)
 
 
 def test_codex_with_a_refused_key_is_stopped_at_once_and_says_the_key_is_wrong(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-revoked-" + "0" * 20)
-    models.script(responses=[Reply(text="never")])
-    spec = _spec(tmp_path, models, network, images, {"adapter": "codex", "model": CODEX_MODEL}, check="true")
+    lab.models.script(responses=[Reply(text="never")])
+    spec = lab.spec(tmp_path, {"adapter": "codex", "model": CODEX_MODEL}, check="true")
     run_id, store, _ = _run(spec, tmp_path / "store")
 
     (row,) = store.run_items(run_id).to_dicts()
@@ -279,7 +255,7 @@ def test_codex_with_a_refused_key_is_stopped_at_once_and_says_the_key_is_wrong(
     )
     assert (row["failure_kind"], row["failure_http_status"]) == ("http", 401)
     # Stopped at its first retry: without that, it would send six requests, then exit 1.
-    assert 1 <= len(models.requests("/v1/responses")) <= 2
+    assert 1 <= len(lab.models.requests("/v1/responses")) <= 2
 
 
 # -- Claude Code -------------------------------------------------------------------------------
@@ -290,11 +266,7 @@ def _claude_cost(*replies: Reply) -> float:
 
 
 def test_claude_code_writes_a_file_and_its_cost_and_usage_are_stored(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Claude Code's Write tool edits the sandbox's workspace; its answer, usage, cost and
     trajectory are stored; with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC it calls nothing but
@@ -309,12 +281,9 @@ def test_claude_code_writes_a_file_and_its_cost_and_usage_are_stored(
         ),
         Reply(text="Created hello.txt.", input_tokens=1000, output_tokens=6),
     ]
-    models.script(messages=list(replies))
-    spec = _spec(
+    lab.models.script(messages=list(replies))
+    spec = lab.spec(
         tmp_path,
-        models,
-        network,
-        images,
         {"adapter": "claude-code", "model": CLAUDE_MODEL},
         check="grep -qx 'hello from claude' /workspace/hello.txt",
     )
@@ -330,7 +299,7 @@ def test_claude_code_writes_a_file_and_its_cost_and_usage_are_stored(
         "tokens": {"input": 1900, "output": 36, "cached": 0, "cache_write": 0}
     }
     assert json.loads(row["caller_metadata"]) == {"turns": 2, "tool_calls": 1}
-    bodies = _the_wire_was_clean(models, "/v1/messages", [])
+    bodies = _the_wire_was_clean(lab.models, "/v1/messages", [])
     assert len(bodies) == 2 and {b["model"] for b in bodies} == {CLAUDE_MODEL}
     folder = store.artifacts_dir(run_id, "a", 0)
     assert "+hello from claude" in (folder / "diff.patch").read_text()
@@ -343,11 +312,7 @@ def test_claude_code_writes_a_file_and_its_cost_and_usage_are_stored(
 
 
 def test_claude_code_continue_reports_the_conversations_cost_and_each_prompt_keeps_its_own(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After `--continue` Claude Code's `total_cost_usd` is the conversation's: the attempt's
     cost is the conversation's, never the first prompt's counted twice."""
@@ -359,12 +324,9 @@ def test_claude_code_continue_reports_the_conversations_cost_and_each_prompt_kee
         Reply(text="Created it.", input_tokens=900, output_tokens=5),
     ]
     second = Reply(text="I wrote hello.txt with echo.", input_tokens=1200, output_tokens=9)
-    models.script(messages=[*first, second])
-    spec = _spec(
+    lab.models.script(messages=[*first, second])
+    spec = lab.spec(
         tmp_path,
-        models,
-        network,
-        images,
         {"adapter": "claude-code", "model": CLAUDE_MODEL},
         check="grep -qx hello /workspace/hello.txt",
         policy=RESUME,
@@ -382,23 +344,17 @@ def test_claude_code_continue_reports_the_conversations_cost_and_each_prompt_kee
         said += [json.loads(line)["total_cost_usd"] for line in transcript.splitlines() if '"result"' in line]
     assert said[1] == pytest.approx(_claude_cost(*first, second))  # the conversation's, as measured
     assert row["caller_cost_usd"] == pytest.approx(_claude_cost(*first, second))
-    _the_wire_was_clean(models, "/v1/messages", [])
+    _the_wire_was_clean(lab.models, "/v1/messages", [])
 
 
 def test_claude_code_with_a_refused_key_is_stopped_at_its_first_retry(
-    tmp_path: Path,
-    models: ScriptedModels,
-    network: tuple[str, str],
-    images: tuple[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Left alone, Claude Code retries a 401 ten times over ~3 minutes and ends `subtype:
     success, is_error: true`; Assay stops it at the first `api_retry` and says the key is wrong."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-revoked-" + "0" * 20)
-    models.script(messages=[Reply(text="never")])
-    spec = _spec(
-        tmp_path, models, network, images, {"adapter": "claude-code", "model": CLAUDE_MODEL}, check="true"
-    )
+    lab.models.script(messages=[Reply(text="never")])
+    spec = lab.spec(tmp_path, {"adapter": "claude-code", "model": CLAUDE_MODEL}, check="true")
     run_id, store, took = _run(spec, tmp_path / "store")
 
     (row,) = store.run_items(run_id).to_dicts()
@@ -407,5 +363,5 @@ def test_claude_code_with_a_refused_key_is_stopped_at_its_first_retry(
         "the agent was stopped: the provider refused the key (HTTP 401): ANTHROPIC_API_KEY is wrong or revoked"
     )
     assert (row["failure_kind"], row["failure_http_status"]) == ("http", 401)
-    assert 1 <= len(models.requests("/v1/messages")) <= 2
+    assert 1 <= len(lab.models.requests("/v1/messages")) <= 2
     assert took < 60, f"the run took {took:.0f} s"
