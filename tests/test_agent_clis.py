@@ -344,6 +344,13 @@ def test_claude_code_continue_reports_the_conversations_cost_and_each_prompt_kee
         said += [json.loads(line)["total_cost_usd"] for line in transcript.splitlines() if '"result"' in line]
     assert said[1] == pytest.approx(_claude_cost(*first, second))  # the conversation's, as measured
     assert row["caller_cost_usd"] == pytest.approx(_claude_cost(*first, second))
+    # Its `usage`, unlike its cost, is the run's own (measured): summed over the prompts.
+    assert json.loads(row["caller_reserved"])["tokens"] == {
+        "input": 2900,
+        "output": 34,
+        "cached": 0,
+        "cache_write": 0,
+    }
     _the_wire_was_clean(lab.models, "/v1/messages", [])
 
 
