@@ -35,6 +35,7 @@ from assay.targets.container.agents import (
     secret_values,
     stop_watch,
 )
+from assay.testing.agent_models import ScriptedModels
 
 STREAMS = Path(__file__).parent / "data" / "agent_streams"
 CLAUDE_MODEL = "claude-sonnet-4-20250514"
@@ -757,3 +758,20 @@ def test_a_resumed_conversations_totals_become_the_runs_own() -> None:
     down = AgentReport(input_tokens=50, output_tokens=30, cost_usd=1.0).since(second, totals)
     assert down.input_tokens is None and down.output_tokens == 5
     assert down.problems == ["input_tokens went down after the resume (260 → 50): not split"]
+
+
+def test_check_keys_tries_the_endpoint_the_spec_names() -> None:
+    """`--check-keys` asks `agent.base_url` (where the CLI will go), not the provider's default."""
+    from assay.spec import ContainerTarget
+    from assay.targets.container.keys import key_problems
+
+    with ScriptedModels(host="127.0.0.1", key="k") as server:  # answers 404 off its model routes
+        agent = {"adapter": "codex", "model": CODEX_MODEL, "base_url": f"{server.base_url}/v1"}
+        spec = ContainerTarget(kind="container", image="x", agent=agent)
+        assert key_problems(spec, {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9"}) == [
+            (
+                f"target.agent: OPENAI_API_KEY (--check-keys, GET {server.base_url}/v1/models): "
+                "the provider answered HTTP 404"
+            )
+        ]
+        assert [(s.method, s.path) for s in server.seen] == [("GET", "/v1/models")]

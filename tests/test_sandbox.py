@@ -541,8 +541,13 @@ def test_an_adapters_provider_endpoint_joins_the_egress_allowlist() -> None:
 
     agent = {"adapter": "claude-code", "model": "claude-sonnet-4-20250514"}
     assert egress_allowlist(target(agent=agent, egress=["pypi.org"])) == ["pypi.org", "api.anthropic.com"]
-    codex = {"adapter": "codex", "model": "gpt-5-2025-08-07"}
+    codex = {"adapter": "codex", "model": "gpt-5.5"}
     assert egress_allowlist(target(agent=codex, egress=["api.openai.com"])) == ["api.openai.com"]
+    # Another endpoint replaces the provider's: its host and port (the scheme's when none).
+    elsewhere = {**codex, "base_url": "http://10.0.0.5:8000/v1"}
+    assert egress_allowlist(target(agent=elsewhere, egress=["pypi.org"])) == ["pypi.org", "10.0.0.5:8000"]
+    gateway = {**agent, "base_url": "https://llm.example.com"}
+    assert egress_allowlist(target(agent=gateway, egress=["pypi.org"])) == ["pypi.org", "llm.example.com:443"]
     assert egress_allowlist(target(agent=agent)) == [], "no egress set: no proxy to widen"
     assert egress_allowlist(target(command=["true"], egress=["pypi.org"])) == ["pypi.org"]
 

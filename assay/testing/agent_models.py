@@ -12,7 +12,8 @@ key, its JSON body, and what was wrong with the body against the official SDK's 
 (`openai.types.responses.ResponseCreateParamsStreaming`, `anthropic.types.beta.
 MessageCreateParamsStreaming`). Every event sent is first validated against the SDK's stream
 event type (`ResponseStreamEvent`, `BetaRawMessageStreamEvent`), so the server cannot drift from
-the real wire format. A request with a wrong key gets the provider's 401.
+the real wire format. A request with a wrong key gets the provider's 401. (Codex 0.171 sends one
+field its SDK type lacks, `client_metadata`: a request's `problems` name it.)
 
 Each API answers from its own script, one `Reply` per request, in order: the model's text and
 tool calls (`Call`: a tool of the request's own `tools`, by name; a name the request does not
