@@ -68,6 +68,7 @@ def test_claude_code_success_stream() -> None:
     # input_tokens 36 + cache writes 8123 + cache reads 41250: all input, cached included.
     assert report.input_tokens == 49409
     assert report.cached_tokens == 41250
+    assert report.cache_write_tokens == 8123  # its own kind (tokens_cache_write), part of the input
     assert report.output_tokens == 612
     assert report.cost_usd == pytest.approx(0.0712345)
     assert report.turns == 4

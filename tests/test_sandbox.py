@@ -490,7 +490,9 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert row["caller_cost_usd"] == pytest.approx(0.0712345)
     # The agent's own token counts are caller-reported: kept apart from Assay's measured columns.
     assert (row["tokens_input"], row["tokens_output"]) == (None, None)
-    assert json.loads(row["caller_reserved"]) == {"tokens": {"input": 49409, "output": 612, "cached": 41250}}
+    assert json.loads(row["caller_reserved"]) == {
+        "tokens": {"input": 49409, "output": 612, "cached": 41250, "cache_write": 8123}
+    }
     assert json.loads(row["caller_metadata"])["turns"] == 4
     assert row["cost_completeness"] != "complete"  # Assay did not measure the agent's calls itself
     by_name = {r["scorer"]: r for r in scores.to_dicts()}
