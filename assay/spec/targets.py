@@ -279,10 +279,15 @@ class AgentSpec(StrictModel):
         secrets: names of host environment variables whose values reach the container only
             through the env-file (the built-ins add their provider key).
         parser: how stdout is read; default per adapter (`cli`: `text`).
+        base_url: the model endpoint the built-in adapter's CLI talks to instead of its
+            provider's (a gateway, a local server), e.g. `http://10.0.0.5:8000/v1` for Codex
+            (its Responses API root) or `http://10.0.0.5:8000` for Claude Code (`ANTHROPIC_BASE_URL`).
+            With `target.egress` its host joins the allowlist in place of the provider's.
     """
 
     adapter: str = Field(min_length=1)
     model: str | None = None
+    base_url: HttpURL | None = None
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     secrets: list[str] = Field(default_factory=list)
@@ -331,6 +336,8 @@ class ContainerTarget(StrictModel):
         egress: hosts the attempt may reach through an allowlist proxy (`*.example.com`
             allowed); empty: network `none`.
         egress_proxy_image: an image with `python3` for the proxy sidecar.
+        egress_network: the Docker network the proxy sidecar reaches the allowed hosts on: the
+            engine's default `bridge` unless named (one of yours, where a model server runs).
         limits: see `SandboxLimits`.
         deadlines: see `StageDeadlines`.
     """
@@ -350,6 +357,7 @@ class ContainerTarget(StrictModel):
         default_factory=list
     )
     egress_proxy_image: str | None = None
+    egress_network: str = Field(default="bridge", min_length=1)
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     deadlines: StageDeadlines = Field(default_factory=StageDeadlines)
 
