@@ -33,9 +33,9 @@ sent, so it cost nothing.
 Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
 it was retryable and the provider's request id.
 
-A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `max_retries`, up to
-`MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the item): a rate limit costs
-time, never items.
+A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `max_retries` — at
+`max_retries: 0` too — up to `MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the
+item): a rate limit costs time, never items.
 
 Rate control plugs in at `Endpoint.on_response`: a hook called with every attempt's status and
 headers (`None` and no headers for a transport failure), where the adaptive per-endpoint
@@ -136,6 +136,11 @@ class AttemptFailed(Exception):
         self.failure = failure
         self.retry_after = retry_after
         self.again = failure.retryable if again is None else again
+
+    @property
+    def rate_limited(self) -> bool:
+        """A refusal for rate (429, 529): retried beyond `max_retries`."""
+        return self.failure.http_status in RATE_LIMIT_STATUSES
 
 
 def retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -335,7 +340,8 @@ class RetryPolicy:
         try:
             return await attempt(1), 0
         except AttemptFailed as first:
-            if not first.again or self.max_retries == 0:
+            # A rate limit's refusal is waited out even at `max_retries: 0` (module docstring).
+            if not first.again or (self.max_retries == 0 and not first.rate_limited):
                 raise
             pending: AttemptFailed | None = first
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
@@ -344,7 +350,7 @@ class RetryPolicy:
 
         def stop(state: RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, AttemptFailed) and exc.failure.http_status in RATE_LIMIT_STATUSES:
+            if isinstance(exc, AttemptFailed) and exc.rate_limited:
                 limited[0] += 1
                 if limited[0] <= MAX_RATE_LIMITED_RETRIES:
                     return False
