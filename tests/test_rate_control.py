@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from assay.calls.aimd import START_WINDOW, RateController, reset_seconds
+from assay.calls.http import HEADERS
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
@@ -121,12 +122,15 @@ def test_anthropics_rate_limit_headers_are_read_as_openais():
         controller.observe(200, {})
         grown = controller.limit
         in_half_a_second = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
+        # As the endpoint hands them on: under the standard names (`ResponseHeaders.hints`).
         controller.observe(
             200,
-            {
-                "anthropic-ratelimit-requests-remaining": "0",
-                "anthropic-ratelimit-requests-reset": in_half_a_second,
-            },
+            HEADERS.hints(
+                {
+                    "anthropic-ratelimit-requests-remaining": "0",
+                    "anthropic-ratelimit-requests-reset": in_half_a_second,
+                }
+            ),
         )
         assert controller.limit == grown, "the account is used up: held, not grown"
         assert 0.3 < controller.pause_left(time.monotonic()) <= 0.5

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from assay.calls.http import RATE_LIMIT_STATUSES, retry_after
+from assay.calls.http import RATE_LIMIT_STATUSES, STANDARD, retry_after
 
 START_WINDOW = 4
 DECREASE = 0.5
@@ -48,9 +48,12 @@ _DURATION = re.compile(
 )
 
 
-# The server's own count of requests left, and when it resets, as OpenAI and Anthropic name them.
-REMAINING_HEADERS = ("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")
-RESET_HEADERS = ("x-ratelimit-reset-requests", "anthropic-ratelimit-requests-reset")
+# The hints read, under their standard names (`assay.calls.http.ResponseHeaders.hints` finds
+# them wherever the provider or gateway sent them: Anthropic's, a LiteLLM proxy's `llm_provider-*`).
+RETRY_AFTER = STANDARD["retry_after"]
+REMAINING = STANDARD["remaining_requests"]
+RESET = STANDARD["reset_requests"]
+LIMIT = STANDARD["limit_requests"]
 
 
 def reset_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -81,16 +84,8 @@ def reset_seconds(value: str | None, *, now: datetime | None = None) -> float | 
     return hours * 3600 + minutes * 60 + seconds + millis / 1000
 
 
-def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
-    for name in names:
-        value = headers.get(name)
-        if value is not None:
-            return value
-    return None
-
-
 def _remaining(headers: Mapping[str, str]) -> int | None:
-    value = _first(headers, REMAINING_HEADERS)
+    value = headers.get(REMAINING)
     try:
         return int(value) if value is not None else None
     except ValueError:
@@ -258,12 +253,12 @@ class RateController:
         """The pause an answer asks for: a refusal's `Retry-After` (else the limit's reset time,
         else 1 s); a success saying no request is left, until the limit's reset (at most 1 s)."""
         if status in RATE_LIMIT_STATUSES:
-            wait = retry_after(headers.get("retry-after"))
+            wait = retry_after(headers.get(RETRY_AFTER))
             if wait is None:
-                wait = reset_seconds(_first(headers, RESET_HEADERS)) or 1.0
+                wait = reset_seconds(headers.get(RESET)) or 1.0
             self._pause_until(now, now + wait)
         elif status is not None and status < 400 and _remaining(headers) == 0:
-            reset = reset_seconds(_first(headers, RESET_HEADERS))
+            reset = reset_seconds(headers.get(RESET))
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
 

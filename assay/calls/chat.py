@@ -36,7 +36,15 @@ import pydantic_core
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
+from assay.calls.http import (
+    AttemptFailed,
+    Endpoint,
+    ResponseHeaders,
+    ResponseHook,
+    RetryPolicy,
+    refused,
+    response_headers,
+)
 from assay.calls.keys import api_key
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
@@ -90,6 +98,7 @@ class ChatClient:
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
+        headers: the header names the spec's `response_headers` adds (`assay.calls.http`).
     """
 
     def __init__(
@@ -106,6 +115,7 @@ class ChatClient:
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
+        headers: ResponseHeaders | None = None,
     ) -> None:
         self._cache = cache
         self._gate = gate
@@ -115,7 +125,12 @@ class ChatClient:
         self._stream = stream
         self._url = base_url.rstrip("/") + api.path
         self._parsed_url: Any = None  # pyreqwest's `Url`, parsed once (per request it costs ~4 us)
-        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
+        self._endpoint = Endpoint(
+            f"{api.name}:{urlsplit(base_url).netloc}",
+            timeout,
+            on_response=on_response,
+            headers=response_headers(headers),
+        )
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
         key = api_key(api_key_env, api_key_secret)
@@ -292,7 +307,7 @@ class ChatClient:
                     f"malformed reply: {shown[:200]!r}",
                     FailureKind.PROTOCOL,
                     http_status=status,
-                    request_id=request_id(headers),
+                    request_id=self._endpoint.request_id(headers),
                 )
             ) from None
         return reply, usage, first_token_ms

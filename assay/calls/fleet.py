@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from assay.calls.aimd import DECREASE, REMAINING_HEADERS, RESET_HEADERS, RateController
+from assay.calls.aimd import DECREASE, RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
 SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
@@ -47,8 +47,6 @@ IDLE_SYNC_S = 1.0  # how often an idle member says it is still there
 MEMBER_TTL_S = 5.0  # a member silent this long has left the fleet
 _FALLBACK_AFTER_S = 10.0  # host unreachable this long: the member controls its calls alone
 _LEAVE_TIMEOUT_S = 5.0  # leaving hands back leases (a few round trips); else they expire
-# The headers the controller reads (`RateController.observe`); only these travel to the host.
-_READ = ("retry-after", *REMAINING_HEADERS, *RESET_HEADERS)
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +246,8 @@ class SharedRateController(RateController):
         self._since_decrease += 1
         if status is None:
             return
-        self._answers.append([status, {k: headers[k] for k in _READ if k in headers}])
+        # The hints the controller reads (`Endpoint.observe` passes only those): sent to the host.
+        self._answers.append([status, dict(headers)])
         # Pause this member at once; the host pauses the others at their next sync.
         self.pause_for(status, headers, time.monotonic())
         if status in RATE_LIMIT_STATUSES:

@@ -36,6 +36,8 @@ Endpoints
         seconds (a number), or a text sent as it is (an HTTP-date).
       - `delay_ms`: a slow reply; sleep that long on top of `latency_ms`, then answer (normally,
         or with the fault's `status` if it has one).
+      - `headers`: headers added to the fault's reply, or removed (`null`): e.g. a LiteLLM
+        proxy's 429, `{"llm_provider-retry-after": "1", "x-request-id": null}`.
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 
