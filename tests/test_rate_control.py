@@ -41,12 +41,31 @@ def test_the_mock_enforces_rpm_with_a_token_bucket_and_says_when_to_come_back():
         assert _chat(client, mock.base_url).status_code == 200
 
 
+def test_the_mock_can_be_a_strict_provider_small_burst_and_limit_headers_on_429s_only():
+    """A bucket of 3 at 60 a minute, the `x-ratelimit-*` headers only on refusals (issue 25):
+    three calls in a row pass, the fourth is refused and says the limit; a success says nothing."""
+    with MockOpenAIServer() as mock, httpx.Client() as client:
+        settings = mock.configure(rate_limits={"rpm": 60, "burst": 3, "headers": "refusals"})
+        assert settings["rate_limits"]["burst"] == 3
+        answers = [_chat(client, mock.base_url) for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 429]
+        refused = answers[3]
+        assert refused.headers["x-ratelimit-limit-requests"] == "60"
+        assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+        assert 0 < float(refused.headers["retry-after"]) <= 1.0
+        assert not any(k.startswith("x-ratelimit") for a in answers[:3] for k in a.headers)
+
+
 def test_the_mock_refuses_bad_rate_limits():
     with MockOpenAIServer() as mock:
         with pytest.raises(ValueError, match="rate_limits.rpm"):
             mock.configure(rate_limits={"rpm": 0})
         with pytest.raises(ValueError, match="keys among"):
             mock.configure(rate_limits={"rps": 3})
+        with pytest.raises(ValueError, match="rate_limits.headers"):
+            mock.configure(rate_limits={"rpm": 60, "headers": "some"})
+        with pytest.raises(ValueError, match="burst needs rpm"):
+            mock.configure(rate_limits={"tpm": 60, "burst": 3})
 
 
 def test_slow_start_then_halving_on_a_429_and_a_pause_until_retry_after():

@@ -52,6 +52,8 @@ Endpoints
 
     - `rate_limits` (object or null): `{rpm, tpm, max_in_flight}` enforced with token buckets;
       over a limit: 429 with `Retry-After` and `x-ratelimit-*` headers (assay/testing/rate_limit.py).
+      `burst` sizes the requests' bucket (default one second of `rpm`); `headers: "refusals"`
+      sends the `x-ratelimit-*` headers on 429s only.
 
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},
