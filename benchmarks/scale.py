@@ -183,6 +183,14 @@ def _measure(
         f"flows:     {flow_s:.1f} s (the longer run's flow); allowed rate used in it: "
         f"{100 * ok / allowed_in_flows:.0f} %"
     )
+    for i, summary in enumerate(summaries):
+        rate = summary.get("rate_control") or {}
+        print(
+            f"run {i}:     rate control ({rate.get('share')}, {rate.get('members') or 1} member(s)): "
+            f"pace learned {rate.get('learned_rpm')} rpm (announced {rate.get('announced_rpm')}), "
+            f"window {rate.get('limit')} (peak {rate.get('peak')}), {rate.get('rate_limited')} of "
+            f"{rate.get('responses')} answers 429, paused {rate.get('paused_s')} s"
+        )
     return 0
 
 

@@ -122,6 +122,8 @@ class FleetWindow:
             if report.get(key):
                 setattr(control, key, min(getattr(control, key) or report[key], report[key]))
         control.in_flight = sum(m.in_flight for m in self.members.values())
+        if report.get("paced"):  # the member's calls waited for their turn: the pace may grow
+            control.pace.bound = True
         for status, headers in report.get("answers", ()):
             control.observe(status, headers)
         window = int(control.limit)
@@ -134,17 +136,21 @@ class FleetWindow:
         if member_id in self.members:
             member = self.members[member_id]
             member.previous, member.quota = member.quota, quota
-        # `rpm` / `tpm` divided as the window is: by the shares granted (a lone member gets all).
+        # `rpm` / `tpm` — the lower of `rate_limits` and the pace the fleet learned — divided as
+        # the window is: by the shares granted (a lone member gets all).
         others = sum(v.quota for m, v in self.members.items() if m != member_id)
         fraction = quota / (quota + others) if quota else 0.0
+        rpm, tpm = control.pacing()
         return {
             "quota": quota,
             "window": control.limit,
             "pause_s": control.pause_left(now),
-            "rpm": control.rpm * fraction if control.rpm else None,
-            "tpm": control.tpm * fraction if control.tpm else None,
+            "rpm": rpm * fraction if rpm else None,
+            "tpm": tpm * fraction if tpm else None,
             "members": len(self.members),
             "rate_limited": control.rate_limited,
+            "learned_rpm": control.pace.rpm,
+            "announced_rpm": control.pace.announced,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -213,6 +219,7 @@ class SharedRateController(RateController):
         self._sync = sync
         self._member = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._granted: tuple[float | None, float | None] = (None, None)
+        self._fleet_pace: tuple[float | None, float | None] = (None, None)  # learned, announced
         self._answers: list[list[Any]] = []
         self._nudge: asyncio.Event | None = None
         # Held for each report: closing waits for one in progress instead of cutting it off (its
@@ -312,8 +319,10 @@ class SharedRateController(RateController):
             "in_flight": self.in_flight,
             "waiting": self.waiting,
             "quota": int(self.limit),  # the share it admits calls to until the grant comes
+            "paced": self.pace.bound,  # a call waited for its turn at the granted rpm
             "answers": answers,
         }
+        self.pace.bound = False
         try:
             grant = await self._sync(self.name, report)
         except OSError as exc:  # the host is down or unreachable: keep the last share a while
@@ -349,6 +358,7 @@ class SharedRateController(RateController):
         self.members = int(grant["members"])
         self.most_members = max(self.most_members, self.members)
         self._granted = (grant.get("rpm"), grant.get("tpm"))
+        self._fleet_pace = (grant.get("learned_rpm"), grant.get("announced_rpm"))
         if grant["pause_s"] > 0:
             self._pause_until(now, now + float(grant["pause_s"]))
         self._sample()
@@ -387,7 +397,11 @@ class SharedRateController(RateController):
         self._wake()  # a call that began waiting meanwhile starts the sync loop again
 
     def summary(self) -> dict[str, Any]:
-        return {**super().summary(), "members": self.most_members}
+        summary = {**super().summary(), "members": self.most_members}
+        if not self._alone:  # the pace is the fleet's, learned by the host
+            learned, announced = self._fleet_pace
+            summary.update(learned_rpm=round(learned, 1) if learned else None, announced_rpm=announced)
+        return summary
 
     def window_limit(self) -> float:
         # The history shows the fleet's window; this member's share (`limit`) admits its calls.
