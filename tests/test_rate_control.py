@@ -307,6 +307,21 @@ def test_the_pace_grows_only_while_calls_wait_for_it_and_faster_the_longer_none_
     assert pace.per_s == 10, "never past the limit the provider announces"
 
 
+def test_a_pace_under_a_lower_declared_rpm_does_not_grow():
+    """Calls waiting for the turns of `rate_limits.rpm` say nothing of a higher learned pace: it
+    would grow untested."""
+    controller = RateController("e m", ceiling=8, rpm=60)
+    controller.pace.answered(False, {"x-ratelimit-limit-requests": "6000"}, now=0.0)
+    controller.pace.refused(now=0.0)
+    controller.waited_for_turn()
+    assert not controller.pace.bound
+    alone = RateController("e m", ceiling=8)
+    alone.pace.answered(False, {"x-ratelimit-limit-requests": "6000"}, now=0.0)
+    alone.pace.refused(now=0.0)
+    alone.waited_for_turn()
+    assert alone.pace.bound
+
+
 def test_a_provider_with_a_small_burst_refuses_few_calls(tmp_path, capsys):
     """An account allowing 10 calls a second, only 3 at once, and saying so only on its 429s,
     answering in 20 ms: at concurrency 8 one slot alone would make 50 calls a second, so a window

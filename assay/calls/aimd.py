@@ -301,7 +301,7 @@ class RateController:
             return 0.0
         rpm, tpm = self.pacing()
         if rpm and now < self._next_send:
-            self.pace.bound = True
+            self.waited_for_turn()
             return self._next_send - now
         if tpm and tokens and now < self._next_tokens:
             return self._next_tokens - now
@@ -315,6 +315,13 @@ class RateController:
             self._next_tokens = max(now, self._next_tokens) + tokens * 60.0 / tpm
         self.in_flight += 1
         return None
+
+    def waited_for_turn(self) -> None:
+        """A call waited for its turn at the pace: the pace learned may grow, if it is the one in
+        force (not a lower `rate_limits.rpm`, which would leave it growing untested)."""
+        learned = self.pace.rpm
+        if learned is not None and (not self.rpm or learned <= self.rpm):
+            self.pace.bound = True
 
     def pacing(self) -> tuple[float | None, float | None]:
         """The requests and tokens a minute this controller's calls are paced to (None: unpaced):

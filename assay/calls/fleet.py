@@ -122,8 +122,8 @@ class FleetWindow:
             if report.get(key):
                 setattr(control, key, min(getattr(control, key) or report[key], report[key]))
         control.in_flight = sum(m.in_flight for m in self.members.values())
-        if report.get("paced"):  # the member's calls waited for their turn: the pace may grow
-            control.pace.bound = True
+        if report.get("paced"):
+            control.waited_for_turn()
         for status, headers in report.get("answers", ()):
             control.observe(status, headers)
         window = int(control.limit)
@@ -228,6 +228,7 @@ class SharedRateController(RateController):
         self._task: asyncio.Task[None] | None = None
         self._unreachable_since: float | None = None
         self._cut = False  # the share was halved for a refusal the host has not answered yet
+        self._waited = False  # a call waited for its turn since the last report
 
     # -- admission: the local controller's, within the granted share ----------------------------
 
@@ -237,6 +238,12 @@ class SharedRateController(RateController):
 
     def pacing(self) -> tuple[float | None, float | None]:
         return (self.rpm, self.tpm) if self._alone else self._granted
+
+    def waited_for_turn(self) -> None:
+        if self._alone:
+            super().waited_for_turn()
+        else:  # the host's pace, told at the next report
+            self._waited = True
 
     def _window_full(self) -> None:
         self._ensure_syncing()  # a call waits for its share: the sync loop must be running
@@ -319,10 +326,10 @@ class SharedRateController(RateController):
             "in_flight": self.in_flight,
             "waiting": self.waiting,
             "quota": int(self.limit),  # the share it admits calls to until the grant comes
-            "paced": self.pace.bound,  # a call waited for its turn at the granted rpm
+            "paced": self._waited,  # a call waited for its turn at the granted rpm
             "answers": answers,
         }
-        self.pace.bound = False
+        self._waited = False
         try:
             grant = await self._sync(self.name, report)
         except OSError as exc:  # the host is down or unreachable: keep the last share a while

@@ -198,8 +198,8 @@ class PrefectLink:
         # as one decrease, as refusals of calls in flight at a decrease do.
         mirror.in_flight = int(report["in_flight"]) + len(answers)
         refused = mirror.rate_limited
-        if report.get("paced"):  # the member's calls waited for their turn: the pace may grow
-            mirror.pace.bound = True
+        if report.get("paced"):
+            mirror.waited_for_turn()
         for status, headers in answers:
             mirror.observe(status, headers)
         window = max(1, int(mirror.limit))
