@@ -408,7 +408,8 @@ RUNS = _schema(
         pa.string(),
         (
             "the target endpoint's adaptive rate controller at the end of the last execution (JSON: "
-            "endpoint, share (local, dask or prefect), members, ceiling, rpm, tpm, limit, peak, responses, "
+            "endpoint, share (local, dask or prefect), members, ceiling, rpm, tpm, learned_rpm, announced_rpm, "
+            "limit, peak, responses, "
             "rate_limited, paused_s, history {columns [t, limit, in_flight, rate_limited], rows}); "
             "null for targets without one"
         ),

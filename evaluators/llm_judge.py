@@ -46,7 +46,7 @@ from assay._templates import FieldValue, template_problem
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
-from assay.calls.http import ENDPOINT_SETTINGS, HttpURL
+from assay.calls.http import ENDPOINT_SETTINGS, HttpURL, ResponseHeaders
 from assay.calls.keys import key_problems
 from assay.calls.pinning import model_pin_problem
 from assay.calls.rate import controller_for
@@ -170,7 +170,10 @@ class LlmJudge(Scorer):
         max_tokens: the judge's reply limit (default 512); null leaves it to the provider (not
             with `provider: anthropic`, whose API requires one).
         timeout: seconds for one HTTP attempt.
-        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
+        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors
+            (a rate limit's refusals are waited out beyond it).
+        response_headers: header names to read a reply's request id and rate-limit hints from,
+            before the documented ones (as for an `openai` target; docs/rate-control.md).
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
         gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
@@ -203,6 +206,7 @@ class LlmJudge(Scorer):
     cache: bool | Literal["always"] = False
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    response_headers: ResponseHeaders | None = None
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
     # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
     # makes every score meaningless, and finding out costs one call.
@@ -357,6 +361,7 @@ class LlmJudge(Scorer):
             api=self._api,
             # The judge's account may be the target's: its calls share that endpoint's window.
             gate=controller_for(str(self.base_url), self.model, self.concurrency, opens_run=False),
+            headers=self.response_headers,
         )
         by_loop, batchers = self._clients.by_loop, self._clients.batchers
         batchers[loop] = {}

@@ -46,11 +46,12 @@ from assay.calls.finish import Finish
 from assay.calls.http import (
     AttemptFailed,
     Endpoint,
+    ResponseHeaders,
     ResponseHook,
     RetryPolicy,
     error_message,
     refused,
-    request_id,
+    response_headers,
 )
 from assay.calls.keys import api_key
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
@@ -107,6 +108,7 @@ class ChatClient:
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
+        headers: the header names the spec's `response_headers` adds (`assay.calls.http`).
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class ChatClient:
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
+        headers: ResponseHeaders | None = None,
     ) -> None:
         self._cache = cache
         self._gate = gate
@@ -132,7 +135,12 @@ class ChatClient:
         self._stream = stream
         self._url = base_url.rstrip("/") + api.path
         self._parsed_url: Any = None  # pyreqwest's `Url`, parsed once (per request it costs ~4 us)
-        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
+        self._endpoint = Endpoint(
+            f"{api.name}:{urlsplit(base_url).netloc}",
+            timeout,
+            on_response=on_response,
+            headers=response_headers(headers),
+        )
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
         key = api_key(api_key_env, api_key_secret)
@@ -284,7 +292,7 @@ class ChatClient:
             else:
                 failed = self._endpoint.transport_failed(error)
             if headers is not None:  # it failed mid-stream: the reply had begun, with its id
-                failed.failure.request_id = request_id(headers)
+                failed.failure.request_id = self._endpoint.request_id(headers)
             if op is not None:
                 op.attempt(
                     number,
@@ -319,7 +327,7 @@ class ChatClient:
                         FailureKind.HTTP,
                         retryable=True,
                         http_status=status,
-                        request_id=request_id(headers),
+                        request_id=self._endpoint.request_id(headers),
                     )
                 )
             self._api.check(reply)
@@ -333,7 +341,7 @@ class ChatClient:
                     f"malformed reply: {shown[:200]!r}",
                     FailureKind.PROTOCOL,
                     http_status=status,
-                    request_id=request_id(headers),
+                    request_id=self._endpoint.request_id(headers),
                 )
             ) from None
         return reply, usage, first_token_ms

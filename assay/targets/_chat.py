@@ -156,6 +156,7 @@ class ChatTarget(ABC):
             cache=bool(spec.cache),
             gate=_rate_gate(spec, concurrency),
             stream=spec.stream,
+            headers=spec.response_headers,
         )
         self._api = api
         self._batcher = _open_batcher(spec, api, context)
