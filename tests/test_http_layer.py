@@ -223,3 +223,14 @@ def test_both_clients_report_every_attempt_to_the_hook(mock, harness):
     harness.configure(faults=[{"route": "capabilities", "status": 503, "retry_after": 0}])
     agent_prepare(harness.base_url, hook=hook)
     assert seen == [(503, "0"), (200, None)]
+
+
+def test_a_429_saying_the_quota_is_used_up_is_final(mock) -> None:
+    """OpenAI answers an account out of credit 429 `insufficient_quota`: no wait cures it, so it
+    fails at once instead of being waited out as a rate limit (50 more attempts, minutes)."""
+    mock.configure(faults=[{"status": 429, "times": -1, "code": "insufficient_quota"}])
+    with pytest.raises(TargetFailure) as failed:
+        chat(mock.base_url, max_retries=4)
+    assert failed.value.http_status == 429 and not failed.value.retryable
+    assert "quota is used up" in failed.value.message
+    assert mock.stats()["requests"] == 1

@@ -17,9 +17,10 @@ from assay.store import Store
 from tests.conftest import mock_target, openai_spec
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
-# q1: rate limited for good; q2: times out; q3: refused (HTTP 400). The rest answer.
+# q1: refused for good, its account's quota used up (a 429 no wait cures: not waited out as a
+# rate limit); q2: times out; q3: refused (HTTP 400). The rest answer.
 FAULTS = [
-    {"status": 429, "times": -1, "match": "What is 1 + 1?"},
+    {"status": 429, "times": -1, "code": "insufficient_quota", "match": "What is 1 + 1?"},
     {"delay_ms": 3000, "times": -1, "match": "What is 2 + 2?"},
     {"status": 400, "times": -1, "match": "What is 3 + 3?"},
 ]

@@ -15,7 +15,8 @@ Retried statuses (`RETRY_STATUSES`), decided once:
     500-599                 the server's trouble, 529 included (Anthropic's "overloaded")
 
 Every other status (400, 401, 403, 404, 422, ...) fails at once: the same request gets the same
-answer. Timeouts and connection errors are retried too, unless the caller says an attempt must
+answer. So does a 429 that says the account's quota is used up (OpenAI's `insufficient_quota`):
+no wait cures it, and waiting it out as a rate limit would hold every item for many minutes. Timeouts and connection errors are retried too, unless the caller says an attempt must
 not be sent twice (`AttemptFailed.again`: the `http_agent`'s `POST /runs`, which could start a
 second run).
 
@@ -110,6 +111,8 @@ ENDPOINT_SETTINGS: frozenset[str] = frozenset(
     {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "response_headers"}
 )
 MAX_RATE_LIMITED_RETRIES = 50
+# A 429 whose error code says the quota is spent, not the rate exceeded: final, never waited out.
+QUOTA_EXHAUSTED_CODES = frozenset({"insufficient_quota"})
 MAX_RETRY_AFTER_S = 60.0
 _MAX_MESSAGE = 300
 
@@ -321,6 +324,16 @@ def error_message(body: bytes, reason: str | None = None) -> str:
     return (message or body.decode("utf-8", "replace") or reason or "")[:_MAX_MESSAGE]
 
 
+def _error_code(body: bytes) -> str | None:
+    """An error reply's JSON `error.code` (OpenAI's), if any."""
+    try:
+        error = json.loads(body).get("error") if body else None
+    except (ValueError, AttributeError):
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def request_id(headers: Mapping[str, str], names: ResponseHeaders = HEADERS) -> str | None:
     """The provider's request id, from whichever of `names.request_id` it sends it in."""
     return names.first("request_id", headers)
@@ -373,10 +386,12 @@ class Endpoint:
             what: what the request was (`POST /runs`), prefixed to the message.
             reason: the status's reason phrase, used when the body says nothing.
         """
+        exhausted = status == 429 and _error_code(body) in QUOTA_EXHAUSTED_CODES
         failure = self.failure(
-            f"{_prefix(what)}HTTP {status}: {error_message(body, reason)}",
+            f"{_prefix(what)}HTTP {status}: {error_message(body, reason)}"
+            + (" (the account's quota is used up: no retry cures it)" if exhausted else ""),
             FailureKind.HTTP,
-            retryable=status in RETRY_STATUSES,
+            retryable=status in RETRY_STATUSES and not exhausted,
             http_status=status,
             request_id=self.request_id(headers),
         )
