@@ -25,7 +25,14 @@ from assay.store import Store
 from assay.targets import HttpAgent, TargetResult
 from assay.testing._background import BackgroundServer
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer
-from tests.conftest import only_run_id, run_assay, start_run_until_committed, write_jsonl, write_spec
+from tests.conftest import (
+    only_run_id,
+    run_assay,
+    start_run,
+    wait_for,
+    write_jsonl,
+    write_spec,
+)
 from tests.test_remote_scorer import Evaluator
 
 RUN = "run-assay-1"
@@ -459,7 +466,7 @@ def test_assay_run_keeps_files_uploads_fixtures_and_the_remote_scorer_sees_the_t
 
 @pytest.mark.slow
 def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, harness):
-    # q0 ends at once, q1 after the batch's 2 s (so both are committed), q2 and q3 never.
+    # q0 ends at once, q1 after 2.2 s (each committed 2 s after it ended), q2 and q3 never.
     harness.configure(
         behaviors={"q1": {"delay": 2.2}, "q2": {"never_finish": True}, "q3": {"never_finish": True}},
         capabilities={
@@ -478,7 +485,8 @@ def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, har
         fail_on_item_error_rate=1,
     )
     store_path = tmp_path / "store"
-    process = start_run_until_committed(spec, store_path)
+    process = start_run(spec, store_path)
+    wait_for(lambda: len(list(store_path.glob("items/run_id=*/part-*.parquet"))) == 2, "q0 and q1 committed", process)
     process.send_signal(signal.SIGKILL)
     process.wait()
     run_id = only_run_id(store_path)

@@ -340,3 +340,27 @@ def test_a_provider_with_a_small_burst_refuses_few_calls(tmp_path, capsys):
     assert rate["announced_rpm"] == 600 and 0 < rate["learned_rpm"] <= 600
     assert main(["show", summary["run_id"], "--store", str(tmp_path / "s")]) == 0
     assert f"pace learned {rate['learned_rpm']:g} rpm" in capsys.readouterr().out
+
+
+def test_a_pace_long_unrefused_lets_go_instead_of_overflowing():
+    """A process that runs on for many minutes after its last refusal (the step doubling every
+    second would pass 2 ** 1024 after 17 minutes): the pace lets go once far past the rate it was
+    cut to, and an announced limit still holds it."""
+    pace = Pace()
+    for i in range(20):
+        pace.answered(True, {}, now=i / 20)
+    pace.answered(False, {}, now=1.0)
+    pace.refused(now=1.0)
+    for second in range(2, 40):
+        pace.bound = True
+        pace.answered(True, {}, now=float(second))
+    pace.bound = True
+    pace.answered(True, {}, now=5000.0)
+    assert pace.rpm is None, "far past the refused rate: unpaced again"
+    held = Pace()
+    held.answered(True, {}, now=0.0)
+    held.answered(False, LIMIT, now=0.1)
+    held.refused(now=0.1)
+    held.bound = True
+    held.answered(True, {}, now=5000.0)
+    assert held.rpm == pytest.approx(600), "the announced limit caps the pace, however long unrefused"

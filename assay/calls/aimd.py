@@ -32,6 +32,7 @@ with each run.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections import deque
@@ -52,6 +53,7 @@ _MAX_HISTORY = 2_000
 PACE_DECREASE = 0.85  # a refusal: pace at this fraction of the rate the provider was admitting
 PACE_PROBE = 0.02  # then grow by this fraction of that rate a second, the step doubling ...
 PACE_DOUBLING_S = 1.0  # ... every this many seconds without a refusal
+PACE_RELEASE = 8.0  # grown to this multiple of the rate it was cut to, the pace lets go: unpaced
 ACCEPTED_SPAN_S = 1.0  # the admitted rate is measured over the last second of answers
 MIN_PACE = 1 / 60  # one call a minute
 _CATCH_UP_S = 0.05
@@ -131,7 +133,9 @@ class Pace:
       most to the announced limit;
     - while calls wait for their turn, it grows: by `PACE_PROBE` of the rate it was set to per
       second, the step doubling every `PACE_DOUBLING_S` without a refusal, so it climbs back
-      slowly near the rate refused at and fast when the room is larger (another run ended).
+      slowly near the rate refused at and fast when the room is larger (another run ended);
+    - grown to `PACE_RELEASE` times the rate it was cut to (with no announced limit to hold it),
+      it lets go: the provider has room again, and its next refusal learns a new pace.
     """
 
     __slots__ = ("_accepted", "_cut_at", "_cut_to", "_grown_at", "_since", "announced", "bound", "per_s")
@@ -159,10 +163,13 @@ class Pace:
         self._accepted.append(now)
         self._forget(now)
         if self.per_s is not None and self.bound:
-            step = PACE_PROBE * self._cut_to * 2 ** ((now - self._cut_at) / PACE_DOUBLING_S)
-            self.per_s += step * (now - self._grown_at)
+            # The doubling stops at the release: past it the step only overflows (2 ** 1024).
+            doublings = min((now - self._cut_at) / PACE_DOUBLING_S, math.log2(PACE_RELEASE / PACE_PROBE))
+            self.per_s += PACE_PROBE * self._cut_to * 2**doublings * (now - self._grown_at)
             if self.announced:
                 self.per_s = min(self.per_s, self.announced / 60)
+            elif self.per_s >= PACE_RELEASE * self._cut_to:
+                self.per_s = None  # far past the rate refused at: no longer a limit, as before it
             self.bound = False
         self._grown_at = now
 

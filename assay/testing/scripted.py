@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, Self
@@ -87,7 +87,7 @@ def check_reply(api: Api, body: Any) -> None:
     """Raise `ValueError` unless `body` is a reply (`ChatCompletion`, `Message`) or, when it holds
     an `error`, an error body (OpenAI's `ErrorObject` under `error`, Anthropic's `ErrorResponse`)."""
     if isinstance(body, dict) and "error" in body:
-        _types()[(api, "error")].validate_python(body["error"] if api == "openai" else body)
+        _types()[(api, "error")].validate_python(body["error"] if _ERROR_NESTED[api] else body)
     else:
         _types()[(api, "reply")].validate_python(body)
 
@@ -96,18 +96,30 @@ def check_event(api: Api, data: Any) -> None:
     """Raise `ValueError` unless `data` is one event the SDK reads: OpenAI's `[DONE]`, a
     `ChatCompletionChunk`, or an object with a non-empty `error` (the SDK raises on any, an
     object or a string); Anthropic's `ping`, `error` (`ErrorResponse`) or a `RawMessageStreamEvent`."""
-    if api == "openai":
-        if data == "[DONE]" or (isinstance(data, dict) and data.get("error")):
-            if isinstance(data, dict) and isinstance(data["error"], dict):
-                _types()[("openai", "error")].validate_python(data["error"])
-            return
-        _types()[("openai", "event")].validate_python(data)
-    elif isinstance(data, dict) and data.get("type") == "ping":
+    _CHECK_EVENT[api](data)
+
+
+def _check_chat_event(data: Any) -> None:
+    if data == "[DONE]" or (isinstance(data, dict) and data.get("error")):
+        if isinstance(data, dict) and isinstance(data["error"], dict):
+            _types()[("openai", "error")].validate_python(data["error"])
         return
-    elif isinstance(data, dict) and data.get("type") == "error":
+    _types()[("openai", "event")].validate_python(data)
+
+
+def _check_messages_event(data: Any) -> None:
+    if isinstance(data, dict) and data.get("type") == "ping":
+        return
+    if isinstance(data, dict) and data.get("type") == "error":
         _types()[("anthropic", "error")].validate_python(data)
     else:
         _types()[("anthropic", "event")].validate_python(data)
+
+
+# How the two wire formats differ, by API (a table, not a test of which API it is).
+_CHECK_EVENT: dict[str, Callable[[Any], None]] = {"openai": _check_chat_event, "anthropic": _check_messages_event}
+_ERROR_NESTED: dict[str, bool] = {"openai": True, "anthropic": False}  # OpenAI's ErrorObject is under `error`
+_NAMED_EVENTS: dict[str, bool] = {"openai": False, "anthropic": True}  # Anthropic's SSE carry `event:` lines
 
 
 @dataclass
@@ -155,13 +167,9 @@ class Stream:
         out = []
         for data in self.events:
             text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-            head = f"event: {data['type']}\n" if self.api == "anthropic" else ""
+            head = f"event: {data['type']}\n" if _NAMED_EVENTS[self.api] else ""
             out.append(f"{head}data: {text}\n\n".encode())
         return out
-
-
-class _Cut(Exception):
-    """Raised inside a streamed body to make uvicorn drop the connection mid-reply."""
 
 
 class ScriptedServer(Started):
@@ -282,14 +290,15 @@ class ScriptedServer(Started):
 async def _events(stream: Stream) -> AsyncIterator[bytes]:
     for line in stream.lines():
         yield line
-    if stream.cut:
-        raise _Cut
+    if stream.cut:  # an exception inside a streamed body makes uvicorn drop the connection mid-reply
+        raise ConnectionAbortedError("the script cuts this stream here")
 
 
 def _error(api: Api, status: int, message: str) -> Response:
+    error: dict[str, Any] = {"message": message, "type": "invalid_request_error"}
     body: dict[str, Any] = (
-        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
-        if api == "openai"
-        else {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        {"error": {**error, "param": None, "code": None}}
+        if _ERROR_NESTED[api]
+        else {"type": "error", "error": error}
     )
     return Response(json.dumps(body), status, media_type="application/json")
