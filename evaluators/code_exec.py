@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from assay.errors import CheckTimeout
-from evaluators._base import Sample, Score, Scorer, run_context
+from assay.evaluators._base import Sample, Score, Scorer, run_context
 
 _TAIL = 2000
 

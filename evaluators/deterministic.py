@@ -18,7 +18,7 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from evaluators._base import Sample, Score, Scorer
+from assay.evaluators._base import Sample, Score, Scorer
 
 # A number as it appears in text. The sign is only taken when no word precedes it, so that
 # "5-3" reads as 5 and 3, not 5 and -3; a number never starts inside another ("1.5" is not ".5").
