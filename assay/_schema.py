@@ -25,6 +25,7 @@ from assay.outcomes import (
     CaptureStatus,
     Completeness,
     FailureKind,
+    FinishReason,
     IntervalMethod,
     ItemOutcome,
     RequestOutcome,
@@ -62,6 +63,22 @@ _TOKEN_MEANINGS = {
     TokenKind.CACHE_WRITE: "input tokens written to the provider's prompt cache (part of input), where reported",
 }
 _TOKENS = tuple((token_column(kind), pa.int64(), _TOKEN_MEANINGS[kind]) for kind in TokenKind)
+
+_NOT_ANSWERS = f"{FailureKind.REFUSAL}, {FailureKind.LENGTH}, {FailureKind.UNASKED_TOOL_CALL}"
+_FINISH_REASON = (
+    "finish_reason",
+    pa.string(),
+    (
+        f"why the model stopped, one word over providers: {_words(FinishReason)}; null when no "
+        "model replied or it said nothing (a python target, a failed call). A refusal, a cut and an "
+        f"unasked tool call are not answers: the item failed ({_NOT_ANSWERS})"
+    ),
+)
+_FINISH_REASON_RAW = (
+    "finish_reason_raw",
+    pa.string(),
+    "the provider's own word for it (OpenAI `finish_reason`, Anthropic `stop_reason`)",
+)
 
 # What each spend kind's cost covers; a kind added to `SpendKind` without one fails at import.
 _SPEND_MEANINGS = {
@@ -101,7 +118,15 @@ ITEMS = _schema(
     ("input", pa.string(), "the item's input (JSON text)"),
     ("expected", pa.string(), "the item's expected answer (JSON text), null if none"),
     ("annotations", pa.string(), "the item's annotations (JSON text of an object)"),
-    ("output", pa.string(), "what the target answered (JSON text), null unless completed"),
+    (
+        "output",
+        pa.string(),
+        (
+            "what the target answered (JSON text), null unless completed; on a reply that was no "
+            f"answer (failure_kind {_NOT_ANSWERS}) what the model sent instead — the text cut "
+            "off, the refusal, the tool calls — kept as evidence, never scored"
+        ),
+    ),
     ("output_text", pa.string(), "the output as plain text: the string itself, else its JSON"),
     (
         "outcome",
@@ -121,6 +146,8 @@ ITEMS = _schema(
     ("failure_http_status", pa.int32(), "the last HTTP status of a failed call"),
     ("failure_retryable", pa.bool_(), "whether the failure was of a retryable kind (retries ran out)"),
     ("failure_request_id", pa.string(), "the provider's request id of the failed call"),
+    _FINISH_REASON,
+    _FINISH_REASON_RAW,
     ("model", pa.string(), "the model that answered, as the provider named it"),
     ("started_at", _TS, "when the item started (UTC); null if it never did (budget_skipped)"),
     ("queued_ms", pa.float64(), "time the item waited for a slot under the run's concurrency"),
@@ -381,7 +408,8 @@ RUNS = _schema(
         pa.string(),
         (
             "the target endpoint's adaptive rate controller at the end of the last execution (JSON: "
-            "endpoint, share (local, dask or prefect), members, ceiling, rpm, tpm, limit, peak, responses, "
+            "endpoint, share (local, dask or prefect), members, ceiling, rpm, tpm, learned_rpm, announced_rpm, "
+            "limit, peak, responses, "
             "rate_limited, paused_s, history {columns [t, limit, in_flight, rate_limited], rows}); "
             "null for targets without one"
         ),
@@ -519,6 +547,7 @@ TURNS = _schema(
         "why the prompt (or, on a row without one, the attempt) failed, or the budget's refusal",
     ),
     ("failure_kind", pa.string(), f"{_words(FailureKind)}; null unless failed"),
+    _FINISH_REASON,
     ("model", pa.string(), "the model that answered, as the provider named it"),
     *_TOKENS,
     (
@@ -674,6 +703,12 @@ REQUESTS = _schema(
     ("tokens_output", pa.int64(), "output tokens (end records)"),
     ("cost_usd", pa.float64(), "measured cost (end records); null when unpriced"),
     ("outcome", pa.string(), f"{_words(RequestOutcome)} ({RequestPhase.END} records)"),
+    (
+        "finish_reason",
+        pa.string(),
+        f"why the model stopped: {_words(FinishReason)} ({RequestPhase.END} records of answered calls)",
+    ),
+    ("finish_reason_raw", pa.string(), "the provider's own word for it (end records)"),
     ("error", pa.string(), "the attempt's or the call's error, redacted"),
     ("request", pa.string(), "the request body (JSON text, redacted; start records)"),
     ("response", pa.string(), "the response body (JSON text, redacted; attempt records)"),

@@ -193,6 +193,11 @@ class TargetFailure(Exception):
             run's artifacts partition.
         sandbox: a container attempt's facts.
         retries: how many attempts failed before the last, when the caller counted them.
+        finish_reason: for a reply that is not an answer (a refusal, a cut, an unasked tool
+            call), why the model stopped (an `assay.outcomes.FinishReason` word); None otherwise.
+        finish_reason_raw: the provider's own word for it.
+        sent: what the model sent instead of an answer (the text cut off, the refusal, the tool
+            calls), kept as evidence and never scored; None otherwise.
     """
 
     def __init__(
@@ -208,9 +213,15 @@ class TargetFailure(Exception):
         artifacts: list[str] | None = None,
         sandbox: dict[str, Any] | None = None,
         retries: int | None = None,
+        finish_reason: str | None = None,
+        finish_reason_raw: str | None = None,
+        sent: Any = None,
     ) -> None:
         super().__init__(message)
         self.retries = retries
+        self.finish_reason = finish_reason
+        self.finish_reason_raw = finish_reason_raw
+        self.sent = sent
         self.artifacts = artifacts
         self.sandbox = sandbox
         self.message = message

@@ -159,7 +159,8 @@ def cost_line(cost: dict[str, Any]) -> str:
 def rate_facts(rate: dict[str, Any]) -> dict[str, Any]:
     """A run's rate controller (its `rate_control`) in a few figures: where its window is shared
     (`local`, `dask`), its ceiling, peak and final window, the answers seen and refused for rate,
-    the time no call could leave, and the `rpm` / `tpm` it paced to. Windows to one decimal.
+    the time no call could leave, the `rpm` / `tpm` it paced to and the pace it learned. Windows to
+    one decimal.
 
     Args:
         rate: the summary's `rate_control` (`assay.calls.rate.RateController.summary`); runs
@@ -178,6 +179,7 @@ def rate_facts(rate: dict[str, Any]) -> dict[str, Any]:
         "paused_s": rate.get("paused_s"),
         "rpm": rate.get("rpm"),
         "tpm": rate.get("tpm"),
+        "learned_rpm": rate.get("learned_rpm"),
     }
 
 
@@ -192,7 +194,7 @@ def rate_worth_showing(rate: dict[str, Any] | None) -> bool:
 def rate_line(rate: dict[str, Any]) -> str:
     """The rate controller in one line: `rate control (http://… m, shared through dask by 2
     processes): window peak 12 final 7.5 of 32 · 31 of 640 answers 429 · paused 4.2 s · paced
-    to 1200 rpm`.
+    to 1200 rpm · pace learned 1020 rpm`.
 
     Args:
         rate: the summary's `rate_control`.
@@ -207,4 +209,5 @@ def rate_line(rate: dict[str, Any]) -> str:
         f"of {f['ceiling']} · {f['rate_limited']} of {f['responses']} answers 429"
         + (f" · paused {f['paused_s']:.1f} s" if f["paused_s"] else "")
         + (f" · paced to {paced}" if paced else "")
+        + (f" · pace learned {f['learned_rpm']:g} rpm" if f.get("learned_rpm") else "")
     )

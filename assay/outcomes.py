@@ -97,13 +97,51 @@ class RunStatus(StrEnum):
 
 
 class FailureKind(StrEnum):
-    """Why a target call failed, in one word an analyst can group by."""
+    """Why a target call failed, in one word an analyst can group by.
+
+    The first five are calls that got no usable reply: `http` (an error status or error event),
+    `timeout`, `connection`, `protocol` (a reply off the wire format), `exception` (the target's
+    own code raised). The last three are replies that are *not an answer* (`FinishReason` says
+    why the model stopped): `refusal` (the model refused, or the provider's content filter
+    withheld the answer), `length` (cut off by the length limit: `max_tokens`) and
+    `unasked_tool_call` (the model called a tool though the request offered none; when tools
+    are asked for, a tool call is the answer). They are failures, not outcomes of their own, so
+    that everything that reads `failed` stays right without knowing them: they are never
+    scored, they count against `fail_on_item_error_rate` (the scored mean covers only the
+    answered items, as with any failure), a resume keeps them, `assay resume --retry-failed
+    refusal,length` asks again, and the summary counts failures by kind (`failure_kinds`).
+    """
 
     HTTP = "http"
     TIMEOUT = "timeout"
     CONNECTION = "connection"
     PROTOCOL = "protocol"
     EXCEPTION = "exception"
+    REFUSAL = "refusal"
+    LENGTH = "length"
+    UNASKED_TOOL_CALL = "unasked_tool_call"
+
+
+class FinishReason(StrEnum):
+    """Why a model stopped, in one word over providers (`items.finish_reason`,
+    `turns.finish_reason`, `requests.finish_reason`; the provider's own word is kept beside it,
+    `finish_reason_raw`).
+
+    `stop`: a natural end or a stop sequence (OpenAI `stop`; Anthropic `end_turn`,
+    `stop_sequence`). `length`: the output limit cut it (`length`; `max_tokens`,
+    `model_context_window_exceeded`). `tool_call`: the model called a tool (`tool_calls`,
+    `function_call`, or tool calls in the message; `tool_use`). `refusal`: the model refused
+    (a message with `refusal`; `refusal`). `content_filter`: the provider's filter withheld the
+    content (`content_filter`). `other`: any other word (Anthropic's `pause_turn`, a gateway's
+    own). Null when the provider sent none.
+    """
+
+    STOP = "stop"
+    LENGTH = "length"
+    TOOL_CALL = "tool_call"
+    REFUSAL = "refusal"
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"
 
 
 class Verdict(StrEnum):

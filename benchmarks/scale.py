@@ -9,7 +9,13 @@ run's flow (its `wall_ms`: without the processes' start-up, when no call can be 
 
     .venv/bin/python benchmarks/scale.py [--items 600] [--runs 2] [--concurrency 32] [--rpm 3000]
                                          [--latency-ms 200] [--share local|dask|cluster|prefect]
-                                         [--assay-src DIR]
+                                         [--burst N] [--headers all|refusals] [--assay-src DIR]
+
+`--burst N` lets the account's bucket hold only N requests above its steady rate (default: one
+second's worth), and `--headers refusals` has the mock send `x-ratelimit-*` only on its 429s:
+the strict provider of issue 25, point 3 — with fast replies, `--latency-ms 20 --burst 10
+--headers refusals` (two processes on a 3,000/min account), and the same with `--rpm 1200
+--share cluster --items 1000` (two `--dask` runs on one cluster).
 
 `--share dask` starts a Dask scheduler on 127.0.0.1 and gives both runs
 `ASSAY_RATE_SHARE=<its address>`: the two processes share one controller (assay/calls/fleet.py)
@@ -78,6 +84,10 @@ def main() -> int:
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--share", choices=("local", "dask", "cluster", "prefect"), default="local")
+    parser.add_argument("--burst", type=float, help="requests the account's bucket holds (default: 1 s of rpm)")
+    parser.add_argument(
+        "--headers", choices=("all", "refusals"), default="all", help="which replies carry x-ratelimit-*"
+    )
     parser.add_argument("--assay-src", help="run `assay` from this checkout instead")
     args = parser.parse_args()
 
@@ -112,8 +122,9 @@ def _measure(
     args: argparse.Namespace, env: dict[str, str], mock: MockOpenAIServer, tmp: str, extra: tuple[str, ...]
 ) -> int:
     """Start the runs together (each with `extra` arguments), wait for them, print the figures."""
-    mock.configure(rate_limits={"rpm": args.rpm})
+    mock.configure(rate_limits={"rpm": args.rpm, "burst": args.burst, "headers": args.headers})
     spec = _spec(Path(tmp), mock.base_url, args.items, args.concurrency)
+    load_before = _load()
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -158,7 +169,9 @@ def _measure(
     allowed_in_flows = args.rpm * flow_s / 60
     print(
         f"{args.runs} runs x {args.items} items, concurrency {args.concurrency}, {args.rpm:g} rpm, "
-        f"{args.latency_ms:g} ms latency, controllers shared: {args.share}; {_load()}"
+        f"{args.latency_ms:g} ms latency, burst {args.burst or args.rpm / 60:g}, x-ratelimit-* on "
+        f"{'429s only' if args.headers == 'refusals' else 'every reply'}, controllers shared: "
+        f"{args.share}; before: {load_before}; after: {_load()}"
         f"{' (assay from ' + args.assay_src + ')' if args.assay_src else ''}"
     )
     print(f"items:     {completed} completed, {failed} failed of {args.runs * args.items}")
@@ -170,6 +183,14 @@ def _measure(
         f"flows:     {flow_s:.1f} s (the longer run's flow); allowed rate used in it: "
         f"{100 * ok / allowed_in_flows:.0f} %"
     )
+    for i, summary in enumerate(summaries):
+        rate = summary.get("rate_control") or {}
+        print(
+            f"run {i}:     rate control ({rate.get('share')}, {rate.get('members') or 1} member(s)): "
+            f"pace learned {rate.get('learned_rpm')} rpm (announced {rate.get('announced_rpm')}), "
+            f"window {rate.get('limit')} (peak {rate.get('peak')}), {rate.get('rate_limited')} of "
+            f"{rate.get('responses')} answers 429, paused {rate.get('paused_s')} s"
+        )
     return 0
 
 

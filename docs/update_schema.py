@@ -41,6 +41,10 @@ ENUMS: list[tuple[type[StrEnum], str]] = [
     (outcomes.SpendKind, "spend kind (`operations_by_kind`, `cost_<kind>_usd`, `requests.kind`)"),
     (outcomes.TokenKind, "token kind (`tokens_<kind>`)"),
     (outcomes.FailureKind, "failure kind (`items.failure_kind`, `turns.failure_kind`)"),
+    (
+        outcomes.FinishReason,
+        "finish reason (`items.finish_reason`, `turns.finish_reason`, `requests.finish_reason`)",
+    ),
     (outcomes.TurnMethod, "turn method (`turns.method`)"),
     (outcomes.BudgetStatus, "budget status (`runs.budget_status`)"),
     (outcomes.BudgetClosedBy, "budget closed by (`runs.budget_closed_by`)"),

@@ -151,5 +151,21 @@ class Scorer(BaseModel):
             return [f"applies: {exc}"]
         return []
 
+    def template_problems(self, names: set[str]) -> list[str]:
+        """Why this scorer's templates cannot fill from the dataset: each placeholder naming
+        none of `names` (every field some item has), naming its field; a run checks this before
+        it writes anything (a spec error)."""
+        return []
+
+    def item_problems(self, items: list[Any], spec_dir: Path, where: str) -> list[str]:
+        """Why some items cannot be scored (a template naming a field they lack, a file they
+        need missing), each naming the item and `where` (`scorers.<n>`); a dataset error."""
+        return []
+
+    def fixture_files(self, items: list[Any], spec_dir: Path) -> list[Path]:
+        """The local files this scorer hands its sandboxes; their content is part of the run's
+        identity, as a target's fixtures are."""
+        return []
+
     def score(self, sample: Sample) -> float | bool | Score:  # may also be async
         raise NotImplementedError

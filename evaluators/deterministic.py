@@ -18,7 +18,17 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from assay.errors import ScorerError
 from assay.evaluators._base import Sample, Score, Scorer
+
+
+def _text(sample: Sample) -> str:
+    """The output as text for a text comparison. A null output is no answer: comparing its
+    `str` ("None") would score it like one (exact_match once gave it 1 against "None")."""
+    if sample.output is None:
+        raise ScorerError("the output is null: there is no answer to compare", {})
+    return str(sample.output)
+
 
 # A number as it appears in text. The sign is only taken when no word precedes it, so that
 # "5-3" reads as 5 and 3, not 5 and -3; a number never starts inside another ("1.5" is not ".5").
@@ -104,7 +114,7 @@ class ExactMatch(Scorer):
         return text
 
     def score(self, sample: Sample) -> bool:
-        output = self._normalize(str(sample.output))
+        output = self._normalize(_text(sample))
         for expected in _expected_list(sample, self.kind):  # a loop: cheaper than any() over a generator
             if output == self._normalize(str(expected)):
                 return True
@@ -137,7 +147,7 @@ class Includes(Scorer):
             needles = [str(e) for e in _expected_list(sample, self.kind)]
         else:
             needles = [self.value] if isinstance(self.value, str) else list(self.value)
-        output = str(sample.output)
+        output = _text(sample)
         if self.case_insensitive:
             output = output.casefold()
             needles = [n.casefold() for n in needles]
@@ -173,7 +183,7 @@ class Regex(Scorer):
     def score(self, sample: Sample) -> bool:
         pattern = self._compile()
         match = pattern.search if self.mode == "search" else pattern.fullmatch
-        return match(str(sample.output)) is not None
+        return match(_text(sample)) is not None
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -292,6 +302,7 @@ class Numeric(Scorer):
             want = float(expected.replace(",", "") if isinstance(expected, str) else expected)
         except (TypeError, ValueError):
             raise ValueError(f"numeric: expected value {expected!r} is not a number") from None
+        _text(sample)  # a null output is no answer: refused before reading a number
         got = self._read_output(sample.output)
         if got is None:
             return Score(0.0, explanation="no number in the output")
@@ -327,5 +338,5 @@ class TokenF1(Scorer):
     kind: Literal["token_f1"] = "token_f1"
 
     def score(self, sample: Sample) -> float:
-        output = _squad_tokens(str(sample.output))
+        output = _squad_tokens(_text(sample))
         return max(_f1(output, _squad_tokens(str(e))) for e in _expected_list(sample, self.kind))

@@ -42,11 +42,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from assay._templates import template_problem
+from assay._templates import FieldValue, template_problem
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
 from assay.calls.chat import ChatClient
-from assay.calls.http import ENDPOINT_SETTINGS, HttpURL
+from assay.calls.http import ENDPOINT_SETTINGS, HttpURL, ResponseHeaders
 from assay.calls.keys import key_problems
 from assay.calls.pinning import model_pin_problem
 from assay.calls.rate import controller_for
@@ -146,32 +146,6 @@ def _field_names(template: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
 
-class _Value:
-    """A value as a rubric shows it: text as is, None as "(none)", anything else as JSON;
-    `{field[key]}` indexes into it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __getitem__(self, key: Any) -> _Value:
-        return _Value(self.value[key])
-
-    def __str__(self) -> str:
-        if isinstance(self.value, str):
-            return self.value
-        if self.value is None:
-            return "(none)"
-        return json.dumps(self.value, ensure_ascii=False, default=str)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-
 class LlmJudge(Scorer):
     """A model grades the output against a rubric; its score is mapped to [0, 1].
 
@@ -196,7 +170,10 @@ class LlmJudge(Scorer):
         max_tokens: the judge's reply limit (default 512); null leaves it to the provider (not
             with `provider: anthropic`, whose API requires one).
         timeout: seconds for one HTTP attempt.
-        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors.
+        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors
+            (a rate limit's refusals are waited out beyond it).
+        response_headers: header names to read a reply's request id and rate-limit hints from,
+            before the documented ones (as for an `openai` target; docs/rate-control.md).
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
         gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
@@ -229,6 +206,7 @@ class LlmJudge(Scorer):
     cache: bool | Literal["always"] = False
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    response_headers: ResponseHeaders | None = None
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
     # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
     # makes every score meaningless, and finding out costs one call.
@@ -313,8 +291,8 @@ class LlmJudge(Scorer):
     def _render(self, template: str, sample: Sample, what: str) -> str:
         values = {**sample.fields, **sample.annotations}
         values.update(input=sample.input, output=sample.output, expected=sample.expected)
-        namespace = {key: _Value(value) for key, value in values.items()}
-        namespace["scale"] = _Value(self._scale_words())
+        namespace = {key: FieldValue(value) for key, value in values.items()}
+        namespace["scale"] = FieldValue(self._scale_words())
         try:
             return template.format_map(namespace)
         except KeyError as exc:
@@ -383,6 +361,7 @@ class LlmJudge(Scorer):
             api=self._api,
             # The judge's account may be the target's: its calls share that endpoint's window.
             gate=controller_for(str(self.base_url), self.model, self.concurrency, opens_run=False),
+            headers=self.response_headers,
         )
         by_loop, batchers = self._clients.by_loop, self._clients.batchers
         batchers[loop] = {}

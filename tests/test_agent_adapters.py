@@ -10,7 +10,9 @@ The sample streams were written from the CLIs' documented formats (tests/data/ag
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -21,18 +23,24 @@ from assay.errors import InputError, SpecError
 from assay.spec import AgentSpec
 from assay.targets.container.agents import (
     AgentReport,
+    Stop,
+    agent_settings,
     command_line,
+    container_secrets,
     env_file_text,
     model_pin_problem,
     parse_stream,
     parser_name,
     preflight,
     secret_values,
+    stop_watch,
 )
+from assay.testing.agent_models import ScriptedModels
 
 STREAMS = Path(__file__).parent / "data" / "agent_streams"
 CLAUDE_MODEL = "claude-sonnet-4-20250514"
-CODEX_MODEL = "gpt-5-2025-08-07"
+# Codex pins by an undated name of its catalog (with the CLI version the run records).
+CODEX_MODEL = "gpt-5.5"
 ANTHROPIC_KEY = "sk-ant-api03-" + "x" * 40
 OPENAI_KEY = "sk-proj-" + "y" * 40
 
@@ -60,6 +68,7 @@ def test_claude_code_success_stream() -> None:
     # input_tokens 36 + cache writes 8123 + cache reads 41250: all input, cached included.
     assert report.input_tokens == 49409
     assert report.cached_tokens == 41250
+    assert report.cache_write_tokens == 8123  # its own kind (tokens_cache_write), part of the input
     assert report.output_tokens == 612
     assert report.cost_usd == pytest.approx(0.0712345)
     assert report.turns == 4
@@ -236,19 +245,27 @@ def test_codex_truncated_stream() -> None:
     ]
 
 
-def test_codex_usage_is_summed_over_turns_and_the_last_turn_answers() -> None:
+def test_codex_usage_is_the_threads_total_so_far_and_the_last_turn_answers() -> None:
+    """Codex 0.171's `turn.completed.usage` is the thread's total so far (measured: after `exec
+    resume --last` it counts the earlier runs too), so the last one is the run's, never a sum;
+    the new fields `cache_write_input_tokens` and `reasoning_output_tokens` are read."""
     out = lines(
         '{"type":"turn.started"}',
         '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"first"}}',
         '{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":0,"output_tokens":10}}',
         '{"type":"turn.started"}',
         '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"second"}}',
-        '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":100,"output_tokens":20}}',
+        '{"type":"turn.completed","usage":{"input_tokens":250,"cached_input_tokens":100,'
+        '"cache_write_input_tokens":40,"output_tokens":20,"reasoning_output_tokens":7}}',
     )
     report = parse_stream("codex", out)
 
     assert report.final_report == "second"
-    assert (report.input_tokens, report.cached_tokens, report.output_tokens) == (350, 100, 30)
+    assert (report.input_tokens, report.cached_tokens, report.output_tokens) == (250, 100, 20)
+    assert (report.cache_write_tokens, report.reasoning_tokens) == (40, 7)
+    assert report.reserved_tokens() == {
+        "tokens": {"input": 250, "output": 20, "cached": 100, "cache_write": 40, "reasoning": 7}
+    }
 
 
 def test_codex_legacy_format_is_named() -> None:
@@ -459,7 +476,7 @@ KEYS = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "OPENAI_API_KEY": OPENAI_KEY}
     "spec",
     [
         AgentSpec(adapter="claude-code", model=CLAUDE_MODEL),
-        AgentSpec(adapter="codex", model="o3-2025-04-16"),
+        AgentSpec(adapter="codex", model="gpt-6-sol"),
         AgentSpec(adapter="cli", command=["agent", "{prompt}"]),
         AgentSpec(adapter="cli", command=["agent", "-m", "{model}"], model="gpt-4o-2024-08-06"),
     ],
@@ -512,11 +529,30 @@ def test_preflight_cli_needs_a_command_and_a_model_when_it_uses_one() -> None:
 
 
 def test_preflight_unpinned_model() -> None:
-    spec = AgentSpec(adapter="codex", model="gpt-4o")
+    spec = AgentSpec(adapter="claude-code", model="claude-sonnet-4")
     assert preflight(spec, KEYS) == [
         (
-            "agent.model 'gpt-4o' is not pinned: OpenAI names without a date stamp move to new snapshots; "
-            "name a dated snapshot such as gpt-4o-2024-08-06 or o3-2025-04-16"
+            "agent.model 'claude-sonnet-4' is not pinned: Anthropic names without a date stamp move to new "
+            "snapshots; name a dated version such as claude-sonnet-4-20250514"
+        )
+    ]
+
+
+@pytest.mark.parametrize("model", ["gpt-5-2025-08-07", "o3-2025-04-16", "gpt-4-0613"])
+def test_codex_refuses_a_dated_model_its_catalog_does_not_know(model: str) -> None:
+    """Codex 0.171's catalog holds undated names: a dated one runs on fallback metadata with
+    another tool set (measured: an `error` item says so, and `apply_patch` is not offered)."""
+    (problem,) = preflight(AgentSpec(adapter="codex", model=model), KEYS)
+    assert problem.startswith(f"agent.model {model!r} is dated, and Codex's model catalog knows undated")
+    assert "Name the undated model (e.g. gpt-5.5)" in problem and "agent_version" in problem
+
+
+def test_codex_pins_by_undated_name_but_not_by_latest() -> None:
+    assert preflight(AgentSpec(adapter="codex", model="gpt-5.5"), KEYS) == []
+    assert preflight(AgentSpec(adapter="codex", model="gpt-daybreak-red-latest"), KEYS) == [
+        (
+            "agent.model 'gpt-daybreak-red-latest' is a moving alias ('latest'); name a model of Codex's "
+            "catalog, e.g. gpt-5.5"
         )
     ]
 
@@ -540,8 +576,8 @@ def test_preflight_reports_every_problem_at_once() -> None:
 
     assert len(problems) == 5
     assert problems[0].startswith("agent.command[2] '{task}': unknown placeholder {task}")
-    assert (
-        problems[1] == "agent.model 'latest' is a moving alias ('latest'); name an exact, dated model version"
+    assert problems[1] == (
+        "agent.model 'latest' is a moving alias ('latest'); name a model of Codex's catalog, e.g. gpt-5.5"
     )
     assert "OPENAI_API_KEY" in problems[2]
     assert problems[3].endswith(": GH_TOKEN")
@@ -620,3 +656,123 @@ def test_agent_spec_checks_variable_names_and_plain_values() -> None:
         AgentSpec(adapter="cli", command=["x"], secrets=["MY-KEY"])
     with pytest.raises(ValidationError, match="the value of NOTE holds a line break"):
         AgentSpec(adapter="cli", command=["x"], env={"NOTE": "a\nb"})
+
+
+# -- what each adapter sets up for its CLI -----------------------------------------------------
+
+
+def test_codex_gets_the_key_as_codex_api_key_through_the_env_file() -> None:
+    """`codex exec` reads CODEX_API_KEY only: with OPENAI_API_KEY alone its requests go out
+    without Authorization. The host's OPENAI_API_KEY reaches the container under that name."""
+    spec = AgentSpec(adapter="codex", model=CODEX_MODEL, secrets=["GH_TOKEN"])
+    inside = container_secrets(spec, secret_values(spec, {"OPENAI_API_KEY": OPENAI_KEY, "GH_TOKEN": "g"}))
+    assert inside == {"CODEX_API_KEY": OPENAI_KEY, "GH_TOKEN": "g"}
+    assert env_file_text(inside) == f"CODEX_API_KEY={OPENAI_KEY}\nGH_TOKEN=g\n"
+    assert not any(OPENAI_KEY in arg for arg in command_line(spec, "p", "/assay/prompt.txt"))
+    claude = AgentSpec(adapter="claude-code", model=CLAUDE_MODEL)
+    assert container_secrets(claude, {"ANTHROPIC_API_KEY": "k"}) == {"ANTHROPIC_API_KEY": "k"}
+
+
+@pytest.mark.parametrize(
+    ("base_url", "expected"),
+    [(None, "https://api.openai.com/v1"), ("http://10.1.2.3:8000/v1", "http://10.1.2.3:8000/v1")],
+)
+def test_codex_config_names_the_endpoint_as_a_provider_without_websockets(
+    base_url: str | None, expected: str
+) -> None:
+    """Codex ignores OPENAI_BASE_URL and first tries a WebSocket (five `error` events, ~6 s)
+    unless its provider says `supports_websockets = false`."""
+    settings = agent_settings(AgentSpec(adapter="codex", model=CODEX_MODEL, base_url=base_url))
+    config = tomllib.loads(settings.home_files[".codex/config.toml"])
+    assert config["model_provider"] == "assay"
+    assert config["check_for_update_on_startup"] is False
+    assert config["model_providers"]["assay"] == {
+        "name": "assay",
+        "base_url": expected,
+        "env_key": "CODEX_API_KEY",
+        "wire_api": "responses",
+        "supports_websockets": False,
+    }
+    assert settings.env == {}
+
+
+def test_claude_code_never_makes_other_calls_and_takes_the_endpoint_as_its_base_url() -> None:
+    plain = agent_settings(AgentSpec(adapter="claude-code", model=CLAUDE_MODEL))
+    assert plain.env == {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"} and plain.home_files == {}
+    pointed = agent_settings(AgentSpec(adapter="claude-code", model=CLAUDE_MODEL, base_url="http://gw:9"))
+    assert pointed.env == {
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ANTHROPIC_BASE_URL": "http://gw:9",
+    }
+
+
+def test_base_url_is_for_the_built_in_adapters_only() -> None:
+    spec = AgentSpec(adapter="cli", command=["agent"], base_url="http://gw:9")
+    assert preflight(spec, {}) == [
+        (
+            "agent.base_url is for the built-in adapters' CLIs (claude-code, codex); the cli adapter's "
+            "command gets its endpoint from agent.env"
+        )
+    ]
+
+
+def test_a_refused_key_stops_the_run_at_its_first_retry() -> None:
+    """Claude Code retries a 401 ten times over ~3 minutes, Codex five times: the first retry
+    event stops the run, with a failure naming the variable (never its value)."""
+    claude = stop_watch(AgentSpec(adapter="claude-code", model=CLAUDE_MODEL))
+    assert claude is not None
+    assert not claude.feed(b'{"type":"system","subtype":"init"}\n{"type":"system","subtype":"api_')
+    assert not claude.feed(b'retry","error_status":529}\n')  # overloaded: worth its retries
+    assert claude.feed(b'{"type":"system","subtype":"api_retry","attempt":1,"error_status":401}\n')
+    assert claude.stop == Stop(
+        "the provider refused the key (HTTP 401): ANTHROPIC_API_KEY is wrong or revoked", 401
+    )
+
+    codex = stop_watch(AgentSpec(adapter="codex", model=CODEX_MODEL))
+    assert codex is not None
+    assert not codex.feed(b'{"type":"error","message":"Reconnecting... 1/5 (stream disconnected)"}\n')
+    refused = "Reconnecting... 1/5 (unexpected status 401 Unauthorized: Incorrect API key provided., url: x)"
+    assert codex.feed(json.dumps({"type": "error", "message": refused}).encode() + b"\n")
+    assert codex.stop == Stop(
+        "the provider refused the key (HTTP 401): OPENAI_API_KEY (passed to Codex as CODEX_API_KEY) is "
+        "wrong or revoked",
+        401,
+    )
+    assert stop_watch(AgentSpec(adapter="cli", command=["x"])) is None
+    assert stop_watch(AgentSpec(adapter="claude-code", model=CLAUDE_MODEL, parser="jsonl")) is None
+
+
+def test_a_resumed_conversations_totals_become_the_runs_own() -> None:
+    """After `--continue` / `exec resume --last` the CLIs report the conversation's totals: a
+    turn keeps what it added, so summing the turns never counts one twice."""
+    first = AgentReport(final_report="a", input_tokens=100, output_tokens=10, cost_usd=0.5)
+    second = AgentReport(final_report="b", input_tokens=260, output_tokens=25, cost_usd=0.75)
+    totals = frozenset({"input_tokens", "output_tokens", "cost_usd"})
+    delta = second.since(first, totals)
+    assert (delta.input_tokens, delta.output_tokens, delta.cost_usd) == (160, 15, 0.25)
+    assert delta.final_report == "b"
+
+    unknown = AgentReport(final_report="c", input_tokens=None, output_tokens=None, cost_usd=None)
+    kept = unknown.latest_totals(second, totals)
+    assert (kept.input_tokens, kept.cost_usd) == (260, 0.75)  # a run that said nothing keeps the last
+
+    down = AgentReport(input_tokens=50, output_tokens=30, cost_usd=1.0).since(second, totals)
+    assert down.input_tokens is None and down.output_tokens == 5
+    assert down.problems == ["input_tokens went down after the resume (260 → 50): not split"]
+
+
+def test_check_keys_tries_the_endpoint_the_spec_names() -> None:
+    """`--check-keys` asks `agent.base_url` (where the CLI will go), not the provider's default."""
+    from assay.spec import ContainerTarget
+    from assay.targets.container.keys import key_problems
+
+    with ScriptedModels(host="127.0.0.1", key="k") as server:  # answers 404 off its model routes
+        agent = {"adapter": "codex", "model": CODEX_MODEL, "base_url": f"{server.base_url}/v1"}
+        spec = ContainerTarget(kind="container", image="x", agent=agent)
+        assert key_problems(spec, {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9"}) == [
+            (
+                f"target.agent: OPENAI_API_KEY (--check-keys, GET {server.base_url}/v1/models): "
+                "the provider answered HTTP 404"
+            )
+        ]
+        assert [(s.method, s.path) for s in server.seen] == [("GET", "/v1/models")]

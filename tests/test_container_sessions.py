@@ -26,7 +26,7 @@ SECRET = "sk-session-secret-5d1e8b"
 
 # A stand-in for Claude Code: `--continue` needs the conversation an earlier prompt of this
 # container started (kept in its $HOME); a prompt asking to repair writes the right answer.
-# Each prompt replays a stream-json result with its own usage and cost.
+# Each prompt replays a stream-json result with its own usage and the conversation's cost.
 _FAKE_CLAUDE = b"""#!/bin/sh
 [ "$1" = "--version" ] && { echo "1.0.99-fake (Claude Code)"; exit 0; }
 [ -n "$ANTHROPIC_API_KEY" ] || { echo "no ANTHROPIC_API_KEY" >&2; exit 9; }
@@ -41,7 +41,8 @@ case "$prompt" in *repair*) echo 42 > answer.txt ;; *) [ -f answer.txt ] || echo
 echo '{"type":"system","subtype":"init"}'
 printf '{"type":"assistant","message":{"content":[{"type":"text","text":"did: %s"}]}}\\n' "$(cat answer.txt)"
 printf '{"type":"result","subtype":"success","is_error":false,"result":"%s","num_turns":1,' "$(cat answer.txt)"
-echo '"usage":{"input_tokens":11,"output_tokens":3},"total_cost_usd":0.02}'
+# As the real Claude Code: after --continue, total_cost_usd is the conversation's (0.02 a prompt).
+printf '"usage":{"input_tokens":11,"output_tokens":3},"total_cost_usd":%s}\n' "$(awk "BEGIN{print 0.02 * $(wc -l < "$HOME/.conversation")}")"
 """
 
 REPAIR = """

@@ -81,6 +81,25 @@ def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, cap
     assert "up to 3 attempts" in three["note"] and "policy's further prompts" in three["note"]
 
 
+def test_without_max_tokens_there_is_no_maximum_cost_not_the_expected_one(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES)
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0  # an observed length
+    report = estimate(capsys, spec, tmp_path / "s")
+    (line,) = report["lines"]
+    assert line["cost_usd_expected"] > 0 and line["output_tokens_expected"] == 5 * 4
+    assert line["cost_usd_max"] is None and line["output_tokens_max"] is None and not line["bounded"]
+    assert report["cost_usd_max"] is None and report["cost_usd_max_bounded"] is False
+    assert report["cost_usd_expected"] == line["cost_usd_expected"]
+    with_attempts = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, attempts=2)
+    assert estimate(capsys, with_attempts, tmp_path / "s")["lines"][0]["cost_usd_max"] is None
+
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    row = next(row for row in out.splitlines() if "mock-1" in row)
+    assert row.split("│")[8].strip() == "–", row  # the table's max $: none
+    assert out.strip().splitlines()[-1].endswith("no upper bound (a call without max_tokens)")
+
+
 def _judged_spec(tmp_path, target: dict) -> object:
     """Three rows, one llm_judge scorer (priced), and `target`."""
     (tmp_path / "solver.py").write_text("def solve(question):\n    return question\n")

@@ -118,6 +118,19 @@ def test_neither_client_retries_the_others(mock, harness, status):
     assert harness.stats()["requests"]["capabilities"] == 1
 
 
+def test_a_rate_limit_is_waited_out_even_without_retries(mock):
+    """`max_retries: 0` stops retries of failures, not of a rate limit's refusals: those cost time,
+    never the item (docs/rate-control.md)."""
+    mock.configure(faults=[{"status": 429, "times": 3, "retry_after": 0}])
+    reply = chat(mock.base_url, max_retries=0)
+    assert reply.retries == 3 and mock.stats()["requests"] == 4
+    mock.configure(faults=[{"status": 429, "times": 1, "retry_after": 0}, {"status": 500, "times": 1}])
+    with pytest.raises(TargetFailure) as failed:
+        chat(mock.base_url, max_retries=0)
+    assert failed.value.http_status == 500, "past the refusal, max_retries: 0 stops at the failure"
+    assert mock.stats()["requests"] == 6
+
+
 # -- Retry-After ------------------------------------------------------------------------------
 
 

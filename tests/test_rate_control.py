@@ -4,6 +4,7 @@ real mock server on 127.0.0.1 that enforces requests per minute with 429 + Retry
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from assay.calls.aimd import START_WINDOW, RateController, reset_seconds
+from assay.calls.aimd import PACE_DECREASE, START_WINDOW, Pace, RateController, reset_seconds
+from assay.calls.http import HEADERS
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
@@ -40,12 +42,31 @@ def test_the_mock_enforces_rpm_with_a_token_bucket_and_says_when_to_come_back():
         assert _chat(client, mock.base_url).status_code == 200
 
 
+def test_the_mock_can_be_a_strict_provider_small_burst_and_limit_headers_on_429s_only():
+    """A bucket of 3 at 60 a minute, the `x-ratelimit-*` headers only on refusals (issue 25):
+    three calls in a row pass, the fourth is refused and says the limit; a success says nothing."""
+    with MockOpenAIServer() as mock, httpx.Client() as client:
+        settings = mock.configure(rate_limits={"rpm": 60, "burst": 3, "headers": "refusals"})
+        assert settings["rate_limits"]["burst"] == 3
+        answers = [_chat(client, mock.base_url) for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 429]
+        refused = answers[3]
+        assert refused.headers["x-ratelimit-limit-requests"] == "60"
+        assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+        assert 0 < float(refused.headers["retry-after"]) <= 1.0
+        assert not any(k.startswith("x-ratelimit") for a in answers[:3] for k in a.headers)
+
+
 def test_the_mock_refuses_bad_rate_limits():
     with MockOpenAIServer() as mock:
         with pytest.raises(ValueError, match="rate_limits.rpm"):
             mock.configure(rate_limits={"rpm": 0})
         with pytest.raises(ValueError, match="keys among"):
             mock.configure(rate_limits={"rps": 3})
+        with pytest.raises(ValueError, match="rate_limits.headers"):
+            mock.configure(rate_limits={"rpm": 60, "headers": "some"})
+        with pytest.raises(ValueError, match="burst needs rpm"):
+            mock.configure(rate_limits={"tpm": 60, "burst": 3})
 
 
 def test_slow_start_then_halving_on_a_429_and_a_pause_until_retry_after():
@@ -121,12 +142,15 @@ def test_anthropics_rate_limit_headers_are_read_as_openais():
         controller.observe(200, {})
         grown = controller.limit
         in_half_a_second = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
+        # As the endpoint hands them on: under the standard names (`ResponseHeaders.hints`).
         controller.observe(
             200,
-            {
-                "anthropic-ratelimit-requests-remaining": "0",
-                "anthropic-ratelimit-requests-reset": in_half_a_second,
-            },
+            HEADERS.hints(
+                {
+                    "anthropic-ratelimit-requests-remaining": "0",
+                    "anthropic-ratelimit-requests-reset": in_half_a_second,
+                }
+            ),
         )
         assert controller.limit == grown, "the account is used up: held, not grown"
         assert 0.3 < controller.pause_left(time.monotonic()) <= 0.5
@@ -223,3 +247,96 @@ def test_a_later_run_of_the_process_stores_its_own_counts(tmp_path, capsys):
         second = json.loads(capsys.readouterr().out)["rate_control"]
     assert first["rate_limited"] > 0
     assert (second["responses"], second["rate_limited"]) == (14, 0)
+
+
+# -- the pace: a rate learned from what the provider says and does (issue 25) ----------------------
+
+LIMIT = {"x-ratelimit-limit-requests": "600"}  # as the endpoint hands it on (standard name)
+
+
+def test_no_pace_until_the_provider_refuses():
+    pace = Pace()
+    for i in range(50):
+        pace.answered(True, {}, now=i / 100)
+    assert pace.rpm is None, "an endpoint that never refuses is never paced"
+    fresh = Pace()
+    fresh.answered(False, {}, now=0.0)
+    fresh.refused(now=0.0)
+    assert fresh.rpm is None, "nothing admitted and no limit said: nothing to pace to"
+
+
+def test_a_refusal_paces_below_what_the_provider_admitted():
+    """20 calls admitted in the last second, then a refusal: the pace is 0.85 x 20 a second."""
+    pace = Pace()
+    for i in range(40):
+        pace.answered(True, {}, now=i / 20)  # 20 a second for 2 s
+    pace.answered(False, {}, now=2.0)
+    pace.refused(now=2.0)
+    assert pace.per_s == pytest.approx(PACE_DECREASE * 20, rel=0.06)
+
+
+def test_the_limit_a_refusal_announces_caps_the_pace():
+    """A burst admitted 200 calls a second before the first 429, which says 600 a minute: the
+    pace is under 10 a second, whatever was admitted."""
+    pace = Pace()
+    for i in range(20):
+        pace.answered(True, {}, now=i / 200)
+    pace.answered(False, LIMIT, now=0.1)
+    pace.refused(now=0.1)
+    assert pace.announced == 600 and pace.rpm == pytest.approx(600 * PACE_DECREASE)
+
+
+def test_the_pace_grows_only_while_calls_wait_for_it_and_faster_the_longer_none_is_refused():
+    pace = Pace()
+    for i in range(20):
+        pace.answered(True, {}, now=i / 20)
+    pace.answered(False, {}, now=1.0)
+    pace.refused(now=1.0)
+    start = pace.per_s
+    for i in range(1, 11):  # a second of answers while no call waited for its turn: no growth
+        pace.answered(True, {}, now=1.0 + i / 10)
+    assert pace.per_s == start
+    grown = []
+    for second in range(1, 5):
+        pace.bound = True
+        pace.answered(True, {}, now=2.0 + second)
+        grown.append(pace.per_s)
+    steps = [b - a for a, b in itertools.pairwise([start, *grown])]
+    assert all(later > earlier > 0 for earlier, later in itertools.pairwise(steps)), steps
+    pace.answered(True, LIMIT, now=7.0)
+    assert pace.per_s == 10, "never past the limit the provider announces"
+
+
+def test_a_pace_under_a_lower_declared_rpm_does_not_grow():
+    """Calls waiting for the turns of `rate_limits.rpm` say nothing of a higher learned pace: it
+    would grow untested."""
+    controller = RateController("e m", ceiling=8, rpm=60)
+    controller.pace.answered(False, {"x-ratelimit-limit-requests": "6000"}, now=0.0)
+    controller.pace.refused(now=0.0)
+    controller.waited_for_turn()
+    assert not controller.pace.bound
+    alone = RateController("e m", ceiling=8)
+    alone.pace.answered(False, {"x-ratelimit-limit-requests": "6000"}, now=0.0)
+    alone.pace.refused(now=0.0)
+    alone.waited_for_turn()
+    assert alone.pace.bound
+
+
+def test_a_provider_with_a_small_burst_refuses_few_calls(tmp_path, capsys):
+    """An account allowing 10 calls a second, only 3 at once, and saying so only on its 429s,
+    answering in 20 ms: at concurrency 8 one slot alone would make 50 calls a second, so a window
+    of calls in flight cannot hold it (half the calls were refused); paced to the rate the
+    provider admits, few are."""
+    with MockOpenAIServer(latency_ms=20) as mock:
+        mock.configure(rate_limits={"rpm": 600, "burst": 3, "headers": "refusals"})
+        spec = openai_spec(tmp_path, mock.base_url, n=40, concurrency=8)
+        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        stats = mock.stats()
+    assert summary["items"]["completed"] == 40
+    refused = stats["by_status"].get("429", 0)
+    assert refused <= 0.2 * stats["requests"], stats["by_status"]
+    rate = summary["rate_control"]
+    assert rate["announced_rpm"] == 600 and 0 < rate["learned_rpm"] <= 600
+    assert main(["show", summary["run_id"], "--store", str(tmp_path / "s")]) == 0
+    assert f"pace learned {rate['learned_rpm']:g} rpm" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from assay.calls import fleet
+from assay.calls.aimd import PACE_DECREASE
 from assay.calls.fleet import FleetWindow, SharedRateController, fair_shares
 from assay.cli import main
 from assay.store import Store
@@ -90,6 +91,43 @@ def test_two_runs_sharing_an_account_cost_time_never_items(tmp_path, scheduler):
     ]
     assert {r["share"] for r in stored} == {"dask"}
     assert sum(r["rate_limited"] for r in stored) == refused
+
+
+STRICT = {"burst": 5, "headers": "refusals"}  # a small burst, the limit said only on 429s (issue 25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", ["local", "dask"])
+def test_two_runs_on_an_account_with_a_small_burst_refuse_few_calls(tmp_path, scheduler, share):
+    """Two processes at concurrency 8 against an account allowing 1,200 calls a minute but only 5
+    at once, which says its limit only on its 429s, answering in 20 ms: one slot alone makes 50
+    calls a second, so windows of calls in flight cannot hold it (two thirds of the calls were
+    refused, one controller per process or one shared); paced to the rate the provider admits,
+    each process learning its own (`local`) or the fleet one (`dask`), few are."""
+    with MockOpenAIServer(latency_ms=20) as mock:
+        mock.configure(rate_limits={"rpm": 1200, **STRICT})
+        summaries = _two_runs(
+            tmp_path, mock.base_url, scheduler if share == "dask" else "local", n=100, concurrency=8
+        )
+        stats = mock.stats()
+    assert [s["items"]["completed"] for s in summaries] == [100, 100]
+    refused = stats["by_status"].get("429", 0)
+    assert refused <= 0.25 * stats["requests"], stats["by_status"]
+    assert all(s["rate_control"]["learned_rpm"] <= 1200 for s in summaries)
+
+
+def test_the_fleets_pace_is_learned_from_every_members_answers_and_divided_as_the_window_is():
+    window = FleetWindow("e m", ceiling=16)
+    report = {"ceiling": 16, "in_flight": 0, "waiting": 8, "answers": []}
+    alone = window.sync({**report, "member": "a"})
+    assert alone["rpm"] is None, "no refusal yet: unpaced"
+    refusal = [429, {"retry-after": "0.05", "x-ratelimit-limit-requests": "1200"}]
+    window.sync({**report, "member": "b", "answers": [[200, {}]] * 12 + [refusal]})
+    assert window.controller.pace.rpm == pytest.approx(1200 * PACE_DECREASE)
+    for _ in range(3):  # the members sync in turn: each gets its part of the window, and of the pace
+        grants = [window.sync({**report, "member": member}) for member in ("a", "b")]
+    assert grants[0]["quota"] == grants[1]["quota"] > 0
+    assert [g["rpm"] for g in grants] == pytest.approx([1200 * PACE_DECREASE / 2] * 2)
 
 
 def test_the_window_is_divided_fairly_by_demand():

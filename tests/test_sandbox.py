@@ -490,7 +490,9 @@ def test_the_claude_code_adapter_runs_headless_and_its_stream_is_parsed(
     assert row["caller_cost_usd"] == pytest.approx(0.0712345)
     # The agent's own token counts are caller-reported: kept apart from Assay's measured columns.
     assert (row["tokens_input"], row["tokens_output"]) == (None, None)
-    assert json.loads(row["caller_reserved"]) == {"tokens": {"input": 49409, "output": 612, "cached": 41250}}
+    assert json.loads(row["caller_reserved"]) == {
+        "tokens": {"input": 49409, "output": 612, "cached": 41250, "cache_write": 8123}
+    }
     assert json.loads(row["caller_metadata"])["turns"] == 4
     assert row["cost_completeness"] != "complete"  # Assay did not measure the agent's calls itself
     by_name = {r["scorer"]: r for r in scores.to_dicts()}
@@ -541,8 +543,13 @@ def test_an_adapters_provider_endpoint_joins_the_egress_allowlist() -> None:
 
     agent = {"adapter": "claude-code", "model": "claude-sonnet-4-20250514"}
     assert egress_allowlist(target(agent=agent, egress=["pypi.org"])) == ["pypi.org", "api.anthropic.com"]
-    codex = {"adapter": "codex", "model": "gpt-5-2025-08-07"}
+    codex = {"adapter": "codex", "model": "gpt-5.5"}
     assert egress_allowlist(target(agent=codex, egress=["api.openai.com"])) == ["api.openai.com"]
+    # Another endpoint replaces the provider's: its host and port (the scheme's when none).
+    elsewhere = {**codex, "base_url": "http://10.0.0.5:8000/v1"}
+    assert egress_allowlist(target(agent=elsewhere, egress=["pypi.org"])) == ["pypi.org", "10.0.0.5:8000"]
+    gateway = {**agent, "base_url": "https://llm.example.com"}
+    assert egress_allowlist(target(agent=gateway, egress=["pypi.org"])) == ["pypi.org", "llm.example.com:443"]
     assert egress_allowlist(target(agent=agent)) == [], "no egress set: no proxy to widen"
     assert egress_allowlist(target(command=["true"], egress=["pypi.org"])) == ["pypi.org"]
 
@@ -908,3 +915,31 @@ def test_check_keys_tries_the_provider_key_before_any_container_starts(tmp_path:
         provider.close()
         for partition in (tmp_path / "store" / "runs").glob("run_id=*"):
             clean(partition.name.removeprefix("run_id="))
+
+
+def test_a_watched_command_is_stopped_when_its_output_says_so() -> None:
+    """`exec(watch=…)`: the first stdout piece the watcher refuses stops the command (every process
+    of its user killed) at once, in an image without /bin/kill (Debian's minbase); the output so
+    far comes back, `stopped` set. An agent that would retry a refused key for minutes ends so."""
+    from assay.sandbox import Limits, Sandbox, inspect_image
+    from assay.sandbox._docker import CONTROL_USER
+
+    client = engine()
+    facts = inspect_image(client, python_image(client), None)
+    sandbox = Sandbox.create(client, facts, labels={"assay.run_id": "watch-test"}, limits=Limits())
+    try:
+        script = "echo working; sleep 1; echo refused; sleep 60 & sleep 60; echo never"
+        seen: list[bytes] = []
+        started = time.monotonic()
+        result = sandbox.exec(
+            ["sh", "-c", script], timeout=30, watch=lambda chunk: seen.append(chunk) or b"refused" in chunk
+        )
+        took = time.monotonic() - started
+        owned = 'for p in /proc/[0-9]*; do [ "$(stat -c %u "$p")" = 1000 ] && echo "${p#/proc/}"; done; true'
+        leftover = sandbox.exec(["sh", "-c", owned], user=CONTROL_USER, workdir="/")
+    finally:
+        sandbox.remove()
+    assert result.stopped and not result.timed_out and result.exit_code == 137
+    assert result.stdout == b"working\nrefused\n" and b"".join(seen) == result.stdout
+    assert took < 10, f"stopping took {took:.1f} s"
+    assert leftover.ok and leftover.stdout == b""  # the background `sleep` went too

@@ -543,3 +543,21 @@ def test_evaluate_fails_when_applies_cannot_be_imported() -> None:
     record = run(Returns(applies=f"{HELPERS}:nope", value=1), sample("o"))
     assert record.outcome is ScorerOutcome.FAILED
     assert record.error.startswith(f"ValueError: cannot import '{HELPERS}:nope'")
+
+
+@pytest.mark.parametrize(
+    ("scorer", "expected"),
+    [
+        (ExactMatch(name="s"), "None"),
+        (Includes(name="s"), "None"),
+        (Regex(name="s", pattern="None"), None),
+        (Numeric(name="s"), "0"),
+        (TokenF1(name="s"), "None"),
+    ],
+    ids=["exact_match", "includes", "regex", "numeric", "f1"],
+)
+def test_a_null_output_is_no_answer_to_compare_not_the_text_none(scorer, expected):
+    # `str(None)` once made a null output match an expected "None" (issue 25): no answer, no score.
+    record = asyncio.run(evaluate(scorer, Sample(output=None, input="q", expected=expected)))
+    assert record.outcome is ScorerOutcome.FAILED and record.score is None
+    assert "the output is null" in record.error

@@ -3,7 +3,11 @@
 Input tokens are counted from the rendered prompts with a plain heuristic (about 4 characters a
 token, plus 4 tokens of framing per message — no tokenizer is downloaded, so the figure is
 approximate, typically within ±20 % for English). Output tokens are bounded by `max_tokens`,
-and estimated from the latest stored run of the same target when there is one.
+and estimated from the latest stored run of the same target when there is one. A call without
+`max_tokens` has no maximum: its line's `output_tokens_max` and `cost_usd_max` are null, and so is
+the report's `cost_usd_max` (`cost_usd_max_bounded: false`) — never the expected cost passed off as
+a maximum. (A model's own output limit would bound it, but nothing here knows it for every model a
+spec may name — a local vLLM's least of all — and such a bound is many times any real run's cost.)
 """
 
 from __future__ import annotations
@@ -58,28 +62,33 @@ def _line(
     calls: int,
     input_tokens: int,
     output_low: float,
-    output_high: float,
+    output_high: float | None,
     prices: PriceTable,
     *,
     batch: bool = False,
 ) -> dict:
     """One model's calls: tokens, and the expected and the maximum cost (at batch prices for
-    calls made through a batch API, with what they would cost online beside them)."""
+    calls made through a batch API, with what they would cost online beside them); no maximum
+    when `output_high` is None (unbounded)."""
     low = Usage(input_tokens=input_tokens, output_tokens=round(output_low))
-    high = Usage(input_tokens=input_tokens, output_tokens=round(output_high))
     expected = prices.cost(model, low, batch=batch)
-    upper = prices.cost(model, high, batch=batch)
+    upper = None
+    if output_high is not None:
+        upper = prices.cost(
+            model, Usage(input_tokens=input_tokens, output_tokens=round(output_high)), batch=batch
+        )
     online = {"cost_usd_expected_online": prices.cost(model, low)} if batch else {}
     return {
         "model": model,
         "calls": calls,
         "input_tokens": input_tokens,
         "output_tokens_expected": round(output_low),
-        "output_tokens_max": round(output_high),
+        "output_tokens_max": None if output_high is None else round(output_high),
         "cost_usd_expected": expected,
         "cost_usd_max": upper,
         **online,
         "priced": model in prices.prices,
+        "bounded": output_high is not None,
     }
 
 
@@ -88,8 +97,8 @@ def _with_attempts(line: dict[str, Any], attempts: int) -> dict[str, Any]:
     figures assume one attempt, the maximum K."""
     if attempts > 1:
         line["calls_max"] = line["calls"] * attempts
-        line["output_tokens_max"] *= attempts
-        line["cost_usd_max"] = None if line["cost_usd_max"] is None else line["cost_usd_max"] * attempts
+        for key in ("output_tokens_max", "cost_usd_max"):
+            line[key] = None if line[key] is None else line[key] * attempts
         line["note"] += f"; up to {attempts} attempts an item (maximum × {attempts})"
     return line
 
@@ -120,7 +129,7 @@ def _generation(
     observed = _observed_output_tokens(store, spec, items)
     ceiling = metered.max_tokens
     expected_out = (observed if observed is not None else (ceiling or 0)) * calls
-    max_out = (ceiling * calls) if ceiling else expected_out
+    max_out = (ceiling * calls) if ceiling else None
     if observed is not None:
         note = "output tokens observed in a stored run of this target"
     elif ceiling:
@@ -135,9 +144,7 @@ def _generation(
         note += "; batch prices" + (
             f" (online ${online:.4f})" if online is not None else ", none for this model"
         )
-    line.update(
-        cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec), bounded=bool(ceiling)
-    )
+    line.update(cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec))
     return _with_attempts(line, spec.attempts)
 
 
@@ -161,26 +168,25 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
             judge_in = (
                 sum(count_tokens(rubric) + count_tokens(str(item.input)) for item in items) * spec.trials
             )
-            judge_out = (getattr(scorer, "max_tokens", None) or 0) * calls
-            judge = _line(scorer.model, calls, judge_in, judge_out, judge_out, prices)
-            judge.update(
-                cell=cell,
-                kind=SpendKind.JUDGING.value,
-                scorer=scorer.name,
-                note="output bounded by max_tokens",
-                bounded=getattr(scorer, "max_tokens", None) is not None,
+            judge_max = getattr(scorer, "max_tokens", None)
+            judge_out = (judge_max or 0) * calls
+            judge = _line(scorer.model, calls, judge_in, judge_out, judge_out if judge_max else None, prices)
+            note = (
+                "output bounded by max_tokens" if judge_max else "no max_tokens: output tokens not estimated"
             )
+            judge.update(cell=cell, kind=SpendKind.JUDGING.value, scorer=scorer.name, note=note)
             lines.append(_with_attempts(judge, cell_spec.attempts))
     known = [line for line in lines if line.get("cost_usd_expected") is not None]
+    # A true maximum only when every measured call's output is capped by a max_tokens.
+    bounded = all(line.get("bounded", True) for line in lines)
     return {
         "spec": str(spec_path),
         "items": len(items),
         "trials": spec.trials,
         "lines": lines,
         "cost_usd_expected": sum(line["cost_usd_expected"] for line in known),
-        "cost_usd_max": sum(line["cost_usd_max"] for line in known),
-        # A true maximum only when every measured call's output is capped by a max_tokens.
-        "cost_usd_max_bounded": all(line.get("bounded", True) for line in lines),
+        "cost_usd_max": sum(line["cost_usd_max"] for line in known) if bounded else None,
+        "cost_usd_max_bounded": bounded,
         "priced_calls": sum(line["calls"] for line in known),
         "unpriced_models": sorted(
             {line["model"] for line in lines if line.get("model") and not line.get("priced")}

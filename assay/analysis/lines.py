@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from assay import numbers
-from assay.outcomes import ItemOutcome, ScorerOutcome
+from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome
+
+# The failure kinds of a reply that was no answer (assay/outcomes.py, `FailureKind`).
+NOT_ANSWERS = (FailureKind.REFUSAL, FailureKind.LENGTH, FailureKind.UNASKED_TOOL_CALL)
 
 
 def cut(text: str, limit: int = 160) -> str:
@@ -35,6 +38,14 @@ def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
     """
     named = [f"{cut(g['error'])} ({g['n']})" if g["error"] else f"other errors ({g['n']})" for g in groups]
     return f"{n_failed} failed: " + " · ".join(named)
+
+
+def not_answered_line(summary: dict[str, Any]) -> str | None:
+    """`not answered (failed, never scored): 2 refusal · 1 length`: the replies that were no
+    answer, by kind; None when there were none (or the summary predates the count)."""
+    kinds = summary.get("failure_kinds") or {}
+    named = [f"{kinds[kind]} {kind}" for kind in NOT_ANSWERS if kinds.get(kind)]
+    return "not answered (failed, never scored): " + " · ".join(named) if named else None
 
 
 def no_scores_line(summary: dict[str, Any]) -> str:
@@ -83,6 +94,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(compare_line(summary) or "")
     if summary.get("failures"):
         lines.append(failures_line(summary["items"][ItemOutcome.FAILED], summary["failures"]))
+    if not_answered := not_answered_line(summary):
+        lines.append(not_answered)
     if not summary["scorers"]:
         lines.append(no_scores_line(summary))
     for row in summary["scorers"]:

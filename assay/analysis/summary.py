@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from assay import _schema, numbers
@@ -33,6 +34,8 @@ from assay.calls.capture import CaptureManifest, Recorder
 from assay.outcomes import (
     TOKEN_COLUMNS,
     TOKEN_KINDS,
+    FailureKind,
+    FinishReason,
     ItemOutcome,
     RowKind,
     RunStatus,
@@ -75,6 +78,8 @@ class _Summary(TypedDict):
     error: str | None
     planned: int
     items: dict[str, int]
+    failure_kinds: dict[str, int]
+    finish_reasons: dict[str, int]
     failures: list[dict[str, Any]]
     item_error_rate: float | None
     fail_on_item_error_rate: float
@@ -112,6 +117,10 @@ class RunSummary(_Summary, total=False):
         error: why it failed (status `failed`).
         planned: items x trials planned.
         items: item x trials by outcome, every outcome a key.
+        failure_kinds: the failed ones by failure kind, every `FailureKind` a key: among them the
+            replies that were no answer (`refusal`, `length`, `unasked_tool_call`).
+        finish_reasons: item x trials by why their model stopped, every `FinishReason` a key
+            (items no model answered are not counted).
         failures: the failed items grouped by error, most frequent first (`failure_groups`).
         item_error_rate: failed / (completed + failed); None when nothing was attempted.
         fail_on_item_error_rate: the gate's limit.
@@ -159,6 +168,8 @@ _SUMMARY_COLUMNS = (
         "item_index",
         "outcome",
         "error",
+        "failure_kind",
+        "finish_reason",
         "model",
         "duration_ms",
         "wire_ms",
@@ -249,6 +260,9 @@ def summarise(
     counts = {outcome.value: 0 for outcome in ItemOutcome}
     for outcome, n in items.lazy().group_by("outcome").len().collect(engine=ENGINE).iter_rows():
         counts[outcome] = n
+    failed = items.lazy().filter(pl.col("outcome") == ItemOutcome.FAILED)
+    failure_kinds = _counts(FailureKind, failed, "failure_kind")
+    finish_reasons = _counts(FinishReason, items.lazy(), "finish_reason")
     scorer_stats = (
         scores.lazy()
         .group_by("scorer")
@@ -311,6 +325,8 @@ def summarise(
         "error": record.get("error"),
         "planned": record["n_planned"],
         "items": counts,
+        "failure_kinds": failure_kinds,
+        "finish_reasons": finish_reasons,
         "failures": failure_groups(items),
         "item_error_rate": rate,
         "fail_on_item_error_rate": limit,
@@ -344,6 +360,15 @@ def summarise(
         "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
         **compared_columns(record),
     }
+
+
+def _counts(words: type[StrEnum], rows: pl.LazyFrame, column: str) -> dict[str, int]:
+    """How many rows hold each word of `words` in `column`, every word a key (nulls not counted)."""
+    counts = {word.value: 0 for word in words}
+    grouped = rows.filter(pl.col(column).is_not_null()).group_by(column).len().collect(engine=ENGINE)
+    for word, n in grouped.iter_rows():
+        counts[word] = n
+    return counts
 
 
 def compared_columns(record: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ One concern a module:
 
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
+    wire            each provider's chat API on the wire: bodies, usage, streams assembled
+    finish          how a reply ended (`Finish`), and which endings are no answer at all
     accounting      tokens and money: prices, accounting records, ledgers, the budget
     capture         the request sidecar: each call as redacted `start / attempt / end` records
     request_codec   those records as JSONL: `RequestRecord`, written and checked
@@ -41,11 +43,13 @@ from assay.calls.capture import (
     stored_records,
 )
 from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.finish import Finish, not_an_answer
 from assay.calls.http import (
     RETRY_STATUSES,
     AttemptFailed,
     Endpoint,
     HttpURL,
+    ResponseHeaders,
     ResponseHook,
     RetryPolicy,
     is_timeout,
@@ -66,6 +70,7 @@ __all__ = [
     "ChatClient",
     "ChatReply",
     "Endpoint",
+    "Finish",
     "HttpURL",
     "Ledger",
     "Operation",
@@ -75,6 +80,7 @@ __all__ = [
     "Redactor",
     "RequestRecord",
     "ResponseCache",
+    "ResponseHeaders",
     "ResponseHook",
     "RetryPolicy",
     "Scope",
@@ -83,6 +89,7 @@ __all__ = [
     "check_cache",
     "current_ledger",
     "is_timeout",
+    "not_an_answer",
     "parse_budget",
     "read_jsonl",
     "request_id",

@@ -16,6 +16,10 @@ in flight — and moves it as TCP moves its congestion window:
   `anthropic-ratelimit-requests-remaining`) is no more than the calls in flight, the window holds
   instead of growing; a reply saying it is 0 pauses new calls until `x-ratelimit-reset-requests`
   (`anthropic-ratelimit-requests-reset`; at most 1 s), before any 429;
+- **the pace** (`Pace`): a window bounds calls in flight, not calls a second — at 20 ms a reply
+  one slot makes 50 calls a second — so once the provider refuses, calls are also spaced to a
+  rate learned from what it says (the limit it announces, wherever the header appears) and does
+  (the rate it admitted calls at while it refused), growing back while calls wait for it;
 - `rate_limits: {rpm, tpm}` (optional, per target) paces calls to at most that many requests /
   tokens a minute (a call's tokens estimated before it leaves, corrected by its usage: `settle`).
 
@@ -30,12 +34,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from assay.calls.http import RATE_LIMIT_STATUSES, retry_after
+from assay.calls.http import RATE_LIMIT_STATUSES, STANDARD, retry_after
 
 START_WINDOW = 4
 DECREASE = 0.5
@@ -43,14 +48,24 @@ INCREASE = 0.5  # slots per window of successes once past slow start
 _HISTORY_EVERY_S = 0.5
 _MAX_RESET_PAUSE_S = 1.0
 _MAX_HISTORY = 2_000
+# The learned pace (`Pace`).
+PACE_DECREASE = 0.85  # a refusal: pace at this fraction of the rate the provider was admitting
+PACE_PROBE = 0.02  # then grow by this fraction of that rate a second, the step doubling ...
+PACE_DOUBLING_S = 1.0  # ... every this many seconds without a refusal
+ACCEPTED_SPAN_S = 1.0  # the admitted rate is measured over the last second of answers
+MIN_PACE = 1 / 60  # one call a minute
+_CATCH_UP_S = 0.05
 _DURATION = re.compile(
     r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?"
 )
 
 
-# The server's own count of requests left, and when it resets, as OpenAI and Anthropic name them.
-REMAINING_HEADERS = ("x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining")
-RESET_HEADERS = ("x-ratelimit-reset-requests", "anthropic-ratelimit-requests-reset")
+# The hints read, under their standard names (`assay.calls.http.ResponseHeaders.hints` finds
+# them wherever the provider or gateway sent them: Anthropic's, a LiteLLM proxy's `llm_provider-*`).
+RETRY_AFTER = STANDARD["retry_after"]
+REMAINING = STANDARD["remaining_requests"]
+RESET = STANDARD["reset_requests"]
+LIMIT = STANDARD["limit_requests"]
 
 
 def reset_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -81,20 +96,100 @@ def reset_seconds(value: str | None, *, now: datetime | None = None) -> float | 
     return hours * 3600 + minutes * 60 + seconds + millis / 1000
 
 
-def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
-    for name in names:
-        value = headers.get(name)
-        if value is not None:
-            return value
-    return None
-
-
 def _remaining(headers: Mapping[str, str]) -> int | None:
-    value = _first(headers, REMAINING_HEADERS)
+    value = headers.get(REMAINING)
     try:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _limit(headers: Mapping[str, str]) -> float | None:
+    value = headers.get(LIMIT)
+    try:
+        limit = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return limit if limit and limit > 0 else None
+
+
+def lower(a: float | None, b: float | None) -> float | None:
+    """The lower of two limits, either of which may be unset (None)."""
+    return min(a, b) if a and b else a or b
+
+
+class Pace:
+    """The rate of calls a provider admits, learned from what it says and what it does: a pace
+    (calls a second) the controller spaces its calls to, on top of the window.
+
+    - none until the first refusal: an endpoint that never refuses is never paced;
+    - a limit the provider announces (`x-ratelimit-limit-requests`, a minute's worth, on any
+      reply) caps the pace;
+    - a refusal (once per window, as the window halves) sets the pace to `PACE_DECREASE` of the
+      rate the provider admitted over the last `ACCEPTED_SPAN_S` — what it does: while calls are
+      refused, the calls it lets through are its limit (or this process's part of it) — and at
+      most to the announced limit;
+    - while calls wait for their turn, it grows: by `PACE_PROBE` of the rate it was set to per
+      second, the step doubling every `PACE_DOUBLING_S` without a refusal, so it climbs back
+      slowly near the rate refused at and fast when the room is larger (another run ended).
+    """
+
+    __slots__ = ("_accepted", "_cut_at", "_cut_to", "_grown_at", "_since", "announced", "bound", "per_s")
+
+    def __init__(self) -> None:
+        self.announced: float | None = None  # requests a minute the provider says it allows
+        self.per_s: float | None = None  # the pace; None: unpaced
+        self.bound = False  # a call waited for its turn since the pace last grew
+        self._accepted: deque[float] = deque()  # when recent calls were admitted
+        self._since: float | None = None  # the first answer
+        self._cut_at = 0.0
+        self._cut_to = 0.0
+        self._grown_at = 0.0
+
+    def answered(self, ok: bool, headers: Mapping[str, str], now: float) -> None:
+        """One answer: admitted (`ok`) or refused for rate."""
+        if self._since is None:
+            self._since = now
+        if (limit := _limit(headers)) is not None:
+            self.announced = limit
+            if self.per_s is not None:
+                self.per_s = min(self.per_s, limit / 60)
+        if not ok:
+            return
+        self._accepted.append(now)
+        self._forget(now)
+        if self.per_s is not None and self.bound:
+            step = PACE_PROBE * self._cut_to * 2 ** ((now - self._cut_at) / PACE_DOUBLING_S)
+            self.per_s += step * (now - self._grown_at)
+            if self.announced:
+                self.per_s = min(self.per_s, self.announced / 60)
+            self.bound = False
+        self._grown_at = now
+
+    def admitted_per_s(self, now: float) -> float | None:
+        """The rate the provider admitted calls at, over the last `ACCEPTED_SPAN_S`."""
+        self._forget(now)
+        span = min(ACCEPTED_SPAN_S, now - (now if self._since is None else self._since))
+        return len(self._accepted) / span if self._accepted and span > 0 else None
+
+    def _forget(self, now: float) -> None:
+        accepted = self._accepted
+        while accepted and accepted[0] < now - ACCEPTED_SPAN_S:
+            accepted.popleft()
+
+    def refused(self, now: float) -> None:
+        """A refusal that is news: pace below what the provider admitted."""
+        rates = [r for r in (self.per_s, self.admitted_per_s(now), (self.announced or 0) / 60) if r]
+        if not rates:  # nothing admitted yet, no limit said: the window and the pause act alone
+            return
+        self.per_s = max(MIN_PACE, min(rates) * PACE_DECREASE)
+        self._cut_at = self._grown_at = now
+        self._cut_to = self.per_s
+        self.bound = False
+
+    @property
+    def rpm(self) -> float | None:
+        return self.per_s * 60 if self.per_s is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +238,7 @@ class RateController:
         self._paused_until = 0.0
         self._outstanding = 0  # calls in flight at the last decrease
         self._since_decrease = 0  # answers since then
+        self.pace = Pace()
         self._next_send = 0.0
         self._next_tokens = 0.0
         self._freed: asyncio.Event | None = None
@@ -205,19 +301,32 @@ class RateController:
             return 0.0
         rpm, tpm = self.pacing()
         if rpm and now < self._next_send:
+            self.waited_for_turn()
             return self._next_send - now
         if tpm and tokens and now < self._next_tokens:
             return self._next_tokens - now
         if rpm:
-            self._next_send = max(now, self._next_send) + 60.0 / rpm
+            # A call late for its turn (a busy event loop wakes a sleeper late) may make up for
+            # it, by at most half a turn and 50 ms: the calls keep to `rpm` on average, and are
+            # never more than that ahead of it.
+            interval = 60.0 / rpm
+            self._next_send = max(now - min(0.5 * interval, _CATCH_UP_S), self._next_send) + interval
         if tpm and tokens:
             self._next_tokens = max(now, self._next_tokens) + tokens * 60.0 / tpm
         self.in_flight += 1
         return None
 
+    def waited_for_turn(self) -> None:
+        """A call waited for its turn at the pace: the pace learned may grow, if it is the one in
+        force (not a lower `rate_limits.rpm`, which would leave it growing untested)."""
+        learned = self.pace.rpm
+        if learned is not None and (not self.rpm or learned <= self.rpm):
+            self.pace.bound = True
+
     def pacing(self) -> tuple[float | None, float | None]:
-        """The requests and tokens a minute this controller's calls are paced to (None: unpaced)."""
-        return self.rpm, self.tpm
+        """The requests and tokens a minute this controller's calls are paced to (None: unpaced):
+        the lower of `rate_limits.rpm` and the pace learned, and `rate_limits.tpm`."""
+        return lower(self.rpm, self.pace.rpm), self.tpm
 
     def settle(self, estimated: int, used: int | None) -> None:
         """Correct a call's token estimate by its usage (None: unknown, the estimate stands; 0: a
@@ -236,15 +345,18 @@ class RateController:
         self.pause_for(status, headers, now)
         if status in RATE_LIMIT_STATUSES:
             self.rate_limited += 1
+            self.pace.answered(False, headers, now)
             # One decrease per window: refusals of calls sent before the last decrease (still in
             # flight then) say nothing new about the smaller window.
             if self._since_decrease >= self._outstanding:
                 self.threshold = max(1.0, self.limit * DECREASE)
                 self.limit = self.threshold
+                self.pace.refused(now)
                 self._outstanding, self._since_decrease = self.in_flight, 0
             self._sample(force=True)
             return
         if status is not None and status < 400:
+            self.pace.answered(True, headers, now)
             remaining = _remaining(headers)
             if remaining is not None and remaining <= self.in_flight:
                 pass  # the account is nearly used up: hold the window rather than grow into a 429
@@ -258,12 +370,12 @@ class RateController:
         """The pause an answer asks for: a refusal's `Retry-After` (else the limit's reset time,
         else 1 s); a success saying no request is left, until the limit's reset (at most 1 s)."""
         if status in RATE_LIMIT_STATUSES:
-            wait = retry_after(headers.get("retry-after"))
+            wait = retry_after(headers.get(RETRY_AFTER))
             if wait is None:
-                wait = reset_seconds(_first(headers, RESET_HEADERS)) or 1.0
+                wait = reset_seconds(headers.get(RESET)) or 1.0
             self._pause_until(now, now + wait)
         elif status is not None and status < 400 and _remaining(headers) == 0:
-            reset = reset_seconds(_first(headers, RESET_HEADERS))
+            reset = reset_seconds(headers.get(RESET))
             if reset:
                 self._pause_until(now, now + min(reset, _MAX_RESET_PAUSE_S))
 
@@ -312,6 +424,8 @@ class RateController:
             "ceiling": self.ceiling,
             "rpm": self.rpm,
             "tpm": self.tpm,
+            "learned_rpm": round(self.pace.rpm, 1) if self.pace.rpm else None,
+            "announced_rpm": self.pace.announced,
             "limit": round(self.window_limit(), 2),
             "peak": round(max((s.limit for s in self.history), default=self.window_limit()), 2),
             "responses": self.responses,

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.calls.http import AttemptFailed, Endpoint, RetryPolicy
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHeaders, RetryPolicy, response_headers
 from assay.calls.transport import Client, RequestError, multipart, open_client, reason, standard_error
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind
@@ -274,6 +274,7 @@ class Batcher:
         ledger: where batches are recorded, and found again on resume.
         timeout: seconds one HTTP request may take.
         max_retries: retries of one HTTP request on a retryable failure.
+        names: the header names the spec's `response_headers` adds (`assay.calls.http`).
         label: what its batches are for, as progress names them (`target`, `judge <name>`).
     """
 
@@ -287,6 +288,7 @@ class Batcher:
         ledger: BatchLedger,
         timeout: float,
         max_retries: int,
+        names: ResponseHeaders | None = None,
         label: str = "target",
     ) -> None:
         self._api = api
@@ -294,7 +296,9 @@ class Batcher:
         self._headers = headers
         self._settings = settings
         self._ledger = ledger
-        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout)
+        self._endpoint = Endpoint(
+            f"{api.name}:{urlsplit(base_url).netloc}", timeout, headers=response_headers(names)
+        )
         self._policy = RetryPolicy(max_retries)
         self._timeout = timeout
         self._client: Client | None = None

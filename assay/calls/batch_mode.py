@@ -131,6 +131,7 @@ def open_batcher(
         else _MemoryLedger(),
         timeout=spec.timeout,
         max_retries=spec.max_retries,
+        names=spec.response_headers,
         label="target" if scorer is None else f"judge {scorer}",
     )
 

@@ -16,7 +16,13 @@ Streaming (`stream=True`): the reply is read as Server-Sent Events and assembled
 the request would have had unstreamed; the time to the first answer token is measured
 (`ChatReply.first_token_ms`). Usage comes from the stream's final events. A stream that breaks
 off before its final event is a retryable failure whose tokens are unknown (the call may have
-been billed: `unknown_outcome`), never guessed from the text received.
+been billed: `unknown_outcome`), never guessed from the text received; it keeps the reply's
+request id. A streamed request answered with a whole body instead (`application/json`, as a
+gateway may send a reply or an error) is read as that body.
+
+Every reply says how it ended (`ChatReply.finish`, `assay.calls.wire.Finish`), and so does its
+captured `end` record (`finish_reason`): whether that makes it no answer at all is for the
+caller to say (`assay.calls.wire.not_an_answer`).
 
 Every call is measured into the current `assay.calls.accounting.Ledger` — priced with its run's price
 table and admitted by its run's `Budget` before it is sent, each retry included. Outside any
@@ -36,7 +42,17 @@ import pydantic_core
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, refused, request_id
+from assay.calls.finish import Finish
+from assay.calls.http import (
+    AttemptFailed,
+    Endpoint,
+    ResponseHeaders,
+    ResponseHook,
+    RetryPolicy,
+    error_message,
+    refused,
+    response_headers,
+)
 from assay.calls.keys import api_key
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
@@ -60,6 +76,7 @@ class ChatReply:
         retry_ms: time spent before it in failed attempts and backoff.
         retries: failed attempts before it.
         request_id: the provider's request id.
+        finish: how the reply ended (why the model stopped; its tool calls and refusal).
         first_token_ms: for a streamed reply, the time from sending the attempt that succeeded
             to its first answer token; None when not streamed (or no token came).
     """
@@ -71,6 +88,7 @@ class ChatReply:
     retry_ms: float
     retries: int
     request_id: str | None
+    finish: Finish
     first_token_ms: float | None = None
 
 
@@ -90,6 +108,7 @@ class ChatClient:
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
+        headers: the header names the spec's `response_headers` adds (`assay.calls.http`).
     """
 
     def __init__(
@@ -106,6 +125,7 @@ class ChatClient:
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
+        headers: ResponseHeaders | None = None,
     ) -> None:
         self._cache = cache
         self._gate = gate
@@ -115,7 +135,12 @@ class ChatClient:
         self._stream = stream
         self._url = base_url.rstrip("/") + api.path
         self._parsed_url: Any = None  # pyreqwest's `Url`, parsed once (per request it costs ~4 us)
-        self._endpoint = Endpoint(f"{api.name}:{urlsplit(base_url).netloc}", timeout, on_response=on_response)
+        self._endpoint = Endpoint(
+            f"{api.name}:{urlsplit(base_url).netloc}",
+            timeout,
+            on_response=on_response,
+            headers=response_headers(headers),
+        )
         self._policy = RetryPolicy(max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
         key = api_key(api_key_env, api_key_secret)
@@ -128,6 +153,11 @@ class ChatClient:
     def api(self) -> ChatAPI:
         """The provider's chat API this client speaks."""
         return self._api
+
+    @property
+    def provider(self) -> str:
+        """Who answers, as failures name it: `<api>:<host>`."""
+        return self._endpoint.provider
 
     def _open(self) -> Client:
         """The client, opened on first use (by then the run's loop is running)."""
@@ -151,9 +181,14 @@ class ChatClient:
         key = cache.key(str(self._url), body) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
             ledger.add(Accounting.of_cache_hit(ledger.kind))  # type: ignore[union-attr]
+            answer = self._chat_reply(hit, self._api.usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
             if op is not None:
-                op.end(RequestOutcome.CACHE_HIT, total_ms=(time.perf_counter() - started) * 1000)
-            return self._chat_reply(hit, self._api.usage(hit), wire_ms=0.0, retry_ms=0.0, retries=0)
+                op.end(
+                    RequestOutcome.CACHE_HIT,
+                    total_ms=(time.perf_counter() - started) * 1000,
+                    **_finish_fields(answer.finish),
+                )
+            return answer
         content = pydantic_core.to_json(sent_body)
         tokens = _token_estimate(content, body)
         wire: list[float] = [0.0]
@@ -219,6 +254,7 @@ class ChatClient:
         gate = self._gate
         first_token_ms: float | None = None
         streamed: dict[str, Any] | None = None
+        headers: Any = None  # the reply's, once they came: a stream that fails later keeps its request id
         if gate is not None:  # a slot of the endpoint's rate controller for the attempt
             await gate.acquire(tokens)
         sent = time.perf_counter()
@@ -230,10 +266,10 @@ class ChatClient:
                     # over (64 KiB by default: a whole short stream, its first token timed last).
                     async with request.streamed_read_buffer_limit(1).build_streamed() as response:
                         status, headers = response.status, response.headers
-                        if status < 400:
+                        if status < 400 and _is_event_stream(headers):
                             streamed, first_token_ms = await self._read_stream(response, sent)
                             raw = b""
-                        else:
+                        else:  # an error, or a whole reply (a gateway's JSON): read as unstreamed
                             raw = bytes(await response.bytes())
                 else:
                     response = await request.build().send()
@@ -255,6 +291,8 @@ class ChatClient:
                 )
             else:
                 failed = self._endpoint.transport_failed(error)
+            if headers is not None:  # it failed mid-stream: the reply had begun, with its id
+                failed.failure.request_id = self._endpoint.request_id(headers)
             if op is not None:
                 op.attempt(
                     number,
@@ -281,6 +319,17 @@ class ChatClient:
             raise self._endpoint.status_failed(status, headers, raw, reason=reason(status))
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
+            if streamed is None and isinstance(reply, dict) and reply.get("error"):
+                # An error in a success's clothes (a gateway's 200): no reply, and not malformed.
+                raise AttemptFailed(
+                    self._endpoint.failure(
+                        f"error reply (HTTP {status}): {error_message(raw)}",
+                        FailureKind.HTTP,
+                        retryable=True,
+                        http_status=status,
+                        request_id=self._endpoint.request_id(headers),
+                    )
+                )
             self._api.check(reply)
             usage = self._api.usage(reply)
             if self._gate is not None and (usage.input_tokens is not None or usage.output_tokens is not None):
@@ -292,7 +341,7 @@ class ChatClient:
                     f"malformed reply: {shown[:200]!r}",
                     FailureKind.PROTOCOL,
                     http_status=status,
-                    request_id=request_id(headers),
+                    request_id=self._endpoint.request_id(headers),
                 )
             ) from None
         return reply, usage, first_token_ms
@@ -369,6 +418,9 @@ class ChatClient:
         )
         total_ms = (time.perf_counter() - started) * 1000
         retry_ms = total_ms - wire_ms if retries else 0.0
+        answer = self._chat_reply(
+            reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries, first_token_ms=first_token_ms
+        )
         if op is not None:
             op.model = model or op.model
             op.end(
@@ -379,10 +431,9 @@ class ChatClient:
                 tokens_input=usage.input_tokens,
                 tokens_output=usage.output_tokens,
                 cost_usd=spend.known_cost if spend is not None and not spend.reasons else None,
+                **_finish_fields(answer.finish),
             )
-        return self._chat_reply(
-            reply, usage, wire_ms=wire_ms, retry_ms=retry_ms, retries=retries, first_token_ms=first_token_ms
-        )
+        return answer
 
     def _chat_reply(
         self,
@@ -402,6 +453,7 @@ class ChatClient:
             retry_ms=retry_ms,
             retries=retries,
             request_id=reply.get("id"),
+            finish=self._api.finish(reply),
             first_token_ms=first_token_ms,
         )
 
@@ -423,6 +475,20 @@ def _token_estimate(content: bytes, body: dict[str, Any]) -> int:
     answer may take (`max_tokens`); corrected by the reply's usage (`RateController.settle`)."""
     most = body.get("max_tokens") or body.get("max_completion_tokens") or 0
     return len(content) // 4 + (most if isinstance(most, int) else 0)
+
+
+def _is_event_stream(headers: Any) -> bool:
+    """Whether a reply is Server-Sent Events: `text/event-stream`, or no content type at all."""
+    kind = headers.get("content-type")
+    return kind is None or kind.split(";")[0].strip().lower() == "text/event-stream"
+
+
+def _finish_fields(finish: Finish) -> dict[str, Any]:
+    """A captured `end` record's finish columns."""
+    return {
+        "finish_reason": None if finish.reason is None else finish.reason.value,
+        "finish_reason_raw": finish.raw,
+    }
 
 
 def _body(content: bytes) -> Any:

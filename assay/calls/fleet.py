@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from assay.calls.aimd import DECREASE, REMAINING_HEADERS, RESET_HEADERS, RateController
+from assay.calls.aimd import DECREASE, RateController
 from assay.calls.http import RATE_LIMIT_STATUSES
 
 SYNC_S = 0.1  # how often a member that is calling reports to a Dask scheduler
@@ -47,8 +47,6 @@ IDLE_SYNC_S = 1.0  # how often an idle member says it is still there
 MEMBER_TTL_S = 5.0  # a member silent this long has left the fleet
 _FALLBACK_AFTER_S = 10.0  # host unreachable this long: the member controls its calls alone
 _LEAVE_TIMEOUT_S = 5.0  # leaving hands back leases (a few round trips); else they expire
-# The headers the controller reads (`RateController.observe`); only these travel to the host.
-_READ = ("retry-after", *REMAINING_HEADERS, *RESET_HEADERS)
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +122,8 @@ class FleetWindow:
             if report.get(key):
                 setattr(control, key, min(getattr(control, key) or report[key], report[key]))
         control.in_flight = sum(m.in_flight for m in self.members.values())
+        if report.get("paced"):
+            control.waited_for_turn()
         for status, headers in report.get("answers", ()):
             control.observe(status, headers)
         window = int(control.limit)
@@ -136,17 +136,21 @@ class FleetWindow:
         if member_id in self.members:
             member = self.members[member_id]
             member.previous, member.quota = member.quota, quota
-        # `rpm` / `tpm` divided as the window is: by the shares granted (a lone member gets all).
+        # `rpm` / `tpm` — the lower of `rate_limits` and the pace the fleet learned — divided as
+        # the window is: by the shares granted (a lone member gets all).
         others = sum(v.quota for m, v in self.members.items() if m != member_id)
         fraction = quota / (quota + others) if quota else 0.0
+        rpm, tpm = control.pacing()
         return {
             "quota": quota,
             "window": control.limit,
             "pause_s": control.pause_left(now),
-            "rpm": control.rpm * fraction if control.rpm else None,
-            "tpm": control.tpm * fraction if control.tpm else None,
+            "rpm": rpm * fraction if rpm else None,
+            "tpm": tpm * fraction if tpm else None,
             "members": len(self.members),
             "rate_limited": control.rate_limited,
+            "learned_rpm": control.pace.rpm,
+            "announced_rpm": control.pace.announced,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -215,6 +219,7 @@ class SharedRateController(RateController):
         self._sync = sync
         self._member = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._granted: tuple[float | None, float | None] = (None, None)
+        self._fleet_pace: tuple[float | None, float | None] = (None, None)  # learned, announced
         self._answers: list[list[Any]] = []
         self._nudge: asyncio.Event | None = None
         # Held for each report: closing waits for one in progress instead of cutting it off (its
@@ -223,6 +228,7 @@ class SharedRateController(RateController):
         self._task: asyncio.Task[None] | None = None
         self._unreachable_since: float | None = None
         self._cut = False  # the share was halved for a refusal the host has not answered yet
+        self._waited = False  # a call waited for its turn since the last report
 
     # -- admission: the local controller's, within the granted share ----------------------------
 
@@ -232,6 +238,12 @@ class SharedRateController(RateController):
 
     def pacing(self) -> tuple[float | None, float | None]:
         return (self.rpm, self.tpm) if self._alone else self._granted
+
+    def waited_for_turn(self) -> None:
+        if self._alone:
+            super().waited_for_turn()
+        else:  # the host's pace, told at the next report
+            self._waited = True
 
     def _window_full(self) -> None:
         self._ensure_syncing()  # a call waits for its share: the sync loop must be running
@@ -248,7 +260,8 @@ class SharedRateController(RateController):
         self._since_decrease += 1
         if status is None:
             return
-        self._answers.append([status, {k: headers[k] for k in _READ if k in headers}])
+        # The hints the controller reads (`Endpoint.observe` passes only those): sent to the host.
+        self._answers.append([status, dict(headers)])
         # Pause this member at once; the host pauses the others at their next sync.
         self.pause_for(status, headers, time.monotonic())
         if status in RATE_LIMIT_STATUSES:
@@ -313,8 +326,10 @@ class SharedRateController(RateController):
             "in_flight": self.in_flight,
             "waiting": self.waiting,
             "quota": int(self.limit),  # the share it admits calls to until the grant comes
+            "paced": self._waited,  # a call waited for its turn at the granted rpm
             "answers": answers,
         }
+        self._waited = False
         try:
             grant = await self._sync(self.name, report)
         except OSError as exc:  # the host is down or unreachable: keep the last share a while
@@ -350,6 +365,7 @@ class SharedRateController(RateController):
         self.members = int(grant["members"])
         self.most_members = max(self.most_members, self.members)
         self._granted = (grant.get("rpm"), grant.get("tpm"))
+        self._fleet_pace = (grant.get("learned_rpm"), grant.get("announced_rpm"))
         if grant["pause_s"] > 0:
             self._pause_until(now, now + float(grant["pause_s"]))
         self._sample()
@@ -388,7 +404,11 @@ class SharedRateController(RateController):
         self._wake()  # a call that began waiting meanwhile starts the sync loop again
 
     def summary(self) -> dict[str, Any]:
-        return {**super().summary(), "members": self.most_members}
+        summary = {**super().summary(), "members": self.most_members}
+        if not self._alone:  # the pace is the fleet's, learned by the host
+            learned, announced = self._fleet_pace
+            summary.update(learned_rpm=round(learned, 1) if learned else None, announced_rpm=announced)
+        return summary
 
     def window_limit(self) -> float:
         # The history shows the fleet's window; this member's share (`limit`) admits its calls.

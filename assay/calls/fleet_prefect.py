@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 from prefect.client.orchestration import PrefectClient, get_client
 
-from assay.calls.aimd import START_WINDOW, RateController
+from assay.calls.aimd import START_WINDOW, RateController, lower
 
 PERIOD_S = 0.25  # a member's sync period while it calls: one GET of the window (~10 ms) at least
 LEASE_S = 60.0  # the shortest lease the server grants
@@ -160,14 +160,19 @@ class PrefectLink:
         await self._renew(client, seat, now)
         fraction = quota / window
         rpm, tpm = report.get("rpm"), report.get("tpm")
+        rpm = rpm * fraction if rpm else None
+        # The pace the mirror learned from this member's own answers is already its part.
+        learned = seat.mirror.pace.rpm
         return {
             "quota": quota,
             "window": seat.mirror.limit,
             "pause_s": max(seat.mirror.pause_left(now), seat.paused_until - wall),
-            "rpm": rpm * fraction if rpm else None,
+            "rpm": lower(rpm, learned),
             "tpm": tpm * fraction if tpm else None,
             "members": seat.members,
             "rate_limited": seat.mirror.rate_limited,
+            "learned_rpm": learned,
+            "announced_rpm": seat.mirror.pace.announced,
         }
 
     async def _move_window(
@@ -193,6 +198,8 @@ class PrefectLink:
         # as one decrease, as refusals of calls in flight at a decrease do.
         mirror.in_flight = int(report["in_flight"]) + len(answers)
         refused = mirror.rate_limited
+        if report.get("paced"):
+            mirror.waited_for_turn()
         for status, headers in answers:
             mirror.observe(status, headers)
         window = max(1, int(mirror.limit))

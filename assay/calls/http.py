@@ -33,13 +33,18 @@ sent, so it cost nothing.
 Each becomes an `assay.errors.TargetFailure` naming the endpoint's provider, the status, whether
 it was retryable and the provider's request id.
 
-A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `max_retries`, up to
-`MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the item): a rate limit costs
-time, never items.
+A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `max_retries` — at
+`max_retries: 0` too — up to `MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the
+item): a rate limit costs time, never items.
 
 Rate control plugs in at `Endpoint.on_response`: a hook called with every attempt's status and
-headers (`None` and no headers for a transport failure), where the adaptive per-endpoint
+rate-limit hints (`None` and none for a transport failure), where the adaptive per-endpoint
 controller (`assay.calls.rate`) reads 429s, `Retry-After` and `x-ratelimit-*`.
+
+Where a reply's request id and hints are found (`ResponseHeaders`): the documented header names
+(`HEADERS`: OpenAI's, Anthropic's, and a LiteLLM proxy's `x-litellm-call-id` and
+`llm_provider-*`), after any a spec's `response_headers` adds. Each hint reaches the hook under
+one standard name (`STANDARD`: the first of its documented names), so rate control reads one name.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
@@ -102,13 +107,106 @@ RATE_LIMIT_STATUSES: frozenset[int] = frozenset({429, 529})
 # The spec fields that say how an endpoint is reached and retried: operational wherever they
 # appear (a target's, a judge's), since they change how a call is made, not what it answers.
 ENDPOINT_SETTINGS: frozenset[str] = frozenset(
-    {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries"}
+    {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "response_headers"}
 )
 MAX_RATE_LIMITED_RETRIES = 50
 MAX_RETRY_AFTER_S = 60.0
 _MAX_MESSAGE = 300
-# OpenAI sends `x-request-id`, Anthropic `request-id`.
-_REQUEST_ID_HEADERS = ("x-request-id", "request-id")
+
+# An HTTP header's name (RFC 9110's token), compared in lower case as HTTP compares names.
+HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"), AfterValidator(str.lower)]
+
+
+class ResponseHeaders(BaseModel):
+    """Where a reply's request id and rate-limit hints are read: for each, the header names tried
+    in order. The documented names are `HEADERS`; a spec's `response_headers` (a target's, a
+    judge's) adds names tried before them, for a gateway or provider that sends a hint under
+    another name.
+
+    Args:
+        request_id: the provider's id of the request, kept with a failure (for its support).
+        retry_after: how long to wait before sending again: seconds or an HTTP-date.
+        limit_requests: the requests the account allows a minute.
+        remaining_requests: the requests left of that limit.
+        reset_requests: when that count is full again: a duration (`1s`, `6m0s`, `20ms`), seconds
+            or an RFC 3339 time.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: tuple[HeaderName, ...] = ()
+    retry_after: tuple[HeaderName, ...] = ()
+    limit_requests: tuple[HeaderName, ...] = ()
+    remaining_requests: tuple[HeaderName, ...] = ()
+    reset_requests: tuple[HeaderName, ...] = ()
+
+    def before(self, names: ResponseHeaders) -> ResponseHeaders:
+        """These names, then those of `names` not among them."""
+        return ResponseHeaders(
+            **{
+                hint: (*mine, *(n for n in getattr(names, hint) if n not in mine))
+                for hint, mine in self
+            }
+        )
+
+    def first(self, hint: str, headers: Mapping[str, str]) -> str | None:
+        """The value of the first of `hint`'s headers the reply has (a non-empty one)."""
+        for name in getattr(self, hint):
+            value = headers.get(name)
+            if value:
+                return value
+        return None
+
+    def hints(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """The rate-limit hints a reply has, each under its standard name (`STANDARD`), wherever
+        it was found: what rate control reads (`Endpoint.observe`)."""
+        found = {}
+        for hint in _RATE_HINTS:
+            value = self.first(hint, headers)
+            if value is not None:
+                found[STANDARD[hint]] = value
+        return found
+
+
+# The documented names: OpenAI's, Anthropic's, and LiteLLM's — a LiteLLM proxy sends its own call
+# id as `x-litellm-call-id` and the upstream provider's headers prefixed `llm_provider-` (its
+# 429s have no `Retry-After`, only `llm_provider-retry-after`). The first name of each is the
+# standard one rate control reads a hint under.
+HEADERS = ResponseHeaders(
+    request_id=(
+        "x-request-id",
+        "request-id",
+        "llm_provider-x-request-id",
+        "llm_provider-request-id",
+        "x-litellm-call-id",
+    ),
+    retry_after=("retry-after", "llm_provider-retry-after"),
+    limit_requests=(
+        "x-ratelimit-limit-requests",
+        "anthropic-ratelimit-requests-limit",
+        "llm_provider-x-ratelimit-limit-requests",
+        "llm_provider-anthropic-ratelimit-requests-limit",
+    ),
+    remaining_requests=(
+        "x-ratelimit-remaining-requests",
+        "anthropic-ratelimit-requests-remaining",
+        "llm_provider-x-ratelimit-remaining-requests",
+        "llm_provider-anthropic-ratelimit-requests-remaining",
+    ),
+    reset_requests=(
+        "x-ratelimit-reset-requests",
+        "anthropic-ratelimit-requests-reset",
+        "llm_provider-x-ratelimit-reset-requests",
+        "llm_provider-anthropic-ratelimit-requests-reset",
+    ),
+)
+STANDARD: dict[str, str] = {hint: names[0] for hint, names in HEADERS}
+_RATE_HINTS = ("retry_after", "limit_requests", "remaining_requests", "reset_requests")
+
+
+def response_headers(names: ResponseHeaders | None) -> ResponseHeaders:
+    """The names a spec's `response_headers` adds, before the documented ones (`HEADERS`)."""
+    return HEADERS if names is None else names.before(HEADERS)
 
 if TYPE_CHECKING:
     import ssl
@@ -117,7 +215,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 ResponseHook = Callable[[int | None, Mapping[str, str]], None]
-"""Called with each attempt's HTTP status and headers; `None` and `{}` for a transport failure."""
+"""Called with each attempt's HTTP status and rate-limit hints (headers under their standard names:
+`ResponseHeaders.hints`); `None` and `{}` for a transport failure."""
 
 
 class AttemptFailed(Exception):
@@ -136,6 +235,11 @@ class AttemptFailed(Exception):
         self.failure = failure
         self.retry_after = retry_after
         self.again = failure.retryable if again is None else again
+
+    @property
+    def rate_limited(self) -> bool:
+        """A refusal for rate (429, 529): retried beyond `max_retries`."""
+        return self.failure.http_status in RATE_LIMIT_STATUSES
 
 
 def retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -217,13 +321,9 @@ def error_message(body: bytes, reason: str | None = None) -> str:
     return (message or body.decode("utf-8", "replace") or reason or "")[:_MAX_MESSAGE]
 
 
-def request_id(headers: Mapping[str, str]) -> str | None:
-    """The provider's request id, from whichever header it sends it in."""
-    for name in _REQUEST_ID_HEADERS:
-        value = headers.get(name)
-        if value:
-            return value
-    return None
+def request_id(headers: Mapping[str, str], names: ResponseHeaders = HEADERS) -> str | None:
+    """The provider's request id, from whichever of `names.request_id` it sends it in."""
+    return names.first("request_id", headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,18 +334,26 @@ class Endpoint:
         provider: who fails, as failures name it (`openai:<host>`, `http_agent:<host>`).
         timeout_s: seconds one attempt may take.
         timeout_setting: the spec setting a timeout message names (`target.request_timeout`).
-        on_response: called with every attempt's status and headers (rate control plugs in here).
+        on_response: called with every attempt's status and rate-limit hints (rate control
+            plugs in here).
+        headers: where the reply's request id and hints are read (`response_headers`).
     """
 
     provider: str
     timeout_s: float
     timeout_setting: str | None = None
     on_response: ResponseHook | None = None
+    headers: ResponseHeaders = HEADERS
 
     def observe(self, status: int | None, headers: Mapping[str, str]) -> None:
-        """Report one attempt's status and headers to `on_response`, if set."""
+        """Report one attempt's status and its rate-limit hints — each under its standard name,
+        wherever the reply had it (`ResponseHeaders.hints`) — to `on_response`, if set."""
         if self.on_response is not None:
-            self.on_response(status, headers)
+            self.on_response(status, self.headers.hints(headers) if headers else {})
+
+    def request_id(self, headers: Mapping[str, str]) -> str | None:
+        """The provider's request id in a reply's headers."""
+        return request_id(headers, self.headers)
 
     def status_failed(
         self,
@@ -270,9 +378,9 @@ class Endpoint:
             FailureKind.HTTP,
             retryable=status in RETRY_STATUSES,
             http_status=status,
-            request_id=request_id(headers),
+            request_id=self.request_id(headers),
         )
-        return AttemptFailed(failure, retry_after=retry_after(headers.get("retry-after")))
+        return AttemptFailed(failure, retry_after=retry_after(self.headers.first("retry_after", headers)))
 
     def transport_failed(self, exc: BaseException, *, what: str = "", again: bool = True) -> AttemptFailed:
         """A request that got no reply: timed out, or the connection failed. Retryable.
@@ -335,7 +443,8 @@ class RetryPolicy:
         try:
             return await attempt(1), 0
         except AttemptFailed as first:
-            if not first.again or self.max_retries == 0:
+            # A rate limit's refusal is waited out even at `max_retries: 0` (module docstring).
+            if not first.again or (self.max_retries == 0 and not first.rate_limited):
                 raise
             pending: AttemptFailed | None = first
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
@@ -344,7 +453,7 @@ class RetryPolicy:
 
         def stop(state: RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, AttemptFailed) and exc.failure.http_status in RATE_LIMIT_STATUSES:
+            if isinstance(exc, AttemptFailed) and exc.rate_limited:
                 limited[0] += 1
                 if limited[0] <= MAX_RATE_LIMITED_RETRIES:
                     return False

@@ -34,7 +34,7 @@ def model_pin_problem(model: str) -> str | None:
     name = model.strip()
     if not name:
         return "is blank"
-    if _MOVING_WORD.search(name):
+    if moving_alias(name):
         return f"{model!r} is a moving alias ('latest'); name an exact, dated model version"
     if name.lower().split("[")[0] in _CLAUDE_CODE_ALIASES:
         return (
@@ -46,9 +46,20 @@ def model_pin_problem(model: str) -> str | None:
             f"{model!r} is not pinned: Anthropic names without a date stamp move to new snapshots; "
             "name a dated version such as claude-sonnet-4-20250514"
         )
-    if _OPENAI.search(name) and not (_DATE_STAMP.search(name) or _OPENAI_MONTH_DAY.search(name)):
+    if _OPENAI.search(name) and not has_date_stamp(name):
         return (
             f"{model!r} is not pinned: OpenAI names without a date stamp move to new snapshots; "
             "name a dated snapshot such as gpt-4o-2024-08-06 or o3-2025-04-16"
         )
     return None
+
+
+def moving_alias(model: str) -> bool:
+    """Whether `model` names a moving alias by the word `latest` (`gpt-x-latest`, `qwen:latest`)."""
+    return bool(_MOVING_WORD.search(model.strip()))
+
+
+def has_date_stamp(model: str) -> bool:
+    """Whether `model` carries a snapshot's date stamp (`YYYYMMDD`, `YYYY-MM-DD`, OpenAI's `-MMDD`)."""
+    name = model.strip()
+    return bool(_DATE_STAMP.search(name) or _OPENAI_MONTH_DAY.search(name))

@@ -59,7 +59,7 @@ from pydantic import (
 )
 
 from assay.errors import InputError
-from assay.outcomes import RequestOutcome, RequestPhase, SpendKind
+from assay.outcomes import FinishReason, RequestOutcome, RequestPhase, SpendKind
 
 VERSION = 1
 PHASES: tuple[str, ...] = tuple(phase.value for phase in RequestPhase)
@@ -92,8 +92,8 @@ class RequestRecord(BaseModel):
     with string keys, lists, str, numbers, bools, None; no tuples), not JSON text.
 
     Validation is strict: no "3" for 3, no true for 1 (an int is accepted where a float is due);
-    `phase`, `kind` and `outcome` must be words of `RequestPhase`, `SpendKind` and
-    `RequestOutcome`. Unknown fields are refused, so a misspelt name is caught where the record
+    `phase`, `kind`, `outcome` and `finish_reason` must be words of `RequestPhase`, `SpendKind`,
+    `RequestOutcome` and `FinishReason`. Unknown fields are refused, so a misspelt name is caught where the record
     is built; only a record read from a v1 line keeps the fields it does not know (the file's
     reader validates it with a context that allows them), and writes them back out.
     """
@@ -120,6 +120,8 @@ class RequestRecord(BaseModel):
     tokens_output: _Count = None
     cost_usd: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
     outcome: RequestOutcome | None = Field(default=None, strict=False)
+    finish_reason: FinishReason | None = Field(default=None, strict=False)
+    finish_reason_raw: str | None = None
     error: str | None = None
     request: JsonValue = None
     response: JsonValue = None

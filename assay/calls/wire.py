@@ -14,6 +14,15 @@ accounting see one shape whether a call streamed or not.
 Usage is read into Assay's one meaning of the token kinds (`assay.outcomes.TokenKind`):
 `input` counts all input tokens; `cached` (cache reads) and `cache_write` are parts of it.
 A count the provider did not send stays None: tokens are never guessed.
+
+How a reply ended (`ChatAPI.finish`) is read into one word over providers
+(`assay.outcomes.FinishReason`), the provider's own kept beside it (`assay.calls.finish` says
+which endings are no answer at all).
+
+Streams are read as the official SDKs read them: an OpenAI event whose `error` is anything but
+empty is a failure (a string as much as an object); a stream that carried no reply at all (only
+`data: [DONE]`, or no `message_start`) is one too; Anthropic's `message_delta` usage replaces only
+the counts it gives (a null keeps `message_start`'s).
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from assay.calls.accounting import Usage
-from assay.outcomes import FailureKind
+from assay.calls.finish import Finish, reason_of
+from assay.outcomes import FailureKind, FinishReason
 
 ANTHROPIC_VERSION = "2023-06-01"
 # The error types of an Anthropic stream's `error` event that a new attempt may cure.
@@ -95,7 +105,8 @@ class ChatAPI(ABC):
 
     @abstractmethod
     def check(self, reply: Any) -> None:
-        """Raise `KeyError`, `IndexError` or `TypeError` when `reply` lacks what `content` reads."""
+        """Raise `KeyError`, `IndexError` or `TypeError` when `reply` lacks what `content` and
+        `finish` read."""
 
     @abstractmethod
     def content(self, reply: dict[str, Any]) -> Any:
@@ -104,6 +115,15 @@ class ChatAPI(ABC):
     @abstractmethod
     def usage(self, reply: dict[str, Any]) -> Usage:
         """The reply's token usage."""
+
+    @abstractmethod
+    def finish(self, reply: dict[str, Any]) -> Finish:
+        """How the reply ended: why the model stopped, and its tool calls and refusal if any."""
+
+    def tools_asked(self, body: dict[str, Any]) -> bool:
+        """Whether a request offers the model tools (both APIs name them `tools`; OpenAI's
+        deprecated `functions` too)."""
+        return bool(body.get("tools") or body.get("functions"))
 
     @abstractmethod
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -146,10 +166,28 @@ class OpenAIChat(ChatAPI):
         return body
 
     def check(self, reply: Any) -> None:
-        reply["choices"][0]["message"]
+        if not isinstance(reply["choices"][0]["message"], dict):
+            raise TypeError("message is not an object")
 
     def content(self, reply: dict[str, Any]) -> Any:
         return reply["choices"][0]["message"].get("content")
+
+    def finish(self, reply: dict[str, Any]) -> Finish:
+        choice = reply["choices"][0]
+        message = choice["message"]
+        raw = choice.get("finish_reason")
+        refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else None
+        calls = message.get("tool_calls") or (
+            [message["function_call"]] if message.get("function_call") else []
+        )
+        reason = reason_of(raw, _OPENAI_REASONS)
+        # The message says more than the word: a refusal is sent with `stop`, and some servers
+        # (vLLM, gateways) send tool calls with `stop` too. A cut stays a cut.
+        if refusal:
+            reason = FinishReason.REFUSAL
+        elif calls and reason is not FinishReason.LENGTH:
+            reason = FinishReason.TOOL_CALL
+        return Finish(reason, raw if isinstance(raw, str) else None, list(calls) or None, refusal or None)
 
     def usage(self, reply: dict[str, Any]) -> Usage:
         raw = reply.get("usage") or {}
@@ -170,26 +208,46 @@ class OpenAIChat(ChatAPI):
         return _OpenAIAssembler()
 
 
+_OPENAI_REASONS = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALL,
+    "function_call": FinishReason.TOOL_CALL,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+
+
 class _OpenAIAssembler(Assembler):
     """`data: {chat.completion.chunk}` events, then (asked for) one with `usage` and no choices,
-    then `data: [DONE]`."""
+    then `data: [DONE]`. A delta carries content, refusal or tool-call pieces (a tool call's
+    `id` and name once, its `arguments` in pieces, by `index`)."""
 
     def __init__(self) -> None:
         self.done = False
-        self._text: list[str] = []
+        self._text: list[str] | None = None  # None until a delta carries content ("" included)
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
         self._head: dict[str, Any] = {}
         self._finish: str | None = None
         self._role = "assistant"
         self._usage: dict[str, Any] | None = None
+        self._choices = 0
 
     def feed(self, data: str) -> bool:
         if data.strip() == "[DONE]":
+            if not self._choices:
+                raise StreamFailed(
+                    "the stream ended without a reply (no choice before [DONE])", FailureKind.PROTOCOL
+                )
             self.done = True
             return False
         chunk = json.loads(data)
-        if isinstance(chunk.get("error"), dict):
-            error = chunk["error"]
-            raise StreamFailed(f"stream error: {error.get('message') or json.dumps(error)}", FailureKind.HTTP)
+        if error := chunk.get("error"):  # as the SDK: any error that is not empty, an object or a string
+            said = error.get("message") if isinstance(error, dict) else error
+            raise StreamFailed(
+                f"stream error: {said if isinstance(said, str) and said else json.dumps(error)}",
+                FailureKind.HTTP,
+            )
         for key in ("id", "model", "created"):
             if key in chunk:
                 self._head.setdefault(key, chunk[key])
@@ -199,16 +257,38 @@ class _OpenAIAssembler(Assembler):
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
+            self._choices += 1
             delta = choice.get("delta") or {}
             self._role = delta.get("role") or self._role
-            if delta.get("content"):
-                self._text.append(delta["content"])
-                token = True
+            if isinstance(delta.get("content"), str):
+                self._text = [*(self._text or []), delta["content"]]
+                token = token or bool(delta["content"])
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
+            for piece in delta.get("tool_calls") or []:
+                self._tool_call(piece)
             self._finish = choice.get("finish_reason") or self._finish
         return token
 
+    def _tool_call(self, piece: dict[str, Any]) -> None:
+        call = self._calls.setdefault(piece.get("index", len(self._calls)), {"function": {"arguments": ""}})
+        for key in ("id", "type"):
+            if piece.get(key):
+                call[key] = piece[key]
+        function = piece.get("function") or {}
+        if function.get("name"):
+            call["function"]["name"] = function["name"]
+        call["function"]["arguments"] += function.get("arguments") or ""
+
     def reply(self) -> dict[str, Any]:
-        message = {"role": self._role, "content": "".join(self._text)}
+        message: dict[str, Any] = {
+            "role": self._role,
+            "content": None if self._text is None else "".join(self._text),
+        }
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
         reply = {
             **self._head,
             "object": "chat.completion",
@@ -274,6 +354,14 @@ class AnthropicMessages(ChatAPI):
             if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
         )
 
+    def finish(self, reply: dict[str, Any]) -> Finish:
+        raw = reply.get("stop_reason")
+        calls = [b for b in reply["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        reason = reason_of(raw, _ANTHROPIC_REASONS)
+        if calls and reason in (None, FinishReason.STOP):
+            reason = FinishReason.TOOL_CALL
+        return Finish(reason, raw if isinstance(raw, str) else None, calls or None)
+
     def usage(self, reply: dict[str, Any]) -> Usage:
         raw = reply.get("usage") or {}
         uncached = _count(raw.get("input_tokens"))
@@ -329,15 +417,27 @@ def messages_body(
     return body
 
 
+_ANTHROPIC_REASONS = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "tool_use": FinishReason.TOOL_CALL,
+    "refusal": FinishReason.REFUSAL,
+}
+
+
 class _AnthropicAssembler(Assembler):
     """`message_start` (the message, its input usage), `content_block_start` / `_delta` / `_stop`
     per block, `message_delta` (stop reason, cumulative usage), `message_stop`; `ping`s between,
-    and an `error` event when the stream fails."""
+    and an `error` event when the stream fails. A block's deltas: `text_delta`, `thinking_delta`
+    and `signature_delta`, and a tool call's `input_json_delta` pieces (parsed at its stop)."""
 
     def __init__(self) -> None:
         self.done = False
-        self._message: dict[str, Any] = {}
+        self._message: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, str] = {}
 
     def feed(self, data: str) -> bool:
         event = json.loads(data)
@@ -353,11 +453,24 @@ class _AnthropicAssembler(Assembler):
             if delta.get("type") == "text_delta":
                 block["text"] = block.get("text", "") + delta["text"]
                 return bool(delta["text"])
+            if delta.get("type") == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            elif delta.get("type") == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta.get("type") == "input_json_delta":
+                self._json[event["index"]] = self._json.get(event["index"], "") + delta["partial_json"]
+        elif kind == "content_block_stop":
+            if (pieces := self._json.pop(event["index"], None)) is not None:
+                self._blocks[event["index"]]["input"] = json.loads(pieces) if pieces else {}
         elif kind == "message_delta":
-            self._message.update(event.get("delta") or {})
-            # Its usage is cumulative: each count given replaces the one before.
-            self._message.setdefault("usage", {}).update(event.get("usage") or {})
+            message = self._started()
+            message.update(event.get("delta") or {})
+            # Its usage is cumulative: each count given replaces the one before, and a count it
+            # leaves null (input and cache counts, often) keeps message_start's, as the SDK does.
+            usage = message.setdefault("usage", {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
         elif kind == "message_stop":
+            self._started()
             self.done = True
         elif kind == "error":
             error = event.get("error") or {}
@@ -369,8 +482,13 @@ class _AnthropicAssembler(Assembler):
             )
         return False
 
+    def _started(self) -> dict[str, Any]:
+        if self._message is None:
+            raise StreamFailed("the stream held no message (no message_start)", FailureKind.PROTOCOL)
+        return self._message
+
     def reply(self) -> dict[str, Any]:
-        return {**self._message, "content": [self._blocks[i] for i in sorted(self._blocks)]}
+        return {**self._started(), "content": [self._blocks[i] for i in sorted(self._blocks)]}
 
 
 OPENAI = OpenAIChat()

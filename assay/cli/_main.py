@@ -55,6 +55,7 @@ def _main(argv: list[str] | None) -> int:
     # `assay ui`'s server, worker and flow runs log to their files and the UI at Prefect's own levels.
     _prefect_env.configure(verbose=args.verbose or args.command == "ui")
     try:
+        _check_store(args)
         return _COMMANDS[args.command](args)
     except InputError as exc:
         head = f"error: {exc.source}" if exc.source else "error"
@@ -71,6 +72,17 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print(_interrupted_hint(), file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _check_store(args: argparse.Namespace) -> None:
+    """A `--store` (or `$ASSAY_STORE`) that cannot be a store is bad input before the command
+    does anything: a file, or an s3:// URL without credentials."""
+    if not hasattr(args, "store"):
+        return
+    from assay.store import default_root, root_problem
+
+    if (problem := root_problem(args.store or default_root())) is not None:
+        raise InputError(problem)
 
 
 def _interrupted_hint() -> str:

@@ -130,6 +130,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(escape(compare_line(summary) or ""))
     if summary.get("failures"):
         console.print(escape(lines.failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
+    if not_answered := lines.not_answered_line(summary):
+        console.print(escape(not_answered))
     _print_scorers(console, summary)
     if summary.get("gauges"):
         gauges = _table(("gauge", "n", "mean", "min", "p50", "p95", "max"), left=("gauge",))

@@ -292,6 +292,13 @@ def _turn_rows(attempt: _Attempt, best: bool) -> list[TurnRow]:
             "outcome": t.outcome.value,
             "error": t.error,
             "failure_kind": str(t.failure.kind) if t.failure is not None else None,
+            "finish_reason": (
+                t.result.finish_reason
+                if t.result is not None
+                else t.failure.finish_reason
+                if t.failure is not None
+                else None
+            ),
             "model": t.result.model if t.result is not None else None,
             **{token_column(name): n for name, n in t.tokens.items()},
             "tokens_known": t.tokens_known,

@@ -20,13 +20,24 @@ from assay.spec.dataset import Item, load_items
 from assay.targets import kind_of
 
 
-def _check_items(spec: EvalSpec, items: list[Item]) -> None:
-    """Every item must be askable (its kind says: prompts render), so a template naming a missing
-    field fails before anything runs."""
+def _check_items(spec: EvalSpec, items: list[Item], spec_path: Path) -> None:
+    """Every item must be askable (its kind says: prompts render) and scorable (a scorer's
+    templates fill), so a template naming a missing field fails before anything runs: a
+    placeholder no item can fill is the spec's error, one some items cannot the dataset's."""
+    names = {name for item in items for name in (*item.fields, *item.annotations)}
+    unknown = [
+        f"scorers.{n}.{problem}"
+        for n, scorer in enumerate(spec.scorers)
+        for problem in scorer.template_problems(names)
+    ]
+    if unknown:
+        raise SpecError(unknown, source=str(spec_path))
     problems = []
     for cell, cell_spec in spec.cells():
         where = "target" if cell is None else f"targets.{cell}"
         problems += kind_of(cell_spec.target).item_problems(cell_spec.target, items, where)
+    for n, scorer in enumerate(spec.scorers):
+        problems += scorer.item_problems(items, spec_path.parent, f"scorers.{n}")
     if problems:
         raise DatasetError(problems)
 
@@ -39,7 +50,7 @@ def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     _check_references(spec, spec_path)
     _check_policy(spec, spec_path)
     items = load_items(spec.dataset, spec_path.parent)
-    _check_items(spec, items)
+    _check_items(spec, items, spec_path)
     return spec, items
 
 

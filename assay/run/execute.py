@@ -12,8 +12,10 @@ Plain asyncio, composed of parts each written once:
 
 One limiter (the spec's `concurrency`, in the run's `Gate`) bounds the whole run's in-flight target
 calls across every shard — shards are awaited together on one event loop — and one per item bounds
-its scorers. A killed process loses at most the items in flight, the batch filling and the one
-being written on the commit thread; those run again on resume. A process that lost the run's
+its scorers. A finished item's batch is committed at most 2 s after the item finished (a timer,
+whether or not another item finishes), so a killed process loses at most the items in flight,
+those finished in its last 2 s and the batch being written on the commit thread; those run again on
+resume. A process that lost the run's
 lease (assay/store/lease.py) starts and commits nothing more.
 """
 
@@ -261,7 +263,13 @@ class _Rows:
 
 
 class _Batch:
-    """Rows waiting to be committed, flushed by size or age.
+    """Rows waiting to be committed, flushed by size (`_BATCH_ROWS`) or age (`_BATCH_SECONDS`
+    since its first row).
+
+    The age is kept by a timer started with the batch's first row, not only looked at when
+    another item finishes: an item that ends while its batch is young would otherwise wait for
+    the next to end — an agent's next attempt minutes later, a provider's next batch hours later —
+    and be lost with the process meanwhile.
 
     Commits run on a thread of their own, one at a time and in order (`_COMMITS`): writing
     Parquet releases the GIL, so the loop goes on running items while a batch is written (and
@@ -276,7 +284,8 @@ class _Batch:
         self._shard = shard
         self._writer = writer
         self._rows = _Rows()
-        self._since = time.monotonic()
+        self._since = time.monotonic()  # when the batch's first row came
+        self._timer: asyncio.TimerHandle | None = None
         self._committing: asyncio.Future[None] | None = None
 
     async def add(self, finished: Finished) -> None:
@@ -289,6 +298,9 @@ class _Batch:
         item.update(self._plan.retry_columns(item["item_id"], item["trial"]))
         for turn in finished.turns:
             turn["retry"] = item["retry"]
+        if not rows.items:
+            self._since = time.monotonic()
+            self._timer = asyncio.get_running_loop().call_later(_BATCH_SECONDS, self._flush)
         rows.items.append(item)
         rows.gauges.append(finished.gauges)
         rows.scores.extend(finished.scores)
@@ -315,7 +327,9 @@ class _Batch:
         # Taken out of the batch first: whatever interrupts the commit, a later flush (the shard's
         # last, in `close`) never commits these rows a second time.
         rows, self._rows = self._rows, _Rows()
-        self._since = time.monotonic()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if rows.items:
             self._committing = asyncio.ensure_future(self._commit(rows, self._committing))
 

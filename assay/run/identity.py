@@ -81,8 +81,9 @@ def scorers_digest(scorers: list[Scorer]) -> str:
 
 def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None) -> Identity:
     """The run's identity. With `spec_dir`, the content of the files the target hands the agent
-    (a container's fixture and checks folders, an http_agent's local fixture files) is part of it:
-    a fixture changed under a run makes a resume refuse, like a changed dataset."""
+    (a container's fixture and checks folders, an http_agent's local fixture files) and those the
+    scorers hand their sandboxes (`code_exec`'s `files` folders) is part of it: a fixture changed
+    under a run makes a resume refuse, like a changed dataset."""
     target = kind_of(spec.target).identity(spec.target)
     return Identity(
         fixtures=fixtures_digest(spec, items, spec_dir) if spec_dir is not None else None,
@@ -101,8 +102,10 @@ def spec_hash(spec: EvalSpec) -> str:
 
 
 def fixtures_digest(spec: EvalSpec, items: list[Item], spec_dir: Path) -> str | None:
-    """A hash of every fixture file's path and bytes the target uses, or None when it uses none."""
+    """A hash of every fixture file's path and bytes the target and the scorers use, or None
+    when they use none."""
     files = kind_of(spec.target).fixture_files(spec.target, items, spec_dir)
+    files += [path for scorer in spec.scorers for path in scorer.fixture_files(items, spec_dir)]
     if not files:
         return None
     digest = hashlib.sha256()

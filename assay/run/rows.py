@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypedDict
 import pyarrow as pa
 
 from assay import _schema
-from assay.calls.accounting import Accounting, token_columns
+from assay.calls.accounting import Accounting, Usage, token_columns
 from assay.calls.capture import Scope
 from assay.errors import StoreError, TargetFailure
 from assay.evaluators import ScoreRecord
@@ -49,6 +49,8 @@ class ItemRow(TypedDict, total=False):
     failure_http_status: int | None
     failure_retryable: bool | None
     failure_request_id: str | None
+    finish_reason: str | None
+    finish_reason_raw: str | None
     model: str | None
     started_at: datetime | None
     queued_ms: float | None
@@ -135,6 +137,7 @@ class TurnRow(TypedDict, total=False):
     outcome: str
     error: str | None
     failure_kind: str | None
+    finish_reason: str | None
     model: str | None
     tokens_input: int | None
     tokens_output: int | None
@@ -280,6 +283,8 @@ def completed_row(
         "output": to_json(output),
         "output_text": output if isinstance(output, str) else to_json(output),
         "outcome": _COMPLETED,
+        "finish_reason": result.finish_reason,
+        "finish_reason_raw": result.finish_reason_raw,
         "model": result.model,
         "duration_ms": duration_ms,
         "wire_ms": result.wire_ms,
@@ -298,7 +303,9 @@ def completed_row(
 def failed_row(
     item: Item, trial: int, started_at: datetime, started: float, failure: TargetFailure
 ) -> ItemRow:
-    """The row of an item whose target call failed for good.
+    """The row of an item whose target call failed for good. A reply that was no answer (a
+    refusal, a cut, an unasked tool call) keeps how it ended and what the model sent instead
+    (`output`), as evidence: a failed row is never scored.
 
     Args:
         item: the item.
@@ -316,6 +323,12 @@ def failed_row(
         "failure_http_status": failure.http_status,
         "failure_retryable": failure.retryable,
         "failure_request_id": failure.request_id,
+        "finish_reason": failure.finish_reason,
+        "finish_reason_raw": failure.finish_reason_raw,
+        "output": to_json(failure.sent),
+        "output_text": failure.sent if isinstance(failure.sent, str) else to_json(failure.sent),
+        # A reply that was no answer was still a reply: its tokens are known (and billed).
+        **(token_columns(failure.usage) if isinstance(failure.usage, Usage) else {}),
         "retries": failure.retries,
         "duration_ms": (time.perf_counter() - started) * 1000,
         # What a failed attempt kept (a sandbox's transcript) is evidence too.

@@ -325,6 +325,9 @@ def _result(session: Session, returned: Any) -> TargetResult:
     return TargetResult(
         output=returned if returned is not None else session.turns[-1].output,
         model=final.model if final else None,
+        # How the last prompt's reply ended: the attempt's answer is that prompt's.
+        finish_reason=final.finish_reason if final else None,
+        finish_reason_raw=final.finish_reason_raw if final else None,
         usage=_sum_usage(session.turns),
         wire_ms=sum(r.wire_ms or 0.0 for r in results),
         retry_ms=sum(r.retry_ms for r in results),

@@ -23,6 +23,7 @@ import socket
 import struct
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ _EXPORT = 'kill -KILL -1 2>/dev/null; chmod -R u+rX "$1" 2>/dev/null; exec tar -
 # files count against the limit and outlive the processes that wrote them).
 _HEADROOM = 128 * 1024 * 1024
 _READ_CHUNK = 65536
+_KILL_TIMEOUT_S = 30.0
+# Every process of the user who runs it (not the container's init: it is Assay's control user's).
+_KILL_ALL = "kill -KILL -1 2>/dev/null; true"
 _OUTPUT_LIMIT = 8 * 1024 * 1024
 # A workspace comes back as one tar stream: it may be as large as its tmpfs allows.
 _EXPORT_LIMIT = 4 * 1024 * 1024 * 1024
@@ -84,6 +88,7 @@ class ExecResult:
         timed_out: whether the deadline fired first.
         duration_ms: wall time.
         truncated: whether output past the limit was dropped.
+        stopped: whether `watch` stopped it (every process of its user was killed).
     """
 
     exit_code: int | None
@@ -92,6 +97,7 @@ class ExecResult:
     timed_out: bool
     duration_ms: float
     truncated: bool = False
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -278,6 +284,7 @@ class Sandbox:
         timeout: float | None = None,
         environment: dict[str, str] | None = None,
         output_limit: int = _OUTPUT_LIMIT,
+        watch: Callable[[bytes], bool] | None = None,
     ) -> ExecResult:
         """Run `argv` in the container and wait for it, at most `timeout` seconds.
 
@@ -290,31 +297,42 @@ class Sandbox:
                 (the process is left to the container's teardown).
             environment: plain (non-secret) variables; secrets go through an env file.
             output_limit: bytes kept of stdout and of stderr each (the rest is dropped).
+            watch: called with each piece of stdout as it comes; True stops the command: every
+                process of its user is killed (an agent stopped at an event it will not recover
+                from), and the output so far comes back with `stopped` set.
         """
         started = time.perf_counter()
+        run_as = user or str(self.facts.uid)
         api = self.engine.api
         created = api.exec_create(
             self.container.id,
             argv,
             stdin=stdin is not None,
-            user=user or str(self.facts.uid),
+            user=run_as,
             workdir=workdir,
             environment=environment,
         )
+        stop = None
+        if watch is not None:
+
+            def stop() -> None:
+                # The shell's own `kill`: an image need not have /bin/kill (Debian's minbase has none).
+                self.exec(["sh", "-c", _KILL_ALL], user=run_as, workdir="/", timeout=_KILL_TIMEOUT_S)
+
         sock = api.exec_start(created["Id"], socket=True)
         raw: socket.socket = getattr(sock, "_sock", sock)
         try:
             if stdin is not None:
                 raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)
-            stdout, stderr, timed_out, truncated = _read_frames(
-                raw, None if timeout is None else started + timeout, output_limit
+            stdout, stderr, timed_out, truncated, stopped = _read_frames(
+                raw, None if timeout is None else started + timeout, output_limit, watch, stop
             )
         finally:
             sock.close()
         exit_code = None if timed_out else api.exec_inspect(created["Id"]).get("ExitCode")
         return ExecResult(
-            exit_code, stdout, stderr, timed_out, (time.perf_counter() - started) * 1000, truncated
+            exit_code, stdout, stderr, timed_out, (time.perf_counter() - started) * 1000, truncated, stopped
         )
 
     def put_files(
@@ -367,34 +385,46 @@ class Sandbox:
                 raise
 
 
-def _read_frames(raw: socket.socket, deadline: float | None, limit: int) -> tuple[bytes, bytes, bool, bool]:
+def _read_frames(
+    raw: socket.socket,
+    deadline: float | None,
+    limit: int,
+    watch: Callable[[bytes], bool] | None = None,
+    stop: Callable[[], None] | None = None,
+) -> tuple[bytes, bytes, bool, bool, bool]:
     """Demultiplex the engine's framed stream (8-byte headers: stream id, length) until EOF or
-    the deadline; returns stdout, stderr, whether the deadline fired, whether output was cut."""
-    truncated = False
+    the deadline; returns stdout, stderr, whether the deadline fired, whether output was cut,
+    whether `watch` asked to stop (`stop` is then called once, and the rest read to EOF)."""
+    truncated = stopped = False
     buffer = bytearray()
     out: list[bytearray] = [bytearray(), bytearray(), bytearray()]
     while True:
         if deadline is not None:
             left = deadline - time.perf_counter()
             if left <= 0:
-                return bytes(out[1]), bytes(out[2]), True, truncated
+                return bytes(out[1]), bytes(out[2]), True, truncated, stopped
             ready, _, _ = select.select([raw], [], [], left)
             if not ready:
                 continue
         chunk = raw.recv(_READ_CHUNK)
         if not chunk:
-            return bytes(out[1]), bytes(out[2]), False, truncated
+            return bytes(out[1]), bytes(out[2]), False, truncated, stopped
         buffer += chunk
         while len(buffer) >= 8:
             stream, length = struct.unpack(">BxxxL", buffer[:8])
             if len(buffer) < 8 + length:
                 break
             target = out[stream] if stream in (1, 2) else out[0]
+            payload = bytes(buffer[8 : 8 + length])
             if len(target) + length <= limit:
-                target += buffer[8 : 8 + length]
+                target += payload
             else:
                 truncated = True
             del buffer[: 8 + length]
+            if stream == 1 and watch is not None and not stopped and watch(payload):
+                stopped = True
+                if stop is not None:
+                    stop()
 
 
 def _tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:

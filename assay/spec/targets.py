@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from assay._templates import template_problem
 from assay.calls.batch_mode import BatchOption
-from assay.calls.http import HttpURL
+from assay.calls.http import HttpURL, ResponseHeaders
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
 
@@ -69,7 +69,12 @@ class OpenAITarget(StrictModel):
         temperature, max_tokens: passed through when set.
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on a retryable status (408, 409, 429, 5xx;
-            `assay.calls.http`), a timeout or a connection error.
+            `assay.calls.http`), a timeout or a connection error; a rate limit's refusals (429)
+            are waited out beyond it.
+        response_headers: header names to read a reply's request id and rate-limit hints from
+            (`request_id`, `retry_after`, `limit_requests`, `remaining_requests`,
+            `reset_requests`: lists), tried before the documented ones — OpenAI's, Anthropic's,
+            a LiteLLM proxy's (docs/rate-control.md).
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
         rate_limits: `{rpm, tpm}`: pace calls to this endpoint and model to at most that many
@@ -93,6 +98,7 @@ class OpenAITarget(StrictModel):
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    response_headers: ResponseHeaders | None = None
     cache: bool | Literal["always"] = False
     rate_limits: RateLimits | None = None
     stream: bool = False
@@ -141,7 +147,11 @@ class AnthropicTarget(StrictModel):
             submits a request twice. (A session's turns are sent online.)
         timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
-            5xx; `assay.calls.http`), a timeout, a connection error or a broken stream.
+            5xx; `assay.calls.http`), a timeout, a connection error or a broken stream; refusals
+            for rate (429, 529) are waited out beyond it.
+        response_headers: header names to read a reply's request id and rate-limit hints from
+            (`request_id`, `retry_after`, `limit_requests`, `remaining_requests`,
+            `reset_requests`: lists), as for `openai`.
         cache: as for `openai`: answer repeated requests from the store's response cache.
         rate_limits: as for `openai`: `{rpm, tpm}` paces calls to this endpoint and model (the
             adaptive controller, which reads Anthropic's `anthropic-ratelimit-requests-*`
@@ -164,6 +174,7 @@ class AnthropicTarget(StrictModel):
     batch: BatchOption = None
     timeout: float = Field(default=60.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    response_headers: ResponseHeaders | None = None
     cache: bool | Literal["always"] = False
     rate_limits: RateLimits | None = None
 
@@ -212,6 +223,8 @@ class HttpAgentTarget(StrictModel):
         request_timeout: seconds for one HTTP request to the harness.
         max_retries: retries of one request after a retryable status (408, 409, 429, 5xx;
             `assay.calls.http`) or, except for a start, a timeout or connection error.
+        response_headers: as for `openai`: header names to read a reply's request id and
+            `retry_after` from, before the documented ones.
         max_artifact_bytes: the largest artifact downloaded into the store (bytes); a larger
             one is skipped with a warning. 0 downloads none.
         max_attempt_bytes: the most artifact bytes one attempt downloads, all files together;
@@ -227,6 +240,7 @@ class HttpAgentTarget(StrictModel):
     timeout: float = Field(default=600.0, gt=0, strict=True)
     request_timeout: float = Field(default=30.0, gt=0, strict=True)
     max_retries: int = Field(default=4, ge=0, le=20, strict=True)
+    response_headers: ResponseHeaders | None = None
     max_artifact_bytes: int = Field(default=16 * 2**20, ge=0, strict=True)
     max_attempt_bytes: int = Field(default=64 * 2**20, ge=0, strict=True)
 
@@ -279,10 +293,15 @@ class AgentSpec(StrictModel):
         secrets: names of host environment variables whose values reach the container only
             through the env-file (the built-ins add their provider key).
         parser: how stdout is read; default per adapter (`cli`: `text`).
+        base_url: the model endpoint the built-in adapter's CLI talks to instead of its
+            provider's (a gateway, a local server), e.g. `http://10.0.0.5:8000/v1` for Codex
+            (its Responses API root) or `http://10.0.0.5:8000` for Claude Code (`ANTHROPIC_BASE_URL`).
+            With `target.egress` its host joins the allowlist in place of the provider's.
     """
 
     adapter: str = Field(min_length=1)
     model: str | None = None
+    base_url: HttpURL | None = None
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     secrets: list[str] = Field(default_factory=list)
@@ -331,6 +350,8 @@ class ContainerTarget(StrictModel):
         egress: hosts the attempt may reach through an allowlist proxy (`*.example.com`
             allowed); empty: network `none`.
         egress_proxy_image: an image with `python3` for the proxy sidecar.
+        egress_network: the Docker network the proxy sidecar reaches the allowed hosts on: the
+            engine's default `bridge` unless named (one of yours, where a model server runs).
         limits: see `SandboxLimits`.
         deadlines: see `StageDeadlines`.
     """
@@ -350,6 +371,7 @@ class ContainerTarget(StrictModel):
         default_factory=list
     )
     egress_proxy_image: str | None = None
+    egress_network: str = Field(default="bridge", min_length=1)
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     deadlines: StageDeadlines = Field(default_factory=StageDeadlines)
 

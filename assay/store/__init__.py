@@ -10,6 +10,7 @@
 `local.py` draws the commit protocol and how it maps onto object storage; `lease.py` the lease's.
 """
 
+from assay.store._location import root_problem
 from assay.store.lease import Lease, lease_ttl, part_generation
 from assay.store.local import DEFAULT_ROOT, STAGING, Store, current_items, default_root
 
@@ -22,4 +23,5 @@ __all__ = [
     "default_root",
     "lease_ttl",
     "part_generation",
+    "root_problem",
 ]

@@ -19,7 +19,11 @@ protocol's rename window, milliseconds instead of microseconds). Why obstore: do
 Credentials and endpoint for `s3://` come from the usual AWS environment variables
 (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` /
 `AWS_DEFAULT_REGION`), plus `ASSAY_S3_ENDPOINT` (or `AWS_ENDPOINT_URL`) for an S3-compatible
-server; an `http://` endpoint is allowed as plain HTTP.
+server; an `http://` endpoint is allowed as plain HTTP. A root that cannot work is bad input
+before any request (`root_problem`): a local path that is, or lies below, a file; an `s3://` URL
+with no credentials in the environment (the client's chain would end at the instance metadata
+service, retried for minutes where nothing answers — used only when asked for,
+`ASSAY_S3_INSTANCE_CREDENTIALS=1`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from assay.store import _publish
 from assay.store._publish import STAGED, write_parquet
 
 ENDPOINT_ENV = "ASSAY_S3_ENDPOINT"
+# Credentials from the instance metadata service (an EC2 instance role): only when this says so.
+INSTANCE_CREDENTIALS_ENV = "ASSAY_S3_INSTANCE_CREDENTIALS"
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -198,8 +204,8 @@ class ObjectPrefix:
         from obstore.store import S3Store
 
         bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        if not bucket:
-            raise InputError(f"store {url!r}: an s3:// store names a bucket: s3://bucket/prefix")
+        if (problem := _s3_problem(url)) is not None:
+            raise InputError(f"store {url!r}: {problem}")
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         config: dict[str, Any] = {}
@@ -324,12 +330,81 @@ def open_location(root: str | os.PathLike[str]) -> LocalFolder | ObjectPrefix:
     """The location a store root names: `s3://bucket/prefix`, else a local folder.
 
     Raises:
-        InputError: another URL scheme (named), or an s3:// URL without a bucket.
+        InputError: the root cannot be a store (`root_problem`).
     """
     text = os.fspath(root)
     if text.startswith("s3://"):
         return ObjectPrefix(text)
-    scheme = text.partition("://")[0]
-    if "://" in text and scheme.isalnum():
-        raise InputError(f"store {text!r}: {scheme}:// is not a store Assay can use (a folder or s3://)")
+    if (problem := root_problem(text)) is not None:
+        raise InputError(problem)
     return LocalFolder(Path(text))
+
+
+def root_problem(root: str | os.PathLike[str]) -> str | None:
+    """Why `root` cannot be a store, in one line naming what is wrong or missing, or None; asks
+    nothing of the network.
+
+    Args:
+        root: a folder path or `s3://bucket/prefix`.
+    """
+    text = os.fspath(root)
+    if text.startswith("s3://"):
+        problem = _s3_problem(text)
+    elif "://" in text and (scheme := text.partition("://")[0]).isalnum():
+        problem = f"{scheme}:// is not a store Assay can use (a folder or s3://bucket/prefix)"
+    else:
+        problem = _folder_problem(Path(text))
+    return None if problem is None else f"store {text!r}: {problem}"
+
+
+def _folder_problem(path: Path) -> str | None:
+    """Why no store folder can be at `path`: it, or the nearest of its parents that exists, is
+    not a folder (a folder that does not exist yet is made by the first write)."""
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return None
+        if candidate.exists() or candidate.is_symlink():
+            what = "a file" if candidate.is_file() else "not a folder"
+            if candidate == path:
+                return f"it is {what}; name a folder (made if missing) or s3://bucket/prefix"
+            return f"{str(candidate)!r} is {what}, so no folder can be made below it"
+    return None
+
+
+def _set(name: str) -> bool:
+    return bool(os.environ.get(name))
+
+
+def _s3_problem(url: str) -> str | None:
+    """Why an `s3://` root cannot be used: no bucket, or no credentials the client can find
+    without asking the instance metadata service (the end of its chain)."""
+    if not url.removeprefix("s3://").partition("/")[0]:
+        return "an s3:// store names a bucket: s3://bucket/prefix"
+    # The pairs that are credentials together (obstore reads them from the environment itself).
+    for pair in (
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"),
+    ):
+        given = [name for name in pair if _set(name)]
+        if len(given) == 2:
+            return None
+        if given:
+            (missing,) = set(pair) - set(given)
+            return f"{missing} is not set ({given[0]} is)"
+    container = ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    if any(_set(name) for name in container):
+        return None
+    flags = (os.environ.get(name, "").lower() for name in ("AWS_SKIP_SIGNATURE", INSTANCE_CREDENTIALS_ENV))
+    if any(flag in ("1", "true") for flag in flags):
+        return None
+    profile = (
+        " (AWS_PROFILE is set, but profiles are not read: export its keys, "
+        "`eval \"$(aws configure export-credentials --format env)\"`)"
+        if _set("AWS_PROFILE")
+        else ""
+    )
+    return (
+        "no AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set "
+        f"(nor a web identity or container credentials; on an EC2 instance role, set {INSTANCE_CREDENTIALS_ENV}=1)"
+        + profile
+    )

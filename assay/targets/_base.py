@@ -27,6 +27,8 @@ class TargetResult:
         first_token_ms: for a streamed model call, the time to its first answer token.
         retry_ms: time spent before it, in failed attempts and backoff.
         retries: how many attempts failed before it.
+        finish_reason: why a model stopped (an `assay.outcomes.FinishReason` word), where known.
+        finish_reason_raw: the provider's own word for it.
         caller_cost: cost the target's own code reported (kept apart from measured cost).
         caller_metadata: metadata the target's own code reported.
         caller_reserved: what it reported under reserved keys (model, tokens, usage, cost, …),
@@ -45,6 +47,8 @@ class TargetResult:
     first_token_ms: float | None = None
     retry_ms: float = 0.0
     retries: int = 0
+    finish_reason: str | None = None
+    finish_reason_raw: str | None = None
     caller_cost: float | None = None
     caller_metadata: dict[str, Any] | None = None
     caller_reserved: dict[str, Any] | None = None

@@ -2,6 +2,12 @@
 before anything runs, metered calls, a target that asks its model once per item — or once per
 turn of a session, with the conversation so far — and batch mode.
 
+A reply that is no answer (`assay.calls.wire.not_an_answer`: a refusal, a reply cut by the
+length limit, a tool call though the request offered no tools) and one whose content is null
+with nothing in its place fail the item with a kind of their own (`refusal`, `length`,
+`unasked_tool_call`; `protocol`): they are never an empty answer scored. The call was made and
+is measured all the same.
+
 Batch mode (`batch:` on the spec): an item's request goes through the provider's batch API
 (`assay.calls.batch`), priced at the model's batch rate and held against the budget at its
 maximum cost until its result arrives (`assay.calls.batch_mode`); each batch is recorded in the
@@ -16,13 +22,17 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from assay.calls.accounting import Usage
 from assay.calls.aimd import RateController
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
+from assay.calls.finish import Finish, not_an_answer
 from assay.calls.http import ENDPOINT_SETTINGS
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
+from assay.errors import TargetFailure
+from assay.outcomes import FailureKind
 from assay.spec.dataset import Item
 from assay.spec.targets import RateLimits
 from assay.targets._base import SessionState, TargetResult, render
@@ -113,6 +123,10 @@ def _open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Bat
     )
 
 
+def _word(finish: Finish) -> str | None:
+    return None if finish.reason is None else finish.reason.value
+
+
 class ChatTarget(ABC):
     """Renders the item's prompt and asks the model once (plus retries); a session's turns carry
     the conversation so far. A kind says how its request body looks (`request_body`).
@@ -142,6 +156,7 @@ class ChatTarget(ABC):
             cache=bool(spec.cache),
             gate=_rate_gate(spec, concurrency),
             stream=spec.stream,
+            headers=spec.response_headers,
         )
         self._api = api
         self._batcher = _open_batcher(spec, api, context)
@@ -173,6 +188,14 @@ class ChatTarget(ABC):
 
     async def _ask(self, body: dict[str, Any]) -> TargetResult:
         reply = await self._client.complete(body)
+        self._check_answer(
+            body,
+            reply.content,
+            reply.finish,
+            usage=reply.usage,
+            request_id=reply.request_id,
+            retries=reply.retries,
+        )
         return TargetResult(
             output=reply.content,
             model=reply.model or self._spec.model,
@@ -181,24 +204,77 @@ class ChatTarget(ABC):
             first_token_ms=reply.first_token_ms,
             retry_ms=reply.retry_ms,
             retries=reply.retries,
+            finish_reason=_word(reply.finish),
+            finish_reason_raw=reply.finish.raw,
+        )
+
+    def _check_answer(
+        self,
+        body: dict[str, Any],
+        content: Any,
+        finish: Finish,
+        *,
+        usage: Usage,
+        request_id: str | None,
+        retries: int,
+    ) -> None:
+        """Raise the item's `TargetFailure` when the reply is no answer, keeping what it held.
+
+        Args:
+            body: the request (whether it offered tools).
+            content: the reply's content.
+            finish: how it ended.
+            usage: its tokens (a reply, if no answer: billed).
+            request_id: the provider's id of the reply.
+            retries: failed attempts before it.
+        """
+        verdict = not_an_answer(finish, tools_asked=self._api.tools_asked(body))
+        if verdict is None and content is None:
+            verdict = FailureKind.PROTOCOL, "the reply holds no answer: its content is null"
+        if verdict is None:
+            return
+        kind, message = verdict
+        raise TargetFailure(
+            message,
+            kind=kind,
+            provider=self._client.provider,
+            request_id=request_id,
+            retries=retries,
+            usage=usage,
+            finish_reason=_word(finish),
+            finish_reason_raw=finish.raw,
+            sent=finish.refusal or finish.tool_calls or content or None,
         )
 
     async def _batched(self, item: Item, trial: int, batcher: Batcher) -> TargetResult:
         """One item through a batch (`batched_call`): admitted by the budget, priced at the batch rate."""
         started = time.perf_counter()
+        body = self.request_body(item)
         message, usage = await batched_call(
             batcher,
             custom_id(item.item_id, trial),
-            self.request_body(item),
+            body,
             api=self._api,
             model=self._spec.model,
             max_tokens=self._spec.max_tokens,
         )
+        try:
+            self._api.check(message)
+        except (KeyError, IndexError, TypeError):
+            raise TargetFailure(
+                f"malformed batch result: {str(message)[:200]!r}",
+                kind=FailureKind.PROTOCOL,
+                provider=self._client.provider,
+            ) from None
+        content, finish = self._api.content(message), self._api.finish(message)
+        self._check_answer(body, content, finish, usage=usage, request_id=message.get("id"), retries=0)
         return TargetResult(
-            output=self._api.content(message),
+            output=content,
             model=message.get("model") or self._spec.model,
             usage=usage,
             wire_ms=(time.perf_counter() - started) * 1000,
+            finish_reason=_word(finish),
+            finish_reason_raw=finish.raw,
         )
 
     async def aclose(self) -> None:

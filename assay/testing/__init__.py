@@ -4,6 +4,11 @@ mock_openai   `MockOpenAIServer`: an OpenAI-compatible chat server with latency,
               a fault queue (statuses, Retry-After, slow and broken replies);
               `python -m assay.testing.mock_openai` serves it from its own process
 harness       `HarnessServer`: a reference harness of the `http_agent` protocol
+scripted      `ScriptedServer`: OpenAI- and Anthropic-compatible, on uvicorn (FastAPI), each reply
+              scripted by its test and every body checked against the official SDKs' types
+              (imported by tests only: its packages are the `dev` extra's)
+agent_models  `ScriptedModels`: a scripted Responses / Messages API server (FastAPI on uvicorn)
+              for the real Codex and Claude Code CLIs in the sandbox tests
 _background   what they share: an aiohttp app served from a background thread and loop
 """
 

@@ -30,7 +30,8 @@ Endpoints
     user message holds the `expire` text (`expired`). Results are JSONL, one
     `{"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"} |
     {"type": "expired"}}` per request. Stats count `batch_submissions` and, per custom id, how
-    often it was submitted (`batch_requests`): a request submitted twice shows 2.
+    often it was submitted (`batch_requests`): a request submitted twice shows 2; `batch_polls`
+    counts the looks at a batch, `batch_downloads` each batch's results read (by batch id).
 
 `POST /_mock/config`, `GET /_mock/stats`, `POST /_mock/reset`
     As the OpenAI mock's (`assay.testing.mock_openai`), with `token_delay_ms` among the settings.
@@ -159,6 +160,8 @@ class MockAnthropic(MockApp):
         self._batches: dict[str, _Batch] = {}
         self._batch_requests: collections.Counter[str] = collections.Counter()
         self._batch_submissions = 0
+        self._batch_polls = 0
+        self._batch_downloads: collections.Counter[str] = collections.Counter()
         self._faults: list[Fault] = []
         self._cached: set[str] = set()
         self._next_id = 0
@@ -207,6 +210,8 @@ class MockAnthropic(MockApp):
             "last_version": self._last_headers.get("anthropic-version"),
             "batch_submissions": self._batch_submissions,
             "batch_requests": dict(self._batch_requests),
+            "batch_polls": self._batch_polls,
+            "batch_downloads": dict(self._batch_downloads),
         }
 
     def reset(self) -> None:
@@ -218,6 +223,8 @@ class MockAnthropic(MockApp):
         self._batches.clear()
         self._batch_requests.clear()
         self._batch_submissions = 0
+        self._batch_polls = 0
+        self._batch_downloads.clear()
         self._last_headers = {}
         self._settings = {}
         self.configure(**self._initial)
@@ -394,6 +401,7 @@ class MockAnthropic(MockApp):
         batch = self._batches.get(request.match_info["batch_id"])
         if batch is None:
             return _error(404, "batch not found")
+        self._batch_polls += 1
         self._ended(batch)
         return json_response(batch.view())
 
@@ -402,6 +410,7 @@ class MockAnthropic(MockApp):
         if batch is None or not self._ended(batch):
             return _error(404 if batch is None else 400, "batch not found or not ended")
         assert batch.results is not None
+        self._batch_downloads[batch.id] += 1
         lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch.results)
         return web.Response(body=lines.encode(), content_type="application/binary")
 

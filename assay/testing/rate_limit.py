@@ -7,6 +7,11 @@ rate (`rpm / 60`, at least 1) and refills at that rate, so bursts are short, as 
 429 with `Retry-After` (seconds until the bucket holds a token again) and every reply carries
 `x-ratelimit-limit-requests`, `x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests`
 (and the `-tokens` ones when `tpm` is set), as OpenAI sends them.
+
+Two more keys shape a stricter provider (issue 25): `burst` — the requests the bucket holds above
+its steady rate (default one second's worth; `10` lets only 10 through at once whatever the
+rate) — and `headers: "refusals"` — the `x-ratelimit-*` headers only on 429s, none on a success
+(default `"all"`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-_KEYS = frozenset({"rpm", "tpm", "max_in_flight"})
+_KEYS = frozenset({"rpm", "tpm", "max_in_flight", "burst", "headers"})
+_HEADERS_ON = ("all", "refusals")
 
 
 @dataclass
@@ -48,11 +54,21 @@ class RateLimits:
         rpm: requests per minute, or None.
         tpm: tokens (prompt + completion, estimated from the prompt) per minute, or None.
         max_in_flight: requests being answered at once, or None.
+        burst: the requests the bucket holds (default: one second's worth of `rpm`).
+        headers: `all` (every reply carries the `x-ratelimit-*` headers) or `refusals` (only 429s).
     """
 
-    def __init__(self, rpm: float | None = None, tpm: float | None = None, max_in_flight: int | None = None):
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        max_in_flight: int | None = None,
+        burst: float | None = None,
+        headers: str = "all",
+    ):
         self.rpm, self.tpm, self.max_in_flight = rpm, tpm, max_in_flight
-        self._requests = _Bucket(rpm, max(1.0, rpm / 60)) if rpm else None
+        self.burst, self.headers = burst, headers
+        self._requests = _Bucket(rpm, burst or max(1.0, rpm / 60)) if rpm else None
         self._tokens = _Bucket(tpm, max(1.0, tpm / 60)) if tpm else None
         self.in_flight = 0
 
@@ -63,15 +79,26 @@ class RateLimits:
             return None
         if not isinstance(raw, dict) or set(raw) - _KEYS:
             raise ValueError(f"rate_limits must be an object with keys among {sorted(_KEYS)}, got {raw!r}")
+        headers = raw.get("headers") or "all"
+        if headers not in _HEADERS_ON:
+            raise ValueError(f"rate_limits.headers must be one of {list(_HEADERS_ON)}, got {headers!r}")
         for key, value in raw.items():
-            if value is not None and (
+            if key != "headers" and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
             ):
                 raise ValueError(f"rate_limits.{key} must be a number > 0, got {value!r}")
-        return cls(raw.get("rpm"), raw.get("tpm"), raw.get("max_in_flight"))
+        if raw.get("burst") is not None and not raw.get("rpm"):
+            raise ValueError("rate_limits.burst needs rpm: it is the requests' bucket")
+        return cls(raw.get("rpm"), raw.get("tpm"), raw.get("max_in_flight"), raw.get("burst"), headers)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rpm": self.rpm, "tpm": self.tpm, "max_in_flight": self.max_in_flight}
+        return {
+            "rpm": self.rpm,
+            "tpm": self.tpm,
+            "max_in_flight": self.max_in_flight,
+            "burst": self.burst,
+            "headers": self.headers,
+        }
 
     def admit(self, tokens: int) -> tuple[float | None, dict[str, str]]:
         """Take a request of `tokens` tokens: (None, headers) when admitted — then `release` it
@@ -89,7 +116,7 @@ class RateLimits:
             if bucket is not None:
                 bucket.level -= min(amount, bucket.capacity)
         self.in_flight += 1
-        return None, self._headers()
+        return None, self._headers() if self.headers == "all" else {}
 
     def release(self) -> None:
         self.in_flight -= 1

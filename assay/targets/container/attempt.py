@@ -114,11 +114,12 @@ class AttemptState:
         """The kept files as `items.artifacts` lists them (relative to `<store>/artifacts`)."""
         return [(self.folder / name).relative_to(self._artifacts_root).as_posix() for name in self.kept]
 
-    def failure(self, message: str, kind: FailureKind) -> TargetFailure:
+    def failure(self, message: str, kind: FailureKind, http_status: int | None = None) -> TargetFailure:
         """The attempt's failure (redacted), with what it kept so far."""
         return TargetFailure(
             self._redactor.text(message),
             kind=kind,
+            http_status=http_status,
             provider=f"container:{self.image.tag}",
             artifacts=self.relative(),
             sandbox=self.facts,

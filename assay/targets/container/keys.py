@@ -21,7 +21,7 @@ def key_problems(spec: ContainerTarget, environ: Mapping[str, str] = os.environ)
 
     Args:
         spec: the container target.
-        environ: where the key and a base-URL override are read.
+        environ: where the key is read, and a base-URL override when `agent.base_url` gives none.
     """
     adapter = ADAPTERS.get(spec.agent.adapter) if spec.agent is not None else None
     probe = adapter.key_probe if adapter is not None else None
@@ -30,7 +30,9 @@ def key_problems(spec: ContainerTarget, environ: Mapping[str, str] = os.environ)
     key = environ.get(probe.key)
     if not key:
         return []  # preflight already names a missing key
-    url = (environ.get(probe.base_url_env) or probe.base_url).rstrip("/") + probe.path
+    assert spec.agent is not None
+    base = spec.agent.base_url or environ.get(probe.base_url_env) or probe.base_url
+    url = base.rstrip("/") + probe.path
     value = f"Bearer {key}" if probe.header == "authorization" else key
     where = f"target.agent: {probe.key} (--check-keys, GET {url})"
     try:

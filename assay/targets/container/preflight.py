@@ -7,6 +7,7 @@ import dataclasses
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker.errors
 
@@ -89,8 +90,18 @@ def egress_allowlist(spec: ContainerTarget) -> list[str]:
     if not spec.egress:
         return []
     adapter = ADAPTERS.get(spec.agent.adapter) if spec.agent is not None else None
-    extra = [host for host in (adapter.egress_hosts if adapter else ()) if host not in spec.egress]
-    return [*spec.egress, *extra]
+    hosts = adapter.egress_hosts if adapter else ()
+    if adapter is not None and spec.agent is not None and spec.agent.base_url is not None:
+        hosts = (endpoint_host(spec.agent.base_url),)
+    return [*spec.egress, *(host for host in hosts if host not in spec.egress)]
+
+
+def endpoint_host(url: str) -> str:
+    """`host:port` of an endpoint URL, as an allowlist entry (the port its scheme implies when
+    it names none)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
 
 
 def _agent_version(spec: ContainerTarget, facts: ImageFacts) -> tuple[str | None, str | None]:
@@ -117,7 +128,18 @@ def _agent_version(spec: ContainerTarget, facts: ImageFacts) -> tuple[str | None
 def _egress_problems(spec: ContainerTarget) -> list[str]:
     if not spec.egress:
         return []
-    return [f"target.egress: {problem}" for problem in allowlist_problems(list(spec.egress))]
+    problems = [f"target.egress: {problem}" for problem in allowlist_problems(list(spec.egress))]
+    try:
+        engine = client()
+        try:
+            engine.networks.get(spec.egress_network)
+        finally:
+            engine.close()
+    except docker.errors.NotFound:
+        problems.append(f"target.egress_network: the Docker engine has no network {spec.egress_network!r}")
+    except docker.errors.DockerException as exc:
+        problems.append(f"target.egress_network: the Docker engine did not answer: {exc}")
+    return problems
 
 
 def _image_problems(where: str, image: str) -> list[str]:

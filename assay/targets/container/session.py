@@ -26,7 +26,7 @@ from assay.outcomes import FailureKind
 from assay.sandbox import WORKSPACE, ExecResult
 from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult, render
-from assay.targets.container.agents import AgentReport
+from assay.targets.container.agents import AgentReport, resume_totals
 from assay.targets.container.attempt import AttemptState, ContainerAttempt
 from assay.targets.container.verifier import LiveSandbox
 
@@ -91,6 +91,8 @@ class ContainerSession:
         self.box: Box | None = None
         self._sent = 0
         self._reports: list[AgentReport] = []
+        # The conversation's totals as last reported: a resumed CLI reports those, not its run's.
+        self._totals: AgentReport | None = None
 
     def item_prompt(self, item: Item) -> str:
         return self.prompt
@@ -149,10 +151,22 @@ class ContainerSession:
             raise
         except Exception as exc:  # an engine fault fails the prompt, not the run
             raise state.failure(f"sandbox error: {type(exc).__name__}: {exc}", FailureKind.EXCEPTION) from exc
+        if report is not None:
+            report = self._own(report, resume)
         output = agent.output_of(stdout, files, report, state)
         if report is not None:
             self._reports.append(report)
         return agent.turn_result(output, report, None)
+
+    def _own(self, report: AgentReport, resume: bool) -> AgentReport:
+        """The prompt's own figures: after a resume, what the conversation's totals grew by
+        since the last ones known (so the prompts' sum is the conversation's, never more)."""
+        totals = resume_totals(self._agent.spec.agent) if self._agent.spec.agent is not None else frozenset()
+        if not totals:
+            return report
+        own = report.since(self._totals, totals) if resume and self._totals is not None else report
+        self._totals = report.latest_totals(self._totals, totals)
+        return own
 
     async def finish(self, result: TargetResult) -> ContainerAttempt:
         """The attempt after its policy: the workspace exported, diffed and kept, the result

@@ -36,11 +36,14 @@ from assay.targets._base import TargetResult, render
 from assay.targets.container import workspace
 from assay.targets.container.agents import (
     AgentReport,
+    agent_settings,
     command_line,
+    container_secrets,
     env_file_text,
     parse_stream,
     parser_name,
     secret_values,
+    stop_watch,
 )
 from assay.targets.container.attempt import (
     AttemptState,
@@ -54,6 +57,9 @@ from assay.targets.container.session import ContainerSession
 from assay.targets.container.verifier import LiveSandbox, Verifier
 
 PROMPT_FILE = f"{CONTROL}/prompt.txt"
+# The agent's $HOME: writable (a tmpfs) and outside the workspace, so a CLI's own state and
+# configuration never show in the diff.
+HOME = "/tmp"
 _ENV_FILE = "/tmp/.assay-env"
 # Reads the 0600 env file into the environment, deletes it, then runs the command: secrets never
 # appear in argv, in `docker inspect`, or in the agent's workspace.
@@ -208,11 +214,13 @@ class ContainerAgent:
         """
         deadline = self.spec.deadlines.agent
         started = time.perf_counter()
+        watch = stop_watch(self.spec.agent) if self.spec.agent is not None else None
         outcome = await self._run(
             state.sandbox.exec,
             ["sh", "-c", _WITH_SECRETS, "assay", *argv],
             timeout=deadline,
             environment=environment,
+            watch=watch.feed if watch is not None else None,
         )
         state.timings["agent"] = state.timings.get("agent", 0.0) + ms_since(started)
         state.facts["exit_code"] = outcome.exit_code
@@ -225,6 +233,11 @@ class ContainerAgent:
         if state.egress is not None:
             # The agent is done, so its denied destinations are all known: hostnames only.
             await state.keep_egress_evidence()
+        if outcome.stopped and watch is not None and watch.stop is not None:
+            # An event the agent would only retry for minutes (a refused key): stopped at the first.
+            raise state.failure(
+                f"the agent was stopped: {watch.stop.message}", FailureKind.HTTP, watch.stop.http_status
+            )
         if outcome.timed_out:
             raise state.failure(f"incomplete attempt: {StageTimeout('agent', deadline)}", FailureKind.TIMEOUT)
         if outcome.exit_code != 0:
@@ -322,6 +335,7 @@ class ContainerAgent:
                 egress_allowlist(self.spec),
                 self.spec.egress_proxy_image,
                 labels,
+                upstream_network=self.spec.egress_network,
             )
         if state.egress is None:
             state.sandbox = await self._take_spare()
@@ -341,6 +355,17 @@ class ContainerAgent:
             await self._run(state.sandbox.put_files, WORKSPACE, state.baseline)
         await self.put_prompt(state, prompt)
         await self.put_secrets(state)
+        await self._put_settings(state)
+
+    async def _put_settings(self, state: AttemptState) -> None:
+        """The CLI's own configuration files under its $HOME (Codex's endpoint), as its user."""
+        if self.spec.agent is None:
+            return
+        files = agent_settings(self.spec.agent).home_files
+        if files:
+            assert state.sandbox is not None
+            encoded = {name: text.encode() for name, text in files.items()}
+            await self._run(state.sandbox.put_files, HOME, encoded)
 
     async def put_prompt(self, state: AttemptState, prompt: str) -> None:
         """The prompt file (`$ASSAY_PROMPT_FILE`), written as Assay's control user."""
@@ -352,6 +377,8 @@ class ContainerAgent:
         agent needs it written again)."""
         assert state.sandbox is not None
         secrets = {k: v for k, v in self.secret_values.items() if v}
+        if self.spec.agent is not None:
+            secrets = container_secrets(self.spec.agent, secrets)
         if state.egress is not None:
             secrets.update(state.egress.proxy_env())
         if secrets:
@@ -373,7 +400,16 @@ class ContainerAgent:
     def environment(self, **extra: str) -> dict[str, str]:
         """The command's plain variables (`extra`: a session's turn variables)."""
         agent_env = dict(getattr(self.spec.agent, "env", None) or {})
-        return {**agent_env, **self.spec.env, "ASSAY_PROMPT_FILE": PROMPT_FILE, "HOME": "/tmp", **extra}
+        # The adapter's own settings last: the endpoint and no other traffic, whatever env says.
+        adapter_env = agent_settings(self.spec.agent).env if self.spec.agent is not None else {}
+        return {
+            **agent_env,
+            **self.spec.env,
+            **adapter_env,
+            "ASSAY_PROMPT_FILE": PROMPT_FILE,
+            "HOME": HOME,
+            **extra,
+        }
 
     def _output(self, stdout: str, files: dict[str, bytes], report: AgentReport | None) -> Any:
         if self.spec.output == "stdout":

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, tls_context
+from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, response_headers, tls_context
 from assay.calls.keys import key_of
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
@@ -72,6 +72,7 @@ class HarnessClient:
             spec.request_timeout,
             "target.request_timeout",
             on_response,
+            response_headers(spec.response_headers),
         )
         self._policy = RetryPolicy(spec.max_retries)
         headers = {"accept": "application/json"}

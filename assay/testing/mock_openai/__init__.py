@@ -36,6 +36,8 @@ Endpoints
         seconds (a number), or a text sent as it is (an HTTP-date).
       - `delay_ms`: a slow reply; sleep that long on top of `latency_ms`, then answer (normally,
         or with the fault's `status` if it has one).
+      - `headers`: headers added to the fault's reply, or removed (`null`): e.g. a LiteLLM
+        proxy's 429, `{"llm_provider-retry-after": "1", "x-request-id": null}`.
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 
@@ -50,6 +52,8 @@ Endpoints
 
     - `rate_limits` (object or null): `{rpm, tpm, max_in_flight}` enforced with token buckets;
       over a limit: 429 with `Retry-After` and `x-ratelimit-*` headers (assay/testing/rate_limit.py).
+      `burst` sizes the requests' bucket (default one second of `rpm`); `headers: "refusals"`
+      sends the `x-ratelimit-*` headers on 429s only.
 
     Example: `{"latency_ms": 20, "answers": {"What is 2+2?": "4"},
     "faults": [{"status": 429, "times": 2, "retry_after": 0.1, "match": "2+2"},

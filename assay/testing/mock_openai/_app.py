@@ -248,6 +248,7 @@ class MockOpenAI(MockApp):
                 kind=fault.type,
                 code=fault.code,
                 retry_after=fault.retry_after,
+                extra=fault.headers,
             )
 
         answer = self._answers.get(last_user)

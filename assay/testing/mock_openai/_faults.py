@@ -15,7 +15,7 @@ from aiohttp import web
 from assay.testing._background import json_response
 
 _FAULT_KEYS = frozenset(
-    {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code"}
+    {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code", "headers"}
 )
 # (type, code) as OpenAI sends them.
 _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
@@ -42,6 +42,7 @@ class Fault:
     message: str | None = None
     type: str | None = None
     code: str | None = None
+    headers: dict[str, str | None] | None = None
 
     @classmethod
     def from_dict(cls, raw: Any) -> Fault:
@@ -49,7 +50,7 @@ class Fault:
 
         Args:
             raw: A mapping with the keys `status`, `times`, `retry_after`, `match`, `delay_ms`,
-                `message`, `type`, `code`.
+                `message`, `type`, `code`, `headers`.
 
         Returns:
             The fault.
@@ -88,6 +89,12 @@ class Fault:
         for key in ("match", "message", "type", "code"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ValueError(f"fault {key} must be a string, got {raw[key]!r}")
+        headers = raw.get("headers")
+        if headers is not None and (
+            not isinstance(headers, dict)
+            or not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in headers.items())
+        ):
+            raise ValueError(f"fault headers must map names to strings or null, got {headers!r}")
         return cls(
             times=times,
             status=status,
@@ -98,12 +105,13 @@ class Fault:
             message=raw.get("message"),
             type=raw.get("type"),
             code=raw.get("code"),
+            headers=headers,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The fault's JSON form, without the fields left at their defaults."""
         out: dict[str, Any] = {"times": self.times}
-        for key in ("status", "retry_after", "match", "message", "type", "code"):
+        for key in ("status", "retry_after", "match", "message", "type", "code", "headers"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -131,7 +139,10 @@ def error_response(
     kind: str | None = None,
     code: str | None = None,
     retry_after: float | str | None = None,
+    extra: dict[str, str | None] | None = None,
 ) -> web.Response:
+    """An OpenAI-style error reply; `extra` headers are added to it (or, when None, removed: a
+    gateway's reply lacks some of the provider's)."""
     default_kind, default_code = _ERROR_KINDS.get(
         status, ("invalid_request_error" if status < 500 else "server_error", None)
     )
@@ -140,5 +151,9 @@ def error_response(
         headers["x-request-id"] = request_id
     if retry_after is not None:
         headers["Retry-After"] = retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+    for name, value in (extra or {}).items():
+        headers = {k: v for k, v in headers.items() if k.lower() != name.lower()}
+        if value is not None:
+            headers[name] = value
     error = {"message": message, "type": kind or default_kind, "code": code or default_code}
     return json_response({"error": error}, status, headers)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assay.spec.targets import ParserName
+from assay.calls.pinning import model_pin_problem
+from assay.spec.targets import AgentSpec, ParserName
+
+_TOKEN_KINDS = ("input", "output", "cached", "cache_write", "reasoning")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,8 @@ class AgentReport:
         input_tokens: all input tokens, cached ones included (as `assay.calls.accounting` counts them).
         output_tokens: output tokens.
         cached_tokens: the part of `input_tokens` read from the provider's prompt cache.
+        cache_write_tokens: the part of `input_tokens` written to the provider's prompt cache.
+        reasoning_tokens: the part of `output_tokens` that was reasoning.
         cost_usd: the cost the agent CLI reported (caller-reported, not measured by Assay).
         turns: agent-loop turns the CLI reported.
         tool_calls: tool calls seen in the stream.
@@ -34,6 +39,8 @@ class AgentReport:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
     cost_usd: float | None = None
     turns: int | None = None
     tool_calls: int | None = None
@@ -45,10 +52,35 @@ class AgentReport:
         kept apart from measured ones."""
         tokens = {
             kind: getattr(self, f"{kind}_tokens")
-            for kind in ("input", "output", "cached")
+            for kind in _TOKEN_KINDS
             if getattr(self, f"{kind}_tokens") is not None
         }
         return {"tokens": tokens} if tokens else None
+
+    def since(self, before: AgentReport, totals: frozenset[str]) -> AgentReport:
+        """This report with the `totals` fields made this run's own: a resumed conversation's
+        CLI reports those as the conversation's totals, so the figures of `before` (the totals
+        last known) are taken off. A total that went down cannot be split: it becomes None,
+        with a problem saying so."""
+        changes: dict[str, Any] = {}
+        problems = list(self.problems)
+        for name in totals:
+            now, then = getattr(self, name), getattr(before, name)
+            if now is None or then is None:
+                continue
+            if now < then:
+                problems.append(f"{name} went down after the resume ({then} → {now}): not split")
+                changes[name] = None
+            else:
+                changes[name] = round(now - then, 10) if isinstance(now, float) else now - then
+        return replace(self, **changes, problems=problems)
+
+    def latest_totals(self, before: AgentReport | None, totals: frozenset[str]) -> AgentReport:
+        """The conversation's totals as last known after this run: this report's where it has
+        them, else `before`'s (a run that reported none leaves the last known ones)."""
+        if before is None:
+            return self
+        return replace(self, **{n: getattr(before, n) for n in totals if getattr(self, n) is None})
 
     def metadata(self) -> dict[str, Any]:
         """The turns, tool calls and problems the stream gave, as a target's caller metadata."""
@@ -100,6 +132,15 @@ class Adapter:
         resume_command: the argv template that continues the agent's own conversation in the
             same container (a session's `resume`); None when the agent has no such line (a
             `resume` then runs `command` again: `$ASSAY_TURN_METHOD` says it is a resume).
+        resume_totals: the report's fields that, after a resume, are the whole conversation's
+            totals rather than the run's (`AgentReport.since` makes them the run's own).
+        key_names: the variable each provider key has inside the container, when the CLI reads
+            it under another name than the host's (Codex reads `CODEX_API_KEY`).
+        settings: the agent's plain environment and the files it reads under `$HOME` (its own
+            configuration), for a spec; secrets are never among them.
+        model_problem: why `agent.model` is not a pin for this CLI (None: it is).
+        stop_event: a stream event after which the run is stopped at once, with the failure it
+            means (a CLI that would retry a refused key for minutes): the event's reason, or None.
     """
 
     name: str
@@ -111,9 +152,66 @@ class Adapter:
     egress_hosts: tuple[str, ...] = ()
     key_probe: KeyProbe | None = None
     resume_command: tuple[str, ...] | None = None
+    resume_totals: frozenset[str] = frozenset()
+    key_names: tuple[tuple[str, str], ...] = ()
+    settings: Callable[[AgentSpec], AgentSettings] | None = None
+    model_problem: Callable[[str], str | None] = model_pin_problem
+    stop_event: Callable[[dict[str, Any]], Stop | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """What an adapter sets up for its CLI, from the spec (never a secret).
+
+    Args:
+        env: plain environment variables.
+        home_files: files written under the agent's `$HOME` before it runs (path relative to
+            it → text), e.g. Codex's `.codex/config.toml`.
+    """
+
+    env: dict[str, str] = field(default_factory=dict)
+    home_files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Why a run was stopped mid-stream (`Adapter.stop_event`).
+
+    Args:
+        message: the failure, for people (names the variable, never its value).
+        http_status: the provider's status behind it, if any.
+    """
+
+    message: str
+    http_status: int | None = None
 
 
 Parser = Callable[[str], AgentReport]
+
+
+class StopWatch:
+    """Reads an agent's stdout as it comes (`feed`, chunk by chunk) and says when an event in it
+    means the run must stop at once (`Adapter.stop_event`); `stop` is then why."""
+
+    def __init__(self, stop_event: Callable[[dict[str, Any]], Stop | None]) -> None:
+        self._stop_event = stop_event
+        self._pending = b""
+        self.stop: Stop | None = None
+
+    def feed(self, chunk: bytes) -> bool:
+        """Whether the run must stop, now that `chunk` came."""
+        if self.stop is not None:
+            return True
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and (found := self._stop_event(event)) is not None:
+                self.stop = found
+                return True
+        return False
 
 
 class Stream:

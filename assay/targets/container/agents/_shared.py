@@ -11,7 +11,7 @@ from assay.calls.pinning import model_pin_problem
 from assay.errors import InputError, SpecError
 from assay.spec.targets import ENV_NAME, ENV_UNWRITABLE, AgentSpec, ParserName
 from assay.targets.container.agents import claude_code, cli, codex
-from assay.targets.container.agents._base import Adapter, AgentReport, Parser
+from assay.targets.container.agents._base import Adapter, AgentReport, AgentSettings, Parser, StopWatch
 
 PLACEHOLDERS = ("prompt", "model", "prompt_file")
 
@@ -82,9 +82,14 @@ def preflight(spec: AgentSpec, environ: Mapping[str, str]) -> list[str]:
                     "agent.model is required: agent.command uses {model}; name an exact model version"
                 )
     else:
-        reason = model_pin_problem(spec.model)
+        reason = (adapter.model_problem if adapter else model_pin_problem)(spec.model)
         if reason:
             problems.append(f"agent.model {reason}")
+    if spec.base_url is not None and (adapter is None or adapter.settings is None):
+        problems.append(
+            f"agent.base_url is for the built-in adapters' CLIs (claude-code, codex); the {spec.adapter} "
+            "adapter's command gets its endpoint from agent.env"
+        )
 
     keys = adapter.provider_keys if adapter else ()
     missing_keys = [name for name in keys if not environ.get(name)]
@@ -121,6 +126,39 @@ def secret_values(spec: AgentSpec, environ: Mapping[str, str]) -> dict[str, str]
     if missing:
         raise InputError(f"host environment variables not set (or empty): {', '.join(missing)}")
     return {name: environ[name] for name in names}
+
+
+def container_secrets(spec: AgentSpec, values: Mapping[str, str]) -> dict[str, str]:
+    """The secrets as the container gets them: a provider key under the name its CLI reads
+    (`Adapter.key_names`: the host's `OPENAI_API_KEY` is Codex's `CODEX_API_KEY`)."""
+    adapter = ADAPTERS.get(spec.adapter)
+    names = dict(adapter.key_names) if adapter else {}
+    return {names.get(name, name): value for name, value in values.items()}
+
+
+def agent_settings(spec: AgentSpec) -> AgentSettings:
+    """The plain environment and `$HOME` files the adapter sets up for its CLI."""
+    adapter = ADAPTERS.get(spec.adapter)
+    if adapter is None or adapter.settings is None:
+        return AgentSettings()
+    return adapter.settings(spec)
+
+
+def resume_totals(spec: AgentSpec) -> frozenset[str]:
+    """The report fields the adapter's resume line reports as the conversation's totals (none
+    for a `command` of the spec's own, which is run as it is)."""
+    adapter = ADAPTERS.get(spec.adapter)
+    if adapter is None or spec.command is not None or adapter.resume_command is None:
+        return frozenset()
+    return adapter.resume_totals
+
+
+def stop_watch(spec: AgentSpec) -> StopWatch | None:
+    """What watches the adapter's stream for an event that stops the run; None if nothing does."""
+    adapter = ADAPTERS.get(spec.adapter)
+    if adapter is None or adapter.stop_event is None or spec.parser not in (None, adapter.parser):
+        return None
+    return StopWatch(adapter.stop_event)
 
 
 def env_file_text(values: Mapping[str, str]) -> str:

@@ -1,22 +1,54 @@
 """`adapter: claude-code`: Claude Code run headless (`claude -p`), its stream read from
-`--output-format stream-json --verbose`; needs `ANTHROPIC_API_KEY` and a pinned `agent.model`."""
+`--output-format stream-json --verbose`; needs `ANTHROPIC_API_KEY` and a pinned `agent.model`.
+
+What Claude Code 2.1 does, and what follows here (docs/agent-adapters.md):
+- without `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` it also calls api.anthropic.com (whatever
+  `ANTHROPIC_BASE_URL` says): always set. The spec's `base_url` is its `ANTHROPIC_BASE_URL`.
+- after `--continue`, the `result` event's `total_cost_usd` is the conversation's total.
+- a refused key is retried ten times over ~3 minutes (`system`/`api_retry` events with
+  `error_status: 401`), then it ends `subtype: success, is_error: true`: the first such retry
+  stops the run.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from assay.spec.targets import AgentSpec
 from assay.targets.container.agents._base import (
     Adapter,
     AgentReport,
+    AgentSettings,
     KeyProbe,
     Parser,
+    Stop,
     Stream,
     message_text,
     step,
 )
 
+KEY = "ANTHROPIC_API_KEY"
+_REFUSED = frozenset({401, 403})
+
+
+def settings(spec: AgentSpec) -> AgentSettings:
+    """Its environment: no calls beyond the model's, and the endpoint when the spec names one."""
+    env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    if spec.base_url is not None:
+        env["ANTHROPIC_BASE_URL"] = spec.base_url
+    return AgentSettings(env=env)
+
+
+def stop_event(event: dict[str, Any]) -> Stop | None:
+    """A refused key, at its first retry."""
+    status = event.get("error_status")
+    if event.get("type") == "system" and event.get("subtype") == "api_retry" and status in _REFUSED:
+        return Stop(f"the provider refused the key (HTTP {status}): {KEY} is wrong or revoked", status)
+    return None
+
+
 # The container is the sandbox, so the CLIs' own permission prompts and sandboxes are switched off:
-# headless, a prompt would just deny every tool call, and Codex's Landlock sandbox does not work
+# headless, a prompt would just deny every tool call.
 _HEADLESS = (
     "claude",
     "-p",
@@ -32,12 +64,12 @@ ADAPTER = Adapter(
     name="claude-code",
     command=(*_HEADLESS, "--", "{prompt}"),
     parser="claude-code",
-    provider_keys=("ANTHROPIC_API_KEY",),
+    provider_keys=(KEY,),
     needs_model=True,
     version_command=("claude", "--version"),
     egress_hosts=("api.anthropic.com",),
     key_probe=KeyProbe(
-        key="ANTHROPIC_API_KEY",
+        key=KEY,
         base_url_env="ANTHROPIC_BASE_URL",
         base_url="https://api.anthropic.com",
         path="/v1/models",
@@ -47,6 +79,9 @@ ADAPTER = Adapter(
     # `--continue`: the most recent conversation in this folder — the attempt's container is
     # fresh, so that is this session's.
     resume_command=(*_HEADLESS, "--continue", "--", "{prompt}"),
+    resume_totals=frozenset({"cost_usd"}),
+    settings=settings,
+    stop_event=stop_event,
 )
 
 
@@ -127,6 +162,7 @@ def parse(stdout: str) -> AgentReport:
         input_tokens=total_input,
         output_tokens=stream.count(usage.get("output_tokens"), "usage.output_tokens"),
         cached_tokens=cached,
+        cache_write_tokens=written,
         cost_usd=stream.amount(cost, "total_cost_usd"),
         turns=stream.count(result.get("num_turns"), "num_turns"),
         tool_calls=tool_calls,

@@ -1,54 +1,138 @@
 """`adapter: codex`: the Codex CLI run headless (`codex exec`), its stream read from `--json`
-(thread, turn and item events); needs `OPENAI_API_KEY` and a pinned `agent.model`."""
+(thread, turn and item events); needs `OPENAI_API_KEY` and an `agent.model` of its catalog.
+
+What Codex 0.171 does, and what follows here (docs/agent-adapters.md):
+- `codex exec` reads its key from `CODEX_API_KEY`, never `OPENAI_API_KEY` (a request would go
+  out without Authorization): the host's `OPENAI_API_KEY` reaches the container under that name,
+  through the env file.
+- it ignores `OPENAI_BASE_URL`: the endpoint is a `model_provider` of its `config.toml`, which
+  Assay writes (`$HOME/.codex/config.toml`) with the spec's `base_url` (else OpenAI's), the key's
+  variable, `wire_api = "responses"` and `supports_websockets = false` — else it first tries a
+  WebSocket and falls back after ~6 s with five `error` events.
+- its model catalog knows undated names only: a dated name runs on fallback metadata and another
+  tool set. The pin is the undated name with the CLI's version (recorded as `agent_version`).
+- after `exec resume --last`, `turn.completed.usage` is the thread's total, not the turn's.
+- a refused key is retried five times (`error` events "Reconnecting… (unexpected status 401…)"):
+  the first one stops the run.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
-from assay.targets.container.agents._base import Adapter, AgentReport, KeyProbe, Parser, Stream, step
+from assay.calls.pinning import has_date_stamp, moving_alias
+from assay.spec.targets import AgentSpec
+from assay.targets.container.agents._base import (
+    Adapter,
+    AgentReport,
+    AgentSettings,
+    KeyProbe,
+    Parser,
+    Stop,
+    Stream,
+    step,
+)
+
+KEY = "OPENAI_API_KEY"
+# What `codex exec` reads its key from (and the provider's `env_key` names).
+CODEX_KEY = "CODEX_API_KEY"
+OPENAI_ENDPOINT = "https://api.openai.com/v1"
+_PROVIDER = "assay"
+_REFUSED = re.compile(r"unexpected status (401|403)\b")
 
 # The container is the sandbox, so the CLIs' own permission prompts and sandboxes are switched off:
 # headless, a prompt would just deny every tool call, and Codex's Landlock sandbox does not work
+# inside most containers.
+_OPTIONS = (
+    "--json",
+    "--model",
+    "{model}",
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+)
+
+
+def settings(spec: AgentSpec) -> AgentSettings:
+    """Codex's `config.toml`: the endpoint as a model provider of its own (Codex takes no
+    endpoint from the environment), over HTTP streaming only, its key read from `CODEX_API_KEY`;
+    no update check (it would call GitHub)."""
+    lines = [
+        f"model_provider = {json.dumps(_PROVIDER)}",
+        "check_for_update_on_startup = false",
+        "",
+        f"[model_providers.{_PROVIDER}]",
+        f"name = {json.dumps(_PROVIDER)}",
+        f"base_url = {json.dumps(spec.base_url or OPENAI_ENDPOINT)}",
+        f"env_key = {json.dumps(CODEX_KEY)}",
+        'wire_api = "responses"',
+        "supports_websockets = false",
+        "",
+    ]
+    return AgentSettings(home_files={".codex/config.toml": "\n".join(lines)})
+
+
+def model_problem(model: str) -> str | None:
+    """Codex's catalog holds undated names (`gpt-5.5`): one is a pin together with the CLI's
+    version; a dated name is refused, since Codex would run it on fallback metadata."""
+    if not model.strip():
+        return "is blank"
+    if moving_alias(model):
+        return f"{model!r} is a moving alias ('latest'); name a model of Codex's catalog, e.g. gpt-5.5"
+    if has_date_stamp(model):
+        return (
+            f"{model!r} is dated, and Codex's model catalog knows undated names only: it would run "
+            "on fallback metadata with another tool set. Name the undated model (e.g. gpt-5.5): "
+            "with the Codex version the run records (agent_version) that is the pin"
+        )
+    return None
+
+
+def stop_event(event: dict[str, Any]) -> Stop | None:
+    """A refused key, at its first retry."""
+    if event.get("type") != "error":
+        return None
+    found = _REFUSED.search(str(event.get("message")))
+    if found is None:
+        return None
+    status = int(found.group(1))
+    return Stop(
+        f"the provider refused the key (HTTP {status}): {KEY} (passed to Codex as {CODEX_KEY}) "
+        "is wrong or revoked",
+        status,
+    )
+
+
 ADAPTER = Adapter(
     name="codex",
-    command=(
-        "codex",
-        "exec",
-        "--json",
-        "--model",
-        "{model}",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-        "--",
-        "{prompt}",
-    ),
+    command=("codex", "exec", *_OPTIONS, "--", "{prompt}"),
     parser="codex",
-    provider_keys=("OPENAI_API_KEY",),
+    provider_keys=(KEY,),
     needs_model=True,
     version_command=("codex", "--version"),
     egress_hosts=("api.openai.com",),
-    key_probe=KeyProbe(
-        key="OPENAI_API_KEY",
-        base_url_env="OPENAI_BASE_URL",
-        base_url="https://api.openai.com/v1",
-        path="/models",
-    ),
+    key_probe=KeyProbe(key=KEY, base_url_env="OPENAI_BASE_URL", base_url=OPENAI_ENDPOINT, path="/models"),
     # `exec resume --last`: the most recent session — the attempt's container is fresh, so this one's.
-    resume_command=(
-        "codex",
-        "exec",
-        "resume",
-        "--last",
-        "--json",
-        "--model",
-        "{model}",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-        "--",
-        "{prompt}",
+    resume_command=("codex", "exec", "resume", "--last", *_OPTIONS, "--", "{prompt}"),
+    resume_totals=frozenset(
+        {"input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens"}
     ),
+    key_names=((KEY, CODEX_KEY),),
+    settings=settings,
+    model_problem=model_problem,
+    stop_event=stop_event,
 )
 
+# `turn.completed.usage`'s fields by Assay's token kind (cached, cache writes and reasoning are
+# parts of input and output, as OpenAI counts them).
+_USAGE = {
+    "input": "input_tokens",
+    "cached": "cached_input_tokens",
+    "cache_write": "cache_write_input_tokens",
+    "output": "output_tokens",
+    "reasoning": "reasoning_output_tokens",
+}
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
 
@@ -101,7 +185,7 @@ def parse(stdout: str) -> AgentReport:
     last_message: str | None = None
     final: str | None = None
     ended = False
-    totals: dict[str, int] | None = None
+    totals: dict[str, int | None] = {}
     legacy = 0
     for event in stream.events:
         kind = event.get("type")
@@ -124,14 +208,9 @@ def parse(stdout: str) -> AgentReport:
             if last_message is None:
                 stream.problems.append("a turn completed without an agent message: no final report")
             usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
-            counts = {
-                "input": stream.count(usage.get("input_tokens"), "usage.input_tokens"),
-                "cached": stream.count(usage.get("cached_input_tokens"), "usage.cached_input_tokens"),
-                "output": stream.count(usage.get("output_tokens"), "usage.output_tokens"),
-            }
-            # Each turn reports its own usage; a run's is their sum (counts a turn left out stay unknown).
-            if all(v is not None for v in counts.values()):
-                totals = {k: (totals or {}).get(k, 0) + v for k, v in counts.items()}  # type: ignore[operator]
+            # One `exec` is one turn; its usage is the thread's so far (after a resume, earlier
+            # runs' too: `Adapter.resume_totals`). The last turn's is the run's.
+            totals = {k: stream.count(usage.get(name), f"usage.{name}") for k, name in _USAGE.items()}
         elif kind == "turn.failed":
             ended, final = True, None
             error = event.get("error")
@@ -154,9 +233,11 @@ def parse(stdout: str) -> AgentReport:
         stream.problems.append("the stream has no `turn.completed` event: the agent did not finish")
     return AgentReport(
         final_report=final,
-        input_tokens=totals["input"] if totals else None,
-        output_tokens=totals["output"] if totals else None,
-        cached_tokens=totals["cached"] if totals else None,
+        input_tokens=totals.get("input"),
+        output_tokens=totals.get("output"),
+        cached_tokens=totals.get("cached"),
+        cache_write_tokens=totals.get("cache_write"),
+        reasoning_tokens=totals.get("reasoning"),
         tool_calls=tool_calls if stream.events else None,
         trajectory=steps,
         problems=stream.problems,
