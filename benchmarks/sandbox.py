@@ -25,8 +25,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from assay.flows.run import run_eval
 from assay.store import Store
-from flows.run import run_eval
 from tests.sandbox_images import busybox_image, engine
 
 

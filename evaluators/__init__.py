@@ -22,10 +22,10 @@ from typing import Annotated, get_args
 
 from pydantic import Field
 
-from evaluators._base import Sample, Score, Scorer
-from evaluators._evaluate import ScoreRecord, evaluate
-from evaluators.code_exec import CodeExec
-from evaluators.deterministic import (
+from assay.evaluators._base import Sample, Score, Scorer
+from assay.evaluators._evaluate import ScoreRecord, evaluate
+from assay.evaluators.code_exec import CodeExec
+from assay.evaluators.deterministic import (
     ExactMatch,
     Includes,
     JsonSchema,
@@ -34,9 +34,9 @@ from evaluators.deterministic import (
     Regex,
     TokenF1,
 )
-from evaluators.llm_judge import LlmJudge
-from evaluators.remote import Remote
-from evaluators.user import UserCode
+from assay.evaluators.llm_judge import LlmJudge
+from assay.evaluators.remote import Remote
+from assay.evaluators.user import UserCode
 
 ScorerSpec = Annotated[
     ExactMatch

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators._imports import resolve_callable
+from assay.evaluators._imports import resolve_callable
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.errors import BudgetDenied, ScorerNotApplicable
+from assay.evaluators._base import Sample, Score, Scorer
+from assay.evaluators._imports import add_search_path, import_callable
 from assay.outcomes import GAUGE_PREFIX, ScorerOutcome
-from evaluators._base import Sample, Score, Scorer
-from evaluators._imports import add_search_path, import_callable
 
 _REPR_LIMIT = 200
 # What scorers answer nearly always: checked by type first, since the ABC checks below (an

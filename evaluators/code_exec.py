@@ -34,7 +34,7 @@ from pydantic import Field, field_validator, model_validator
 
 from assay._templates import FieldValue, named_fields, template_problem, unknown_field
 from assay.errors import CheckTimeout
-from evaluators._base import Sample, Score, Scorer, run_context
+from assay.evaluators._base import Sample, Score, Scorer, run_context
 
 _TAIL = 2000
 # More lines than this about items that cannot fill a template add nothing: the first show the pattern.

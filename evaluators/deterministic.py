@@ -19,7 +19,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from assay.errors import ScorerError
-from evaluators._base import Sample, Score, Scorer
+from assay.evaluators._base import Sample, Score, Scorer
 
 
 def _text(sample: Sample) -> str:

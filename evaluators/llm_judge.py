@@ -53,8 +53,8 @@ from assay.calls.rate import controller_for
 from assay.calls.response_cache import check_cache
 from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
-from evaluators._base import Sample, Score, Scorer, run_context
-from evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
+from assay.evaluators._base import Sample, Score, Scorer, run_context
+from assay.evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
 
 SCALE_UNIT = "0-1"
 _RAW_IN_ERROR = 500

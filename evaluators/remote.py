@@ -23,7 +23,7 @@ from pydantic import Field, JsonValue
 from assay.calls.http import HttpURL, tls_context
 from assay.calls.keys import key_of
 from assay.errors import ScorerNotApplicable
-from evaluators._base import Sample, Score, Scorer
+from assay.evaluators._base import Sample, Score, Scorer
 
 
 class Remote(Scorer):

@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import field_validator
 
-from evaluators._base import Sample, Score, Scorer
-from evaluators._imports import add_search_path, resolve_callable
+from assay.evaluators._base import Sample, Score, Scorer
+from assay.evaluators._imports import add_search_path, resolve_callable
 
 # The Sample fields a user function may ask for, by parameter name.
 _ARGUMENTS = ("output", "input", "expected", "annotations", "fields", "trajectory", "workspace", "sandbox")

@@ -33,7 +33,7 @@ from assay.orchestrate.remote import RemoteRun, execute_shard
 from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
 from assay.spec.dataset import Item
-from tasks.shards import SHARD_TASK
+from assay.tasks.shards import SHARD_TASK
 
 
 # No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats

@@ -18,8 +18,8 @@ from assay.errors import InputError
 from assay.orchestrate.drive import Host
 from assay.run import progress
 from assay.run.plan import MAX_SHARDS, new_run_id
-from tasks import current_flow_run, run_shard
-from tasks.publish import name_flow_run, publish_run_summary
+from assay.tasks import current_flow_run, run_shard
+from assay.tasks.publish import name_flow_run, publish_run_summary
 
 
 def prefect_host() -> Host:

@@ -10,8 +10,8 @@ from prefect.states import Failed
 
 from assay.analysis.compare import CompareOptions
 from assay.orchestrate.compare import compare_and_store
-from tasks import current_flow_run
-from tasks.publish import log_line, name_flow_run, publish_comparison
+from assay.tasks import current_flow_run
+from assay.tasks.publish import log_line, name_flow_run, publish_comparison
 
 
 @flow(name="assay-compare", log_prints=False)

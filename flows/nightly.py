@@ -10,11 +10,11 @@ from prefect.states import Failed
 
 from assay.analysis.compare import CompareOptions
 from assay.analysis.nightly import NIGHTLY_TAG, last_successful_nightly, mark_passed, prune_nightly
+from assay.flows.compare import compare_runs
+from assay.flows.run import run_eval
 from assay.outcomes import RunStatus
 from assay.store import Store
-from flows.compare import compare_runs
-from flows.run import run_eval
-from tasks import current_flow_run, flow_result
+from assay.tasks import current_flow_run, flow_result
 
 
 @flow(name="assay-nightly", log_prints=False)

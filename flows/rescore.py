@@ -11,8 +11,8 @@ from typing import Any
 from prefect import flow
 from prefect.client.schemas.objects import State
 
+from assay.flows._host import ending_cleanly, prefect_host
 from assay.orchestrate.rescore import drive_rescore
-from flows._host import ending_cleanly, prefect_host
 
 
 @flow(name="assay-rescore", log_prints=False)

@@ -16,10 +16,10 @@ from prefect.client.schemas.objects import State
 from prefect.states import Failed
 
 from assay.analysis.summary import failure_message
+from assay.flows._host import ending_cleanly, prefect_host
 from assay.orchestrate.run import drive_run
 from assay.spec import spec_title
-from flows._host import ending_cleanly, prefect_host
-from tasks import current_flow_run
+from assay.tasks import current_flow_run
 
 
 @flow(name="assay-run", log_prints=False)
@@ -68,7 +68,7 @@ async def run_eval(
             title=title,
         )
     else:
-        from flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
+        from assay.flows._dask import dask_task_runner  # prefect-dask: imported only for a cluster
 
         async with dask_task_runner(dask) as execute:
             ended = await ending_cleanly(

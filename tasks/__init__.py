@@ -15,7 +15,7 @@ from typing import Any
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.context import FlowRunContext
 
-from tasks.shards import run_shard
+from assay.tasks.shards import run_shard
 
 __all__ = ["current_flow_run", "flow_result", "orchestrated", "run_shard"]
 

@@ -15,7 +15,7 @@ from assay import numbers
 from assay.analysis.lines import comparison_markdown
 from assay.analysis.monitor import compare_line
 from assay.outcomes import RowKind
-from tasks import current_flow_run
+from assay.tasks import current_flow_run
 
 
 def name_flow_run(name: str) -> None:

@@ -101,7 +101,7 @@ def lab() -> Iterator[Lab]:
 
 
 def _run(spec: Path, store: Path) -> tuple[str, Store, float]:
-    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
 
     started = time.monotonic()
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))

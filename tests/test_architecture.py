@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.layout import sources
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("assay", "evaluators", "flows", "tasks")
 
 # Rooms from the bottom up: a module may import its own room and rooms of lower layers only.
 LAYERS: list[set[str]] = [
@@ -18,27 +19,20 @@ LAYERS: list[set[str]] = [
     {"assay", "assay._schema"},
     {"assay.store", "assay.sandbox", "assay.testing"},
     {"assay.calls"},
-    {"evaluators"},
+    {"assay.evaluators"},
     {"assay.spec"},
     {"assay.targets"},
     {"assay.run"},
     {"assay.analysis"},
     {"assay.report"},
-    {"assay.orchestrate", "tasks"},
-    {"flows"},
+    {"assay.orchestrate", "assay.tasks"},
+    {"assay.flows"},
     {"assay.cli"},
 ]
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
+    return sources()
 
 
 def _imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int]]:

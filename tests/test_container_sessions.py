@@ -101,7 +101,7 @@ def _spec(tmp_path: Path, image: str, policy: str, attempts: int = 1) -> Path:
 
 
 def _run(spec: Path, store: Path) -> tuple[str, Store]:
-    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
 
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))
     return summary["run_id"], Store(store)

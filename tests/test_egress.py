@@ -498,7 +498,7 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         scorers=[{"kind": "includes", "value": "status 403 via http://egress-proxy:3128"}],
         fail_on_item_error_rate=1,
     )
-    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
 
     summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
     run_id = summary["run_id"]

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from tests.conftest import REPO, openai_spec
+from tests.helpers.shadowing import N_ITEMS, shadowing_spec
 
 pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
@@ -199,3 +201,14 @@ def test_polars_loads_for_the_closing_once_only_the_last_items_in_flight_are_lef
     spec = openai_spec(tmp_path, mock.base_url, n=30)  # 4 at a time
     report = _probe_run(tmp_path, _WARM_UP_PROBE, "run", str(spec), "--store", str(tmp_path / "s"), "--quiet")
     assert report == {"code": 0, "warmed": [[26, "polars"]], "finished": 30}
+
+
+def test_a_users_tasks_flows_and_evaluators_modules_beside_the_spec_shadow_nothing(tmp_path):
+    """The user's `tasks:solve` and `evaluators:graded` are theirs, and Assay's own flows, tasks and
+    evaluators (installed under `assay.`) stay Assay's — embedded, in a fresh interpreter."""
+    spec = shadowing_spec(tmp_path)
+    store = tmp_path / "store"
+    ran = _probe("run", str(spec), "--store", str(store), "--json", cwd=tmp_path)
+    assert ran["code"] == 0
+    scores = pl.read_parquet(store / "scores" / "**" / "*.parquet").filter(pl.col("kind") == "score")
+    assert scores["score"].to_list() == [1.0] * N_ITEMS

@@ -229,10 +229,10 @@ def test_the_report_writes_tiny_costs_in_plain_decimals(tmp_path, mock, capsys):
 
 
 def test_the_readme_documents_every_field_of_the_scorers_that_take_fields():
-    from evaluators.code_exec import CodeExec
-    from evaluators.llm_judge import LlmJudge
-    from evaluators.remote import Remote
-    from evaluators.user import UserCode
+    from assay.evaluators.code_exec import CodeExec
+    from assay.evaluators.llm_judge import LlmJudge
+    from assay.evaluators.remote import Remote
+    from assay.evaluators.user import UserCode
 
     readme = (REPO / "README.md").read_text()
     common = {"kind", "name", "applies", "gold_check"}

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ValidationError
 
 from assay.cli import main
 from assay.errors import SpecError
+from assay.evaluators import LlmJudge, Sample, ScorerSpec, evaluate
 from assay.spec import parse_spec
 from assay.store import Store
-from evaluators import LlmJudge, Sample, ScorerSpec, evaluate
 from tests.conftest import write_jsonl, write_spec
 
 PRICES = {"mock-judge": {"input": 1.0, "output": 2.0}}

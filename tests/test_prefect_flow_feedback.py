@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from assay import numbers
 from assay.analysis.lines import failures_line
 from assay.store import Store
 from tests.conftest import REPO, mock_target, openai_spec, write_jsonl, write_spec
+from tests.helpers.shadowing import N_ITEMS, shadowing_spec
 from tests.prefect_server import PrefectAPI, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
@@ -118,9 +120,21 @@ def test_a_flow_run_logs_its_run_store_progress_summary_and_failures(api: Prefec
     assert "item error rate 25.0% is above the gate's 5.0% (fail_on_item_error_rate)" in (state.message or "")
 
 
+def test_a_users_tasks_flows_and_evaluators_beside_the_spec_under_prefect(api: PrefectAPI, tmp_path: Path) -> None:
+    """Under Prefect the flow imports Assay's flows and tasks before the spec's folder goes on
+    `sys.path`: the user's `tasks:solve` and `evaluators:graded` must still be the user's."""
+    spec = shadowing_spec(tmp_path)
+    store = tmp_path / "store"
+    done = _assay(api, "run", str(spec), "--store", str(store), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Store(store).read_run(json.loads(done.stdout)["run_id"])["prefect_flow_run_id"]
+    scores = pl.read_parquet(store / "scores" / "**" / "*.parquet").filter(pl.col("kind") == "score")
+    assert scores["score"].to_list() == [1.0] * N_ITEMS
+
+
 _RUN_FLOW = """
 import asyncio, sys
-from flows.run import run_eval
+from assay.flows.run import run_eval
 state = asyncio.run(run_eval(spec=sys.argv[1], store=sys.argv[2], return_state=True))
 print(state.state_details.flow_run_id)
 """

@@ -37,7 +37,7 @@ FIELDS = ("id", "input", "expected", "output", "error", "explanation", "scorer e
 HOSTILE = {field: hostile(field) for field in FIELDS}
 
 SOLVERS = (
-    "from evaluators._base import Score\n\n"
+    "from assay.evaluators._base import Score\n\n"
     f"HOSTILE = {HOSTILE!r}\n"
     """
 def base(x, item_id):

@@ -11,6 +11,7 @@ import pytest
 from assay import _schema
 from assay.calls.accounting import Accounting, Usage
 from assay.errors import StoreError, TargetFailure
+from assay.evaluators import ScoreRecord
 from assay.outcomes import FailureKind, ItemOutcome, ScorerOutcome
 from assay.run.rows import (
     ITEMS,
@@ -28,7 +29,6 @@ from assay.run.rows import (
 )
 from assay.spec.dataset import Item
 from assay.targets import TargetResult
-from evaluators import ScoreRecord
 
 ITEM = Item(item_id="i1", item_index=0, input="What is 2 + 2?", expected="4", annotations={"topic": "sums"})
 NOW = datetime.now(UTC)

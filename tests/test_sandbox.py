@@ -69,7 +69,7 @@ def _eval(
 
 
 def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
-    from flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
 
     summary = asyncio.run(run_eval.fn(str(spec), str(store)))
     run_id = summary["run_id"]

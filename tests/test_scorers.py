@@ -10,8 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from assay.outcomes import ScorerOutcome
-from evaluators import (
+from assay.evaluators import (
     SCORER_KINDS,
     ExactMatch,
     Includes,
@@ -27,7 +26,8 @@ from evaluators import (
     UserCode,
     evaluate,
 )
-from evaluators._imports import import_callable
+from assay.evaluators._imports import import_callable
+from assay.outcomes import ScorerOutcome
 
 HELPERS = "tests.helpers.user_scorers"
 

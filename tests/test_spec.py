@@ -15,8 +15,8 @@ import pytest
 
 from assay.cli import main
 from assay.errors import InputError, SpecError
+from assay.evaluators import SCORER_KINDS
 from assay.spec import EvalSpec, OpenAITarget, PythonTarget, load_spec, parse_spec
-from evaluators import SCORER_KINDS
 from tests.conftest import REPO, write_jsonl, write_spec
 
 DOCUMENTED = """\

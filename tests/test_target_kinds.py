@@ -15,9 +15,9 @@ import pytest
 
 from assay.spec import TARGET_KINDS, TargetSpec, parse_spec
 from assay.targets import KINDS, TargetKind, kind_of, makes_containers
+from tests.helpers.layout import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("assay", "evaluators", "flows", "tasks")
 SPEC_MODELS = {cls.__name__ for cls in get_args(get_args(TargetSpec)[0])}
 PROTOCOLS = {"Target", "SandboxedTarget", "SessionTarget"}
 
@@ -87,8 +87,7 @@ def test_no_product_code_asks_which_kind_a_target_is() -> None:
     } <= classes
     found = [
         f"{path.relative_to(ROOT)}:{line} {what}"
-        for package in PRODUCT
-        for path in sorted((ROOT / package).rglob("*.py"))
+        for path in sources().values()
         for line, what in kind_checks(path.read_text(encoding="utf-8"), classes)
     ]
     assert found == [], "ask kind_of(spec.target) instead"
@@ -153,7 +152,7 @@ from pathlib import Path
 from assay.run.identity import identity_of
 from assay.spec import parse_spec
 from assay.spec.dataset import Item
-import flows.run
+import assay.flows.run
 
 spec = parse_spec(
     {"name": "k", "dataset": {"path": "d.jsonl"}, "scorers": [{"kind": "exact_match"}],

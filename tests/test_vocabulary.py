@@ -30,8 +30,7 @@ from assay.calls.request_codec import RequestRecord
 from assay.errors import StoreError
 from assay.store import Store
 from tests.conftest import REPO
-
-PACKAGES = ("assay", "evaluators", "flows", "tasks")
+from tests.helpers.layout import sources
 
 
 def _update_schema() -> types.ModuleType:
@@ -40,15 +39,6 @@ def _update_schema() -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _sources() -> list[Path]:
-    return sorted(path for package in PACKAGES for path in (REPO / package).rglob("*.py"))
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 # -- words --------------------------------------------------------------------------------------
@@ -228,8 +218,7 @@ PRIVATE_EXCEPTIONS = {
 @pytest.mark.slow
 def test_every_exception_is_defined_in_errors_or_listed_as_private() -> None:
     found = set()
-    for path in _sources():
-        name = _module_name(path)
+    for name, path in sources().items():
         if name == "assay.errors" or not any(
             isinstance(node, ast.ClassDef) for node in ast.walk(ast.parse(path.read_text()))
         ):
@@ -265,7 +254,7 @@ def test_files_are_renamed_or_linked_into_place_only_by_assay_files_and_the_stor
         "assay/store/_location.py",
     }
     found = []
-    for path in _sources():
+    for path in sources().values():
         relative = path.relative_to(REPO).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
             if (

@@ -35,10 +35,10 @@ from assay.analysis.stats import (
     verdict,
 )
 from assay.errors import InputError
+from assay.evaluators import SCORER_CLASSES
 from assay.outcomes import Adjustment, Gate, IntervalMethod, ScorerOutcome, Verdict
 from assay.run.plan import new_run_id
 from assay.store import Store
-from evaluators import SCORER_CLASSES
 
 # Model-graded scorers are noisy judges: a difference under 5 points is not worth a verdict.
 DEFAULT_THRESHOLD_MODEL_GRADED = 0.05

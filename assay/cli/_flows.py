@@ -115,7 +115,7 @@ def _flow_run_result(state: Any) -> Any:
 def _run_flow(orchestrated: bool) -> Any:
     """`assay-run` under Prefect, else the plain driver it wraps (no Prefect imported)."""
     if orchestrated:
-        from flows.run import run_eval
+        from assay.flows.run import run_eval
 
         return run_eval
     from assay.orchestrate.run import drive_run
@@ -126,7 +126,7 @@ def _run_flow(orchestrated: bool) -> Any:
 def _rescore_flow(orchestrated: bool) -> Any:
     """`assay-rescore` under Prefect, else the plain driver it wraps (no Prefect imported)."""
     if orchestrated:
-        from flows.rescore import rescore_run
+        from assay.flows.rescore import rescore_run
 
         return rescore_run
     from assay.orchestrate.rescore import drive_rescore
@@ -252,7 +252,7 @@ def compare(args: argparse.Namespace) -> int:
     if _orchestrated(args):
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
-        from flows.compare import compare_runs
+        from assay.flows.compare import compare_runs
 
         comparison = _flow_run_result(compare_runs(**params, return_state=True))
     else:
@@ -265,8 +265,8 @@ def compare(args: argparse.Namespace) -> int:
 
 def nightly(args: argparse.Namespace) -> int:
     """`assay nightly SPEC...`: run, compare with the last good night, prune; exit 1 on a failed gate."""
+    from assay.flows.nightly import nightly as nightly_flow
     from assay.run.checks import validate
-    from flows.nightly import nightly as nightly_flow
 
     if args.retention < 1:
         raise InputError(f"--retention {args.retention}: keep at least 1 run")

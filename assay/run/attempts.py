@@ -25,6 +25,7 @@ from typing import Any
 
 from assay.calls.accounting import Accounting
 from assay.calls.capture import Scope
+from assay.evaluators._imports import import_callable
 from assay.outcomes import TOKEN_COLUMNS, TOKEN_KINDS, ItemOutcome, ScorerOutcome, token_column
 from assay.run.admit import Called, Gate, Opening
 from assay.run.rows import (
@@ -43,7 +44,6 @@ from assay.run.scoring import Scored, Scoring
 from assay.run.sessions import Policy, Session, drive
 from assay.spec.dataset import Item
 from assay.targets import SessionTarget, TargetResult, kind_of
-from evaluators._imports import import_callable
 
 
 def attempt_passes(score_rows: list[ScoreRow]) -> bool:

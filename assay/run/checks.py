@@ -14,10 +14,10 @@ from typing import Any
 from assay.calls.accounting import PriceTable
 from assay.calls.keys import key_problems
 from assay.errors import DatasetError, SpecError
+from assay.evaluators._imports import resolve_callable
 from assay.spec import EvalSpec, load_spec
 from assay.spec.dataset import Item, load_items
 from assay.targets import kind_of
-from evaluators._imports import resolve_callable
 
 
 def _check_items(spec: EvalSpec, items: list[Item], spec_path: Path) -> None:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from assay.calls.accounting import Accounting
+from assay.evaluators._base import RunContext, run_context
 from assay.run import progress
 from assay.run.admit import Gate
 from assay.run.attempts import SessionItems
@@ -56,7 +57,6 @@ from assay.run.rows import (
 from assay.run.scoring import Scoring
 from assay.spec.dataset import Item
 from assay.targets import Target, kind_of
-from evaluators._base import RunContext, run_context
 
 _BATCH_ROWS = 500
 _BATCH_SECONDS = 2.0

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from assay.calls.accounting import Ledger
 from assay.errors import InputError
+from assay.evaluators import Sample, evaluate
 from assay.outcomes import ScorerOutcome, SpendKind
 from assay.run.plan import RunPlan
-from evaluators import Sample, evaluate
 
 
 async def gold_check_failures(plan: RunPlan) -> list[str]:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.evaluators import Scorer
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item, canonical_json, dataset_hash
 from assay.targets import kind_of
-from evaluators import Scorer
 
 
 def _hash(value: Any) -> str:

@@ -34,6 +34,7 @@ from assay._lazy import lazy_module
 from assay.calls.accounting import Accounting
 from assay.calls.capture import carry_forward
 from assay.errors import InputError, SpecError, describe
+from assay.evaluators import ScorerSpec
 from assay.outcomes import (
     TOKEN_COLUMNS,
     CaptureStatus,
@@ -53,7 +54,6 @@ from assay.run.scoring import Scoring
 from assay.spec import EvalSpec, describe_errors
 from assay.spec.dataset import Item
 from assay.store import Store
-from evaluators import ScorerSpec
 
 if TYPE_CHECKING:
     import polars as pl

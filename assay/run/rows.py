@@ -25,10 +25,10 @@ from assay import _schema
 from assay.calls.accounting import Accounting, Usage, token_columns
 from assay.calls.capture import Scope
 from assay.errors import StoreError, TargetFailure
+from assay.evaluators import ScoreRecord
 from assay.outcomes import Completeness, Gauge, ItemOutcome, RowKind, ScorerOutcome, token_column
 from assay.spec.dataset import Item
 from assay.targets import TargetResult
-from evaluators import ScoreRecord
 
 
 class ItemRow(TypedDict, total=False):

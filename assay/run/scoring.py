@@ -16,11 +16,11 @@ from typing import Any, NamedTuple
 
 from assay.calls.accounting import Accounting, Ledger
 from assay.calls.capture import Scope
+from assay.evaluators import Sample, Scorer, ScoreRecord, evaluate
 from assay.outcomes import BudgetClosedBy, ScorerOutcome, SpendKind
 from assay.run.plan import RunPlan
 from assay.run.rows import BUDGET_REACHED, NO_SPEND, ScoreRow, score_row
 from assay.spec.dataset import Item
-from evaluators import Sample, Scorer, ScoreRecord, evaluate
 
 
 @dataclass(frozen=True, slots=True)

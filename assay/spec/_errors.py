@@ -8,9 +8,9 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from assay.evaluators import SCORER_KINDS, ScorerSpec
 from assay.spec.models import DatasetSpec, EvalSpec
 from assay.spec.targets import TARGET_KINDS, TargetSpec
-from evaluators import SCORER_KINDS, ScorerSpec
 
 # What a `pattern=` constraint means, for people (the regex itself is no help).
 _PATTERN_HINTS = {

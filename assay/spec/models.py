@@ -10,10 +10,10 @@ from pydantic import Field, field_validator, model_validator
 from assay.calls.accounting import Price, parse_budget
 from assay.calls.capture import CaptureSettings
 from assay.errors import SpecError
+from assay.evaluators import ScorerSpec
 from assay.outcomes import GAUGE_PREFIX
 from assay.spec._base import StrictModel
 from assay.spec.targets import TargetSpec
-from evaluators import ScorerSpec
 
 
 class DatasetSpec(StrictModel):

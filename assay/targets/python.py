@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import TargetFailure
+from assay.evaluators._imports import import_callable, resolve_callable
 from assay.outcomes import FailureKind
 from assay.spec import PythonTarget
 from assay.spec.dataset import Item
 from assay.targets._base import SessionState, TargetResult
 from assay.targets._kind import TargetContext, TargetKind
-from evaluators._imports import import_callable, resolve_callable
 
 # Optional keyword arguments a target function may declare to receive more than the input.
 _OPTIONAL_ARGS = ("fields", "annotations", "item_id", "trial", "seed", "history", "session_id")

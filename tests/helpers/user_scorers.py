@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from evaluators import Sample, Score
+from assay.evaluators import Sample, Score
 
 NOT_CALLABLE = 3
 
