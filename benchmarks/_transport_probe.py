@@ -80,8 +80,9 @@ async def httpx_native(base_url: str, n: int, concurrency: int) -> float:
 async def assay_chat_client(base_url: str, n: int, concurrency: int) -> float:
     """Variant (d): Assay's chat client, `concurrency` workers each calling `complete`."""
     from assay.calls.chat import ChatClient
+    from assay.calls.endpoint import Endpoint
 
-    client = ChatClient(base_url, api_key_env=None, timeout=60, max_retries=2, concurrency=concurrency)
+    client = ChatClient(Endpoint(base_url=base_url, timeout=60, max_retries=2), concurrency=concurrency)
     body = json.loads(chat_body())
     remaining = n
 

@@ -32,28 +32,23 @@ answer to grade and asks afresh. The gold check (one call, before the run) is ma
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import string
-import weakref
-from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay._templates import FieldValue, template_problem
-from assay.calls.batch import Batcher, custom_id
-from assay.calls.batch_mode import BatchOption, batched_call, open_batcher
-from assay.calls.chat import ChatClient
-from assay.calls.http import ENDPOINT_SETTINGS, HttpURL, ResponseHeaders
-from assay.calls.keys import key_problems
+from assay.calls.batch import custom_id
+from assay.calls.batch_mode import BatchOption, batched_call
+from assay.calls.endpoint import ENDPOINT_SETTINGS, ModelEndpoint
 from assay.calls.pinning import model_pin_problem
-from assay.calls.rate import controller_for
 from assay.calls.response_cache import check_cache
 from assay.calls.wire import APIS, ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from assay.evaluators._base import Sample, Score, Scorer, run_context
+from assay.evaluators._judge_clients import LiveClients
 from assay.evaluators._judge_reply import RAW_KEPT, read_verdict, reply_text
 
 SCALE_UNIT = "0-1"
@@ -96,58 +91,17 @@ Score the model's answer on {scale}.
 Reply with a JSON object and nothing else: {{"score": <number>, "explanation": "<one or two sentences>"}}"""
 
 
-class _Clients:
-    """One `ChatClient` per event loop (a client's connections belong to the loop that opened
-    them), and in batch mode one `Batcher` per run on it. Copies and pickles start empty, and it
-    never makes two scorer specs unequal."""
-
-    def __init__(self) -> None:
-        self.by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[ChatClient, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Batcher]] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def __copy__(self) -> _Clients:
-        return self  # a shallow copy of the spec (a matrix cell) may share them
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Clients:
-        return _Clients()
-
-    def __reduce__(self) -> tuple[type[_Clients], tuple[()]]:
-        return _Clients, ()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Clients)
-
-    __hash__ = object.__hash__
-
-
-async def _closed_with_the_loop(
-    client: ChatClient, batchers: dict[str, Batcher], forget: Callable[[], object]
-) -> AsyncIterator[None]:
-    # Started once and left suspended: the loop tracks it, and `asyncio.run` (like any loop
-    # calling `shutdown_asyncgens`) closes it before closing itself, running this `finally` while
-    # the loop can still close the client's connections cleanly. `forget` drops the client from
-    # its table, which would otherwise keep the closed loop alive (this generator refers to it).
-    try:
-        yield
-    finally:
-        forget()
-        for batcher in batchers.values():  # a batch in flight stays recorded, to re-attach to
-            await batcher.aclose()
-        await client.aclose()
-
-
 def _field_names(template: str) -> list[str]:
     """The fields `template` names, e.g. `["input", "output[answer]"]`. Raises ValueError when it
     does not parse."""
     return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
 
-class LlmJudge(Scorer):
-    """A model grades the output against a rubric; its score is mapped to [0, 1].
+class LlmJudge(ModelEndpoint, Scorer):
+    """A model grades the output against a rubric; its score is mapped to [0, 1]. This is the
+    judge's spec; the clients it calls its model through are live, opened per event loop from it
+    (`evaluators/_judge_clients.py`). Its endpoint fields (`base_url`, the key, `timeout`,
+    `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s, as a chat target's.
 
     Args:
         base_url: the endpoint, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
@@ -155,9 +109,6 @@ class LlmJudge(Scorer):
             Messages API, key sent as `x-api-key`).
         model: the judge's exact model version (a moving alias makes scores unrepeatable; with
             `provider: anthropic` one is refused before the run starts).
-        api_key_env: the environment variable holding the API key; the key is never stored.
-        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
-            (for deployment runs: docs/prefect.md); never stored either.
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
             (the scale in words), the item's annotations and the dataset row's fields (those four
             names win over an annotation of the same name). The default asks for correctness,
@@ -169,11 +120,8 @@ class LlmJudge(Scorer):
         temperature: sampling temperature (default 0); null leaves it to the provider.
         max_tokens: the judge's reply limit (default 512); null leaves it to the provider (not
             with `provider: anthropic`, whose API requires one).
-        timeout: seconds for one HTTP attempt.
-        max_retries: retries after the first attempt on 429 / 5xx / timeouts / connection errors
-            (a rate limit's refusals are waited out beyond it).
-        response_headers: header names to read a reply's request id and rate-limit hints from,
-            before the documented ones (as for an `openai` target; docs/rate-control.md).
+        rate_limits: `{rpm, tpm}`, as for a target: paces the judge's calls to its endpoint and
+            model (the target's own window when both call one model there).
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
         gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
@@ -193,27 +141,21 @@ class LlmJudge(Scorer):
     }
 
     kind: Literal["llm_judge"] = "llm_judge"
-    base_url: HttpURL
     provider: Literal["openai", "anthropic"] = "openai"
     model: str = Field(min_length=1)
-    api_key_env: str | None = Field(default=None, min_length=1)
-    api_key_secret: str | None = Field(default=None, min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)
     system: str | None = None
     scale: Literal["0-1"] | int = SCALE_UNIT
     temperature: float | None = Field(default=0.0, ge=0, le=2, strict=True)
     max_tokens: int | None = Field(default=512, ge=1, strict=True)
     cache: bool | Literal["always"] = False
-    timeout: float = Field(default=60.0, gt=0, strict=True)
-    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
-    response_headers: ResponseHeaders | None = None
     concurrency: int = Field(default=16, ge=1, le=10_000, strict=True)
     # On by default, as agent-bench's `verifyJudge`: a judge that cannot recognise the gold answer
     # makes every score meaningless, and finding out costs one call.
     gold_check: bool = True
     batch: BatchOption = None
 
-    _clients: _Clients = PrivateAttr(default_factory=_Clients)
+    _clients: LiveClients = PrivateAttr(default_factory=LiveClients)
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> LlmJudge:
@@ -343,63 +285,19 @@ class LlmJudge(Scorer):
 
     # -- scoring -----------------------------------------------------------------------------------
 
-    async def _client(self) -> ChatClient:
-        loop = asyncio.get_running_loop()
-        held = self._clients.by_loop.get(loop)
-        if held is not None:
-            return held[0]
-        if problems := key_problems(self, "llm_judge"):
-            raise ValueError(problems[0])
-        client = ChatClient(
-            self.base_url,
-            api_key_env=self.api_key_env,
-            api_key_secret=self.api_key_secret,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            concurrency=self.concurrency,
-            cache=bool(self.cache),
-            api=self._api,
-            # The judge's account may be the target's: its calls share that endpoint's window.
-            gate=controller_for(str(self.base_url), self.model, self.concurrency, opens_run=False),
-            headers=self.response_headers,
-        )
-        by_loop, batchers = self._clients.by_loop, self._clients.batchers
-        batchers[loop] = {}
-
-        def forget() -> None:
-            by_loop.pop(loop, None)
-            batchers.pop(loop, None)
-
-        closer = _closed_with_the_loop(client, batchers[loop], forget)
-        by_loop[loop] = (client, closer)
-        await anext(closer)  # never suspends: registers the closer with the loop
-        return client
-
     async def aclose(self) -> None:
         """Close the judge's connections on the running loop (they are otherwise closed when the
         loop shuts down, by `asyncio.run`)."""
-        held = self._clients.by_loop.pop(asyncio.get_running_loop(), None)
-        if held is not None:
-            await held[1].aclose()
-
-    async def _batcher(self) -> Batcher:
-        """The run's batcher on the running loop, re-attached to the run's recorded judge batches."""
-        await self._client()  # the loop's table, and what closes it with the loop
-        context = run_context.get()
-        by_run = self._clients.batchers[asyncio.get_running_loop()]
-        batcher = by_run.get(context.run_id)
-        if batcher is None:
-            batcher = by_run[context.run_id] = open_batcher(
-                self, self._api, store=context.store, run_id=context.run_id or None, scorer=self.name
-            )
-        return batcher
+        await self._clients.aclose()
 
     async def _ask(self, sample: Sample) -> tuple[Any, str | None]:
         """The judge's reply to the sample (its content, and the model that answered): through a
         batch in batch mode — not the gold check's, which is one call before the run — else online."""
         body = self.request_body(sample)
+        clients = await self._clients.opened(self, self._api)
         if self.batch is not None and sample.item_id is not None:
-            batcher = await self._batcher()
+            context = run_context.get()
+            batcher = clients.batcher(context.store, context.run_id)
             digest = json.dumps(body, sort_keys=True, ensure_ascii=False)
             cid = custom_id(self.name, sample.item_id, sample.trial, digest)
             assert self.max_tokens is not None  # checked with the spec
@@ -407,7 +305,7 @@ class LlmJudge(Scorer):
                 batcher, cid, body, api=self._api, model=self.model, max_tokens=self.max_tokens
             )
             return self._api.content(message), message.get("model")
-        reply = await (await self._client()).complete(body)
+        reply = await clients.chat.complete(body)
         return reply.content, reply.model
 
     async def score(self, sample: Sample) -> Score:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.endpoint import Endpoint
 from assay.calls.http import RETRY_STATUSES, is_timeout, retry_after
 from assay.errors import HarnessError, TargetFailure
 from assay.spec import HttpAgentTarget
@@ -29,10 +30,7 @@ BODY = {"model": "mock-1", "messages": [{"role": "user", "content": "What is 1 +
 def chat(base_url: str, *, timeout: float = 10.0, max_retries: int = 2, hook: Any = None) -> ChatReply:
     async def go() -> ChatReply:
         client = ChatClient(
-            base_url,
-            api_key_env=None,
-            timeout=timeout,
-            max_retries=max_retries,
+            Endpoint(base_url=base_url, timeout=timeout, max_retries=max_retries),
             concurrency=2,
             on_response=hook,
         )

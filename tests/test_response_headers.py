@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from assay.calls.aimd import RateController
 from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.endpoint import Endpoint
 from assay.calls.http import HEADERS, ResponseHeaders
 from assay.cli import main
 from assay.errors import TargetFailure
@@ -36,7 +37,7 @@ LITELLM_429 = {
 def chat(base_url: str, *, gate: RateController | None = None, **client: Any) -> ChatReply:
     async def go() -> ChatReply:
         chat_client = ChatClient(
-            base_url, api_key_env=None, timeout=10, max_retries=0, concurrency=2, gate=gate, **client
+            Endpoint(base_url=base_url, timeout=10, max_retries=0, **client), concurrency=2, gate=gate
         )
         try:
             return await chat_client.complete(BODY)

@@ -2,6 +2,8 @@
 
 One concern a module:
 
+    endpoint        `Endpoint`: the spec model of every HTTP endpoint a spec names (`base_url`,
+                    key, timeout, retries, header names; `rate_limits` for a `ModelEndpoint`)
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
     wire            each provider's chat API on the wire: bodies, usage, streams assembled
@@ -43,12 +45,13 @@ from assay.calls.capture import (
     stored_records,
 )
 from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.endpoint import ENDPOINT_SETTINGS, BaseURL, Endpoint, ModelEndpoint, RateLimits
 from assay.calls.finish import Finish, not_an_answer
 from assay.calls.http import (
     RETRY_STATUSES,
     AttemptFailed,
-    Endpoint,
     HttpURL,
+    Peer,
     ResponseHeaders,
     ResponseHook,
     RetryPolicy,
@@ -60,9 +63,11 @@ from assay.calls.request_codec import RequestRecord, read_jsonl, validate_jsonl,
 from assay.calls.response_cache import ResponseCache, check_cache
 
 __all__ = [
+    "ENDPOINT_SETTINGS",
     "RETRY_STATUSES",
     "Accounting",
     "AttemptFailed",
+    "BaseURL",
     "Budget",
     "BudgetColumns",
     "CaptureManifest",
@@ -73,9 +78,12 @@ __all__ = [
     "Finish",
     "HttpURL",
     "Ledger",
+    "ModelEndpoint",
     "Operation",
+    "Peer",
     "Price",
     "PriceTable",
+    "RateLimits",
     "Recorder",
     "Redactor",
     "RequestRecord",

@@ -3,7 +3,7 @@
 Every HTTP attempt to the endpoint takes a slot of its controller (`ChatClient(gate=…)`): a retry
 waits for a slot like a first attempt, so retries after a 429 are paced too. The run's items stay
 within its own `concurrency` as before. Every attempt's status and headers come back through
-`Endpoint.on_response` (`assay.calls.http`). The controller keeps a window — how many calls may be
+`Peer.on_response` (`assay.calls.http`). The controller keeps a window — how many calls may be
 in flight — and moves it as TCP moves its congestion window:
 
 - **slow start**: the window starts small (`START_WINDOW`) and grows by one per success (doubling

@@ -38,7 +38,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHeaders, RetryPolicy, response_headers
+from assay.calls.endpoint import Endpoint
+from assay.calls.http import AttemptFailed, Peer, RetryPolicy, response_headers
 from assay.calls.transport import Client, RequestError, multipart, open_client, reason, standard_error
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind
@@ -268,39 +269,36 @@ class Batcher:
 
     Args:
         api: the provider's batch API.
-        base_url: e.g. `https://api.anthropic.com/v1`.
+        endpoint: where it calls (`base_url`, e.g. `https://api.anthropic.com/v1`), the seconds
+            one HTTP request may take (`timeout`), its `max_retries` and `response_headers`.
         headers: the request headers (key and version), never recorded.
         settings: batch sizes and timing.
         ledger: where batches are recorded, and found again on resume.
-        timeout: seconds one HTTP request may take.
-        max_retries: retries of one HTTP request on a retryable failure.
-        names: the header names the spec's `response_headers` adds (`assay.calls.http`).
         label: what its batches are for, as progress names them (`target`, `judge <name>`).
     """
 
     def __init__(
         self,
         api: BatchAPI,
-        base_url: str,
+        endpoint: Endpoint,
         *,
         headers: dict[str, str],
         settings: BatchSettings,
         ledger: BatchLedger,
-        timeout: float,
-        max_retries: int,
-        names: ResponseHeaders | None = None,
         label: str = "target",
     ) -> None:
         self._api = api
-        self._base = base_url.rstrip("/")
+        self._base = endpoint.base_url
         self._headers = headers
         self._settings = settings
         self._ledger = ledger
-        self._endpoint = Endpoint(
-            f"{api.name}:{urlsplit(base_url).netloc}", timeout, headers=response_headers(names)
+        self._peer = Peer(
+            f"{api.name}:{endpoint.host}",
+            endpoint.attempt_timeout,
+            headers=response_headers(endpoint.response_headers),
         )
-        self._policy = RetryPolicy(max_retries)
-        self._timeout = timeout
+        self._policy = RetryPolicy(endpoint.max_retries)
+        self._timeout = endpoint.attempt_timeout
         self._client: Client | None = None
         self._waiting: list[_Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -363,7 +361,7 @@ class Batcher:
     @property
     def provider(self) -> str:
         """`anthropic:<host>`, as failures name it."""
-        return self._endpoint.provider
+        return self._peer.provider
 
     @property
     def pending(self) -> int:
@@ -405,7 +403,7 @@ class Batcher:
         batch_id = await self._api.submit(self._request, self._base, [(w.custom_id, w.body) for w in batch])
         entry = BatchEntry(
             batch_id=batch_id,
-            provider=self._endpoint.provider,
+            provider=self._peer.provider,
             custom_ids=[w.custom_id for w in batch],
             state=BatchState.IN_PROGRESS,
             submitted_at=datetime.now(UTC),
@@ -467,18 +465,18 @@ class Batcher:
                 status, headers, raw = response.status, response.headers, bytes(await response.bytes())
             except RequestError as exc:
                 # A lost submission could have been accepted: resending it could bill it twice.
-                raise self._endpoint.transport_failed(
+                raise self._peer.transport_failed(
                     standard_error(exc), what=what, again=method == "GET"
                 ) from None
             if status >= 400:
-                raise self._endpoint.status_failed(status, headers, raw, what=what, reason=reason(status))
+                raise self._peer.status_failed(status, headers, raw, what=what, reason=reason(status))
             if not parse:
                 return raw
             try:
                 return json.loads(raw)
             except ValueError:
                 raise AttemptFailed(
-                    self._endpoint.failure(f"{what}: malformed reply {raw[:200]!r}", FailureKind.PROTOCOL)
+                    self._peer.failure(f"{what}: malformed reply {raw[:200]!r}", FailureKind.PROTOCOL)
                 ) from None
 
         try:

@@ -18,7 +18,6 @@ from pydantic import BeforeValidator
 
 from assay.calls.accounting import Accounting, Usage, current_ledger
 from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings
-from assay.calls.keys import key_of
 from assay.calls.wire import ChatAPI
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BatchState, FailureKind, SpendKind
@@ -110,28 +109,24 @@ def open_batcher(
     run_id: str | None,
     scorer: str | None = None,
 ) -> Batcher:
-    """The batcher of a spec in batch mode (a target's or a judge's: `base_url`, `api_key_env` or `api_key_secret`,
-    `batch`, `timeout`, `max_retries`), its ledger the run's `batches/` (in memory without a store).
+    """The batcher of a spec in batch mode (a target's or a judge's: its endpoint and `batch`), its
+    ledger the run's `batches/` (in memory without a store).
 
     Args:
-        spec: the target or scorer spec.
+        spec: the target or scorer spec (an `Endpoint` with `batch` settings).
         api: the chat API it speaks.
         store: the run's store, or None.
         run_id: the run's id, or None.
         scorer: the judging scorer's name; None for a target.
     """
-    key = key_of(spec)
     return Batcher(
         BATCH_APIS[api.name],
-        spec.base_url,
-        headers=api.headers(key),
+        spec,
+        headers=api.headers(spec.api_key()),
         settings=spec.batch,
         ledger=StoreLedger(store, run_id, scorer)
         if store is not None and run_id is not None
         else _MemoryLedger(),
-        timeout=spec.timeout,
-        max_retries=spec.max_retries,
-        names=spec.response_headers,
         label="target" if scorer is None else f"judge {scorer}",
     )
 

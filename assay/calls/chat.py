@@ -36,24 +36,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import pydantic_core
 
 from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
+from assay.calls.endpoint import Endpoint
 from assay.calls.finish import Finish
 from assay.calls.http import (
     AttemptFailed,
-    Endpoint,
-    ResponseHeaders,
+    Peer,
     ResponseHook,
     RetryPolicy,
     error_message,
     refused,
     response_headers,
 )
-from assay.calls.keys import api_key
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
@@ -93,39 +91,31 @@ class ChatReply:
 
 
 class ChatClient:
-    """`POST {base_url}{api.path}` with retries, measurement and admission.
+    """`POST {base_url}{api.path}` with retries, measurement and admission: the live client of an
+    endpoint spec (a chat target's, a judge's).
 
     Args:
-        base_url: e.g. `http://127.0.0.1:8000/v1`.
+        endpoint: where it calls (`base_url`), with which key, its attempts' `timeout` (to
+            connect, and between bytes of the reply), `max_retries` and `response_headers`.
         api: the provider's chat API (default: OpenAI's chat completions).
         stream: ask for the reply as a stream, and time its first token.
-        api_key_env: the environment variable holding the API key, if any.
-        api_key_secret: the Prefect Secret block holding it instead (`assay.calls.keys`).
-        timeout: seconds for one HTTP attempt (to connect, and between bytes of the reply).
-        max_retries: retries after the first attempt on retryable failures.
         concurrency: the connection pool's width.
         cache: answer from (and fill) the store's response cache.
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
-        headers: the header names the spec's `response_headers` adds (`assay.calls.http`).
     """
 
     def __init__(
         self,
-        base_url: str,
+        endpoint: Endpoint,
         *,
-        api_key_env: str | None,
-        api_key_secret: str | None = None,
-        timeout: float,
-        max_retries: int,
         concurrency: int,
         cache: bool = False,
         on_response: ResponseHook | None = None,
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
-        headers: ResponseHeaders | None = None,
     ) -> None:
         self._cache = cache
         self._gate = gate
@@ -133,19 +123,18 @@ class ChatClient:
             on_response = gate.observe
         self._api = api
         self._stream = stream
-        self._url = base_url.rstrip("/") + api.path
+        self._url = endpoint.base_url + api.path
         self._parsed_url: Any = None  # pyreqwest's `Url`, parsed once (per request it costs ~4 us)
-        self._endpoint = Endpoint(
-            f"{api.name}:{urlsplit(base_url).netloc}",
-            timeout,
+        self._peer = Peer(
+            f"{api.name}:{endpoint.host}",
+            endpoint.attempt_timeout,
             on_response=on_response,
-            headers=response_headers(headers),
+            headers=response_headers(endpoint.response_headers),
         )
-        self._policy = RetryPolicy(max_retries)
+        self._policy = RetryPolicy(endpoint.max_retries)
         # The key is read here and kept only in the request headers: never in a record, a log or argv.
-        key = api_key(api_key_env, api_key_secret)
-        self._headers = {"content-type": "application/json", **api.headers(key)}
-        self._timeout = timeout
+        self._headers = {"content-type": "application/json", **api.headers(endpoint.api_key())}
+        self._timeout = endpoint.attempt_timeout
         self._concurrency = concurrency
         self._client: Client | None = None
 
@@ -157,7 +146,7 @@ class ChatClient:
     @property
     def provider(self) -> str:
         """Who answers, as failures name it: `<api>:<host>`."""
-        return self._endpoint.provider
+        return self._peer.provider
 
     def _open(self) -> Client:
         """The client, opened on first use (by then the run's loop is running)."""
@@ -284,15 +273,15 @@ class ChatClient:
                 self._measure(ledger, lambda ledger: Accounting.of_unsent_call(ledger.kind))
             else:  # the request may have reached the provider and been billed: its cost is unknown
                 self._measure(ledger, lambda ledger: Accounting.of_lost_call(ledger.kind))
-            self._endpoint.observe(None, {})
+            self._peer.observe(None, {})
             if isinstance(error, StreamFailed):
                 failed = AttemptFailed(
-                    self._endpoint.failure(error.message, error.kind, retryable=error.retryable)
+                    self._peer.failure(error.message, error.kind, retryable=error.retryable)
                 )
             else:
-                failed = self._endpoint.transport_failed(error)
+                failed = self._peer.transport_failed(error)
             if headers is not None:  # it failed mid-stream: the reply had begun, with its id
-                failed.failure.request_id = self._endpoint.request_id(headers)
+                failed.failure.request_id = self._peer.request_id(headers)
             if op is not None:
                 op.attempt(
                     number,
@@ -301,7 +290,7 @@ class ChatClient:
                     error=failed.failure.message,
                 )
             raise failed from None
-        self._endpoint.observe(status, headers)
+        self._peer.observe(status, headers)
         if op is not None:
             op.attempt(
                 number,
@@ -316,18 +305,18 @@ class ChatClient:
             self._measure(
                 ledger, lambda ledger: Accounting(operations=1, settled=1, by_kind={ledger.kind.value: 1})
             )
-            raise self._endpoint.status_failed(status, headers, raw, reason=reason(status))
+            raise self._peer.status_failed(status, headers, raw, reason=reason(status))
         try:
             reply = streamed if streamed is not None else pydantic_core.from_json(raw)
             if streamed is None and isinstance(reply, dict) and reply.get("error"):
                 # An error in a success's clothes (a gateway's 200): no reply, and not malformed.
                 raise AttemptFailed(
-                    self._endpoint.failure(
+                    self._peer.failure(
                         f"error reply (HTTP {status}): {error_message(raw)}",
                         FailureKind.HTTP,
                         retryable=True,
                         http_status=status,
-                        request_id=self._endpoint.request_id(headers),
+                        request_id=self._peer.request_id(headers),
                     )
                 )
             self._api.check(reply)
@@ -337,11 +326,11 @@ class ChatClient:
         except (ValueError, KeyError, IndexError, TypeError):
             shown = json.dumps(streamed) if streamed is not None else raw.decode("utf-8", "replace")
             raise AttemptFailed(
-                self._endpoint.failure(
+                self._peer.failure(
                     f"malformed reply: {shown[:200]!r}",
                     FailureKind.PROTOCOL,
                     http_status=status,
-                    request_id=self._endpoint.request_id(headers),
+                    request_id=self._peer.request_id(headers),
                 )
             ) from None
         return reply, usage, first_token_ms

@@ -260,7 +260,7 @@ class SharedRateController(RateController):
         self._since_decrease += 1
         if status is None:
             return
-        # The hints the controller reads (`Endpoint.observe` passes only those): sent to the host.
+        # The hints the controller reads (`Peer.observe` passes only those): sent to the host.
         self._answers.append([status, dict(headers)])
         # Pause this member at once; the host pauses the others at their next sync.
         self.pause_for(status, headers, time.monotonic())

@@ -26,7 +26,7 @@ HTTP-date — capped at `MAX_RETRY_AFTER_S`; else exponential backoff with jitte
 first attempt runs outside tenacity: most calls succeed at once, and tenacity's set-up costs
 ~100 us of CPU a call (it is not even imported until a call first fails).
 
-Failures (`Endpoint`): a status is `HTTP <status>: <the body's error message>`; a transport error
+Failures (`Peer`): a status is `HTTP <status>: <the body's error message>`; a transport error
 is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — the one
 `assay.calls.transport` makes of pyreqwest's, or the one under httpx's) and a *connection* error
 otherwise (refused, reset, cut short). A refused connection (`refused`) reads `connection refused by <host:port>`: the request was never
@@ -38,7 +38,7 @@ A rate limit's refusals (`RATE_LIMIT_STATUSES`: 429, 529) are retried beyond `ma
 `max_retries: 0` too — up to `MAX_RATE_LIMITED_RETRIES` more (an `item_timeout` still bounds the
 item): a rate limit costs time, never items.
 
-Rate control plugs in at `Endpoint.on_response`: a hook called with every attempt's status and
+Rate control plugs in at `Peer.on_response`: a hook called with every attempt's status and
 rate-limit hints (`None` and none for a transport failure), where the adaptive per-endpoint
 controller (`assay.calls.rate`) reads 429s, `Retry-After` and `x-ratelimit-*`.
 
@@ -85,8 +85,8 @@ def _usable_url(url: str) -> str:
     return url
 
 
-# The type of every endpoint field of a spec (targets' and judges' `base_url`, a remote
-# evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
+# The type of every URL a spec names (an endpoint's `base_url`: `assay.calls.endpoint.BaseURL`; a
+# remote evaluator's `url`): checked when the spec is read, so a typo is bad input, not a failed run.
 HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_url)]
 
 
@@ -105,11 +105,6 @@ RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429, *range(500, 600)})
 # against `max_retries`, up to this many: a rate limit costs time, never items.
 RATE_LIMIT_STATUSES: frozenset[int] = frozenset({429, 529})
 
-# The spec fields that say how an endpoint is reached and retried: operational wherever they
-# appear (a target's, a judge's), since they change how a call is made, not what it answers.
-ENDPOINT_SETTINGS: frozenset[str] = frozenset(
-    {"base_url", "api_key_env", "api_key_secret", "timeout", "max_retries", "response_headers"}
-)
 MAX_RATE_LIMITED_RETRIES = 50
 # A 429 whose error code says the quota is spent, not the rate exceeded: final, never waited out.
 QUOTA_EXHAUSTED_CODES = frozenset({"insufficient_quota"})
@@ -162,7 +157,7 @@ class ResponseHeaders(BaseModel):
 
     def hints(self, headers: Mapping[str, str]) -> dict[str, str]:
         """The rate-limit hints a reply has, each under its standard name (`STANDARD`), wherever
-        it was found: what rate control reads (`Endpoint.observe`)."""
+        it was found: what rate control reads (`Peer.observe`)."""
         found = {}
         for hint in _RATE_HINTS:
             value = self.first(hint, headers)
@@ -340,8 +335,9 @@ def request_id(headers: Mapping[str, str], names: ResponseHeaders = HEADERS) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
-    """An HTTP endpoint as one client calls it: who it is, and how its failures are described.
+class Peer:
+    """The server at the other end of one client's calls: who it is, and how its failures are
+    described (the spec's side of an endpoint is `assay.calls.endpoint.Endpoint`).
 
     Args:
         provider: who fails, as failures name it (`openai:<host>`, `http_agent:<host>`).
@@ -425,7 +421,7 @@ class Endpoint:
         request_id: str | None = None,
         usage: Any = None,
     ) -> TargetFailure:
-        """A `TargetFailure` of this endpoint's provider."""
+        """A `TargetFailure` of this peer's provider."""
         return TargetFailure(
             message,
             kind=kind,

@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from assay.calls.aimd import RateController
+from assay.calls.endpoint import ModelEndpoint
 
 SHARE_ENV = "ASSAY_RATE_SHARE"
 _default_share: str | None = None
@@ -75,13 +76,7 @@ def worker_scheduler() -> str | None:
 
 
 def controller_for(
-    base_url: str,
-    model: str,
-    ceiling: int,
-    *,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    opens_run: bool = True,
+    endpoint: ModelEndpoint, model: str, ceiling: int, *, opens_run: bool = True
 ) -> RateController:
     """The controller of (endpoint, model), made on first use, from the backend `current_share`
     names: the process's own (`local`), or this process's member of the fleet's (a Dask
@@ -89,15 +84,15 @@ def controller_for(
     items stay within its own `concurrency` too); the lowest `rpm` / `tpm` given wins.
 
     Args:
-        base_url: the endpoint.
+        endpoint: the endpoint spec (a target's, a judge's), with its `rate_limits`, if any.
         model: the model called there.
         ceiling: the run's `concurrency`.
-        rpm: the target's `rate_limits.rpm`, if any.
-        tpm: the target's `rate_limits.tpm`, if any.
         opens_run: a run's target opens it, and the counts it stores start afresh; False for a
             caller that joins a run under way (a judge's client, made at its first score).
     """
-    name = f"{base_url.rstrip('/')} {model}"
+    name = _window(endpoint.base_url, model)
+    limits = endpoint.rate_limits
+    rpm, tpm = (limits.rpm, limits.tpm) if limits is not None else (None, None)
     share = current_share()
     # A fleet member belongs to one event loop: threads running their own loops (a Dask worker's
     # tasks) are separate members. In-process, the process's runs share one controller.
@@ -136,10 +131,15 @@ def _make(name: str, ceiling: int, share: str, *, rpm: float | None, tpm: float 
     return controller
 
 
+def _window(base_url: str, model: str) -> str:
+    return f"{base_url} {model}"
+
+
 def window_name(target: Any) -> str | None:
     """The name of the controller a target spec calls through (`<base_url> <model>`), if any."""
-    base_url, model = getattr(target, "base_url", None), getattr(target, "model", None)
-    return f"{str(base_url).rstrip('/')} {model}" if base_url and model else None
+    if isinstance(target, ModelEndpoint) and getattr(target, "model", None):
+        return _window(target.base_url, target.model)  # type: ignore[attr-defined]
+    return None
 
 
 def rate_history(target: Any) -> dict[str, Any] | None:

@@ -7,13 +7,14 @@ the validated settings, so the spec can be loaded and checked without importing 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from assay._templates import template_problem
 from assay.calls.batch_mode import BatchOption
-from assay.calls.http import HttpURL, ResponseHeaders
+from assay.calls.endpoint import BaseURL, Endpoint, ModelEndpoint
+from assay.calls.http import HttpURL
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
 
@@ -22,25 +23,6 @@ ParserName = Literal["jsonl", "claude-code", "codex", "text"]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Characters docker's `--env-file` cannot carry inside a value: it reads one KEY=value per line.
 ENV_UNWRITABLE = ("\n", "\r", "\x00")
-
-
-class RateLimits(StrictModel):
-    """An endpoint's known limits (`assay/calls/rate.py`): calls are paced to stay under them.
-
-    Args:
-        rpm: requests per minute.
-        tpm: tokens per minute (prompt and answer; a call's are estimated before it is sent —
-            its prompt's size plus `max_tokens` — and corrected by its usage).
-    """
-
-    rpm: float | None = Field(default=None, gt=0, strict=True)
-    tpm: float | None = Field(default=None, gt=0, strict=True)
-
-    @model_validator(mode="after")
-    def _some_limit(self) -> RateLimits:
-        if self.rpm is None and self.tpm is None:
-            raise ValueError("rate_limits needs rpm, tpm or both")
-        return self
 
 
 def _template(value: str | None) -> str | None:
@@ -55,31 +37,18 @@ def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
         raise ValueError("batch cannot be combined with stream or cache")
 
 
-class OpenAITarget(StrictModel):
-    """Any OpenAI-compatible chat-completions endpoint.
+class OpenAITarget(ModelEndpoint):
+    """Any OpenAI-compatible chat-completions endpoint; its endpoint fields (`base_url`, the key,
+    `timeout`, `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s.
 
     Args:
         base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
         model: the exact model version (a moving alias makes runs unrepeatable).
-        api_key_env: the environment variable holding the API key; the key itself is never stored.
-        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
-            (for deployment runs: docs/prefect.md); never stored either.
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         system: an optional system prompt (also a template).
         temperature, max_tokens: passed through when set.
-        timeout: seconds for one HTTP attempt.
-        max_retries: retries after the first attempt on a retryable status (408, 409, 429, 5xx;
-            `assay.calls.http`), a timeout or a connection error; a rate limit's refusals (429)
-            are waited out beyond it.
-        response_headers: header names to read a reply's request id and rate-limit hints from
-            (`request_id`, `retry_after`, `limit_requests`, `remaining_requests`,
-            `reset_requests`: lists), tried before the documented ones — OpenAI's, Anthropic's,
-            a LiteLLM proxy's (docs/rate-control.md).
         cache: `true` answers repeated requests from the store's response cache (needs
             `temperature: 0`); `always` caches whatever the temperature.
-        rate_limits: `{rpm, tpm}`: pace calls to this endpoint and model to at most that many
-            requests / tokens a minute
-            (the adaptive controller handles the rest: `assay/calls/rate.py`).
         stream: ask for the reply as a stream (with `stream_options.include_usage`), so the
             time to its first token is measured (`items.first_token_ms`).
         batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the items'
@@ -88,19 +57,12 @@ class OpenAITarget(StrictModel):
     """
 
     kind: Literal["openai"]
-    base_url: HttpURL
     model: str = Field(min_length=1)
-    api_key_env: str | None = None
-    api_key_secret: str | None = Field(default=None, min_length=1)
     prompt: str = "{input}"
     system: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
-    timeout: float = Field(default=60.0, gt=0, strict=True)
-    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
-    response_headers: ResponseHeaders | None = None
     cache: bool | Literal["always"] = False
-    rate_limits: RateLimits | None = None
     stream: bool = False
     batch: BatchOption = None
 
@@ -120,8 +82,9 @@ class OpenAITarget(StrictModel):
         return _template(value)
 
 
-class AnthropicTarget(StrictModel):
-    """Anthropic's Messages API, natively (`POST {base_url}/messages`).
+class AnthropicTarget(ModelEndpoint):
+    """Anthropic's Messages API, natively (`POST {base_url}/messages`); its endpoint fields are
+    `ModelEndpoint`'s, as for `openai`.
 
     Args:
         base_url: default `https://api.anthropic.com/v1`; `/messages` is appended.
@@ -129,8 +92,6 @@ class AnthropicTarget(StrictModel):
             (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
         api_key_env: the environment variable holding the API key, sent as `x-api-key`; the key
             itself is never stored.
-        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
-            (for deployment runs: docs/prefect.md); never stored either.
         anthropic_version: the `anthropic-version` header.
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         system: an optional system prompt (also a template).
@@ -145,24 +106,17 @@ class AnthropicTarget(StrictModel):
             the Message Batches API, at batch prices; each batch is recorded in the store's
             `batches/` the moment it is accepted, so `assay resume` re-attaches to it and never
             submits a request twice. (A session's turns are sent online.)
-        timeout: seconds for one HTTP attempt.
         max_retries: retries after the first attempt on a retryable status (429, 529 overloaded,
             5xx; `assay.calls.http`), a timeout, a connection error or a broken stream; refusals
             for rate (429, 529) are waited out beyond it.
-        response_headers: header names to read a reply's request id and rate-limit hints from
-            (`request_id`, `retry_after`, `limit_requests`, `remaining_requests`,
-            `reset_requests`: lists), as for `openai`.
         cache: as for `openai`: answer repeated requests from the store's response cache.
-        rate_limits: as for `openai`: `{rpm, tpm}` paces calls to this endpoint and model (the
-            adaptive controller, which reads Anthropic's `anthropic-ratelimit-requests-*`
-            headers, handles the rest).
+        rate_limits: as for `openai` (the adaptive controller reads Anthropic's
+            `anthropic-ratelimit-requests-*` headers).
     """
 
     kind: Literal["anthropic"]
-    base_url: HttpURL = "https://api.anthropic.com/v1"
+    base_url: BaseURL = "https://api.anthropic.com/v1"
     model: str = Field(min_length=1)
-    api_key_env: str | None = None
-    api_key_secret: str | None = Field(default=None, min_length=1)
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     prompt: str = "{input}"
     system: str | None = None
@@ -172,11 +126,7 @@ class AnthropicTarget(StrictModel):
     cache_system: bool = False
     stream: bool = False
     batch: BatchOption = None
-    timeout: float = Field(default=60.0, gt=0, strict=True)
-    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
-    response_headers: ResponseHeaders | None = None
     cache: bool | Literal["always"] = False
-    rate_limits: RateLimits | None = None
 
     @model_validator(mode="after")
     def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
@@ -203,10 +153,12 @@ class PythonTarget(StrictModel):
     function: str = Field(pattern=r"^[\w.]+:[\w.]+$")
 
 
-class HttpAgentTarget(StrictModel):
+class HttpAgentTarget(Endpoint):
     """An agent behind an HTTP harness speaking Assay's harness protocol (docs/harness-protocol.md):
     `POST /runs` per item x trial, then `GET /runs/{id}` until it ends. Its spend is not measured
-    by Assay: the cost it reports in its trajectory is kept as caller-reported cost.
+    by Assay: the cost it reports in its trajectory is kept as caller-reported cost. Its endpoint
+    fields are `Endpoint`'s, but for `timeout`, which bounds a whole harness run
+    (`request_timeout` bounds one request).
 
     Args:
         base_url: the harness's root, e.g. `http://127.0.0.1:8080`; `/capabilities` and `/runs`
@@ -215,32 +167,25 @@ class HttpAgentTarget(StrictModel):
             model override (otherwise the run warns and the harness uses its default).
         api_key_env: the environment variable holding the harness's API key, sent as a bearer
             token; the key itself is never stored.
-        api_key_secret: a Prefect Secret block holding the key instead, read when the run starts
-            (for deployment runs: docs/prefect.md); never stored either.
         poll_interval: seconds between two `GET /runs/{id}` of one run.
         timeout: seconds one harness run may take, from `POST /runs` to a final status; past it
             the item fails with `timeout` (and the run is cancelled if the harness accepts that).
         request_timeout: seconds for one HTTP request to the harness.
         max_retries: retries of one request after a retryable status (408, 409, 429, 5xx;
             `assay.calls.http`) or, except for a start, a timeout or connection error.
-        response_headers: as for `openai`: header names to read a reply's request id and
-            `retry_after` from, before the documented ones.
         max_artifact_bytes: the largest artifact downloaded into the store (bytes); a larger
             one is skipped with a warning. 0 downloads none.
         max_attempt_bytes: the most artifact bytes one attempt downloads, all files together;
             a file that would pass it is skipped with a warning.
     """
 
+    attempt_timeout_field: ClassVar[str] = "request_timeout"
+
     kind: Literal["http_agent"]
-    base_url: HttpURL
     model: str | None = Field(default=None, min_length=1)
-    api_key_env: str | None = None
-    api_key_secret: str | None = Field(default=None, min_length=1)
     poll_interval: float = Field(default=0.2, gt=0, le=60, strict=True)
     timeout: float = Field(default=600.0, gt=0, strict=True)
     request_timeout: float = Field(default=30.0, gt=0, strict=True)
-    max_retries: int = Field(default=4, ge=0, le=20, strict=True)
-    response_headers: ResponseHeaders | None = None
     max_artifact_bytes: int = Field(default=16 * 2**20, ge=0, strict=True)
     max_attempt_bytes: int = Field(default=64 * 2**20, ge=0, strict=True)
 

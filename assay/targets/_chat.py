@@ -23,18 +23,16 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from pydantic import BaseModel
 
 from assay.calls.accounting import Usage
-from assay.calls.aimd import RateController
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
+from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.finish import Finish, not_an_answer
-from assay.calls.http import ENDPOINT_SETTINGS
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec.dataset import Item
-from assay.spec.targets import RateLimits
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 
@@ -61,7 +59,7 @@ class ChatKind(TargetKind[S]):
 
     # How a chat model is reached, paced, retried, cached, streamed or batched changes what a call
     # costs or how long it takes, not what it answers; a kind adds its own (`cache_system`, ...).
-    operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch", "rate_limits"}
+    operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch"}
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
         """Render every prompt once, so a template naming a missing field fails before anything runs."""
@@ -96,19 +94,6 @@ class ChatKind(TargetKind[S]):
         """In batch mode `max_batches` batches' worth of items wait at once, whatever `concurrency` is."""
         batch = spec.batch  # type: ignore[attr-defined]
         return concurrency if batch is None else max(concurrency, batch.max_requests * batch.max_batches)
-
-
-def _rate_gate(spec: Any, concurrency: int) -> RateController:
-    """The adaptive controller every attempt of a chat target passes (`assay.calls.aimd`): the
-    one of its (endpoint, model), shared by the process's runs — or the fleet's member."""
-    limits = spec.rate_limits
-    return controller_for(
-        spec.base_url,
-        spec.model,
-        concurrency,
-        rpm=limits.rpm if limits is not None else None,
-        tpm=limits.tpm if limits is not None else None,
-    )
 
 
 def _open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:
@@ -146,17 +131,14 @@ class ChatTarget(ABC):
     def __init__(self, spec: Any, api: ChatAPI, *, concurrency: int, context: TargetContext | None) -> None:
         self._spec = spec
         self._client = ChatClient(
-            spec.base_url,
+            spec,
             api=api,
-            api_key_env=spec.api_key_env,
-            api_key_secret=spec.api_key_secret,
-            timeout=spec.timeout,
-            max_retries=spec.max_retries,
             concurrency=concurrency,
             cache=bool(spec.cache),
-            gate=_rate_gate(spec, concurrency),
+            # The adaptive controller of its (endpoint, model), shared by the process's runs — or
+            # the fleet's member (`assay.calls.aimd`): every attempt passes it.
+            gate=controller_for(spec, spec.model, concurrency),
             stream=spec.stream,
-            headers=spec.response_headers,
         )
         self._api = api
         self._batcher = _open_batcher(spec, api, context)

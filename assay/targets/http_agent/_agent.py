@@ -107,7 +107,7 @@ class HttpAgent:
         self._client = HarnessClient(
             spec, concurrency=concurrency, transport=transport, on_response=on_response
         )
-        self._endpoint = self._client.endpoint
+        self._peer = self._client.peer
         self._keeper = Keeper(self._client, self._store, spec) if self._store is not None else None
         self._snapshot: dict[str, Any] | None = None
         self._caps: Capabilities | None = None
@@ -154,7 +154,7 @@ class HttpAgent:
                 try:
                     self._adopt(doc, fetched_at=None)
                 except CapabilitiesError as exc:
-                    raise self._endpoint.failure(f"GET /capabilities: {exc}", FailureKind.PROTOCOL) from None
+                    raise self._peer.failure(f"GET /capabilities: {exc}", FailureKind.PROTOCOL) from None
         assert self._caps is not None
         return self._caps
 
@@ -219,19 +219,19 @@ class HttpAgent:
         try:
             files = item_files(item) if first else []
         except (ValueError, TypeError) as exc:
-            raise self._endpoint.failure(f"item {item.item_id!r}: {exc}", FailureKind.PROTOCOL) from None
+            raise self._peer.failure(f"item {item.item_id!r}: {exc}", FailureKind.PROTOCOL) from None
         refused = files_refused(caps, files)
         if refused:
-            raise self._endpoint.failure(f"item has fixture files and {refused}", FailureKind.PROTOCOL)
+            raise self._peer.failure(f"item has fixture files and {refused}", FailureKind.PROTOCOL)
         problem = input_problem(self._validator, prompt)
         if problem:
-            raise self._endpoint.failure(f"{problem} (the harness's input_schema)", FailureKind.PROTOCOL)
+            raise self._peer.failure(f"{problem} (the harness's input_schema)", FailureKind.PROTOCOL)
         body: dict[str, Any] = {"input": prompt}
         if session is not None:
             if caps.accepts.sessions:
                 body["session_id"] = session.session_id
             elif not first:
-                raise self._endpoint.failure(
+                raise self._peer.failure(
                     "the harness does not accept sessions (capabilities accepts.sessions is false): "
                     "cannot resume a session",
                     FailureKind.PROTOCOL,
@@ -245,7 +245,7 @@ class HttpAgent:
         urls = [f for f in files if "url" in f]
         if urls:
             body["files"] = urls
-        uploads = read_uploads(self._endpoint, self._base_dir, item, [f for f in files if "file" in f])
+        uploads = read_uploads(self._peer, self._base_dir, item, [f for f in files if "file" in f])
         if uploads:
             body["uploads"] = [
                 {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -292,14 +292,14 @@ class HttpAgent:
             if not deadline.expired():
                 raise
             if harness_id is None:
-                raise self._endpoint.failure(
+                raise self._peer.failure(
                     f"the harness did not accept the run within {self._spec.timeout:g}s (target.timeout)",
                     FailureKind.TIMEOUT,
                     retryable=True,
                 ) from None
             cancelled = await self._cancel(caps, harness_id)
             trajectory = await self._trajectory(caps, harness_id)
-            raise self._endpoint.failure(
+            raise self._peer.failure(
                 f"harness run {harness_id} did not finish within {self._spec.timeout:g}s (target.timeout)"
                 + ("; cancelled it" if cancelled else ""),
                 FailureKind.TIMEOUT,
@@ -318,7 +318,7 @@ class HttpAgent:
         if state.status != "completed":
             kind = FailureKind.TIMEOUT if state.status == "timeout" else FailureKind.EXCEPTION
             error = error_text(state.error) or "no error given"
-            failure = self._endpoint.failure(
+            failure = self._peer.failure(
                 f"harness run {harness_id} ended {state.status}: {error}"[:1000],
                 kind,
                 retryable=state.status == "timeout",
@@ -331,7 +331,7 @@ class HttpAgent:
                 )
             raise failure
         if state.answer is None and state.output is None:
-            raise self._endpoint.failure(
+            raise self._peer.failure(
                 f"harness run {harness_id} completed with neither `answer` nor `output`",
                 FailureKind.PROTOCOL,
                 usage=trajectory.spend(harness_id, state.status),
@@ -397,11 +397,11 @@ class HttpAgent:
         doc = self._client.json(response, "POST /runs")
         harness_id = doc.get("id") if isinstance(doc, dict) else None
         if harness_id is None:
-            raise self._endpoint.failure(
+            raise self._peer.failure(
                 f"POST /runs: the reply has no run `id`: {response.text[:200]!r}", FailureKind.PROTOCOL
             )
         if not usable_run_id(harness_id):
-            raise self._endpoint.failure(
+            raise self._peer.failure(
                 f"POST /runs: unusable run id {harness_id!r:.80} (expected a string without '/', "
                 f"'\\' or control characters, at most {MAX_RUN_ID} long)",
                 FailureKind.PROTOCOL,
@@ -410,7 +410,7 @@ class HttpAgent:
         if first is not None:
             # Even for the same item and trial: every start must get a new id, and the old run's
             # results (or files) must never pass for this attempt's.
-            raise self._endpoint.failure(
+            raise self._peer.failure(
                 f"harness reused run id {harness_id} (already returned for {first})", FailureKind.PROTOCOL
             )
         self._run_ids.record(harness_id, item.item_id, trial)
@@ -424,11 +424,11 @@ class HttpAgent:
             try:
                 state = RunState.model_validate(doc)
             except ValidationError as exc:
-                raise self._endpoint.failure(
+                raise self._peer.failure(
                     f"{what}: not a run status: {first_error(exc)}", FailureKind.PROTOCOL
                 ) from None
             if state.status not in STATUSES:
-                raise self._endpoint.failure(
+                raise self._peer.failure(
                     f"{what}: unknown status {state.status!r:.80}; expected one of {', '.join(sorted(STATUSES))}",
                     FailureKind.PROTOCOL,
                 )

@@ -13,13 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from assay.calls.http import AttemptFailed, Endpoint, ResponseHook, RetryPolicy, response_headers, tls_context
-from assay.calls.keys import key_of
+from assay.calls.http import AttemptFailed, Peer, ResponseHook, RetryPolicy, response_headers, tls_context
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
 
@@ -67,23 +65,23 @@ class HarnessClient:
         transport: httpx.AsyncBaseTransport | None = None,
         on_response: ResponseHook | None = None,
     ) -> None:
-        self.endpoint = Endpoint(
-            f"http_agent:{urlsplit(spec.base_url).netloc}",
-            spec.request_timeout,
-            "target.request_timeout",
+        self.peer = Peer(
+            f"http_agent:{spec.host}",
+            spec.attempt_timeout,
+            f"target.{spec.attempt_timeout_field}",
             on_response,
             response_headers(spec.response_headers),
         )
         self._policy = RetryPolicy(spec.max_retries)
         headers = {"accept": "application/json"}
-        key = key_of(spec)
+        key = spec.api_key()
         if key is not None:
             # Read here and kept only in the client's headers: never in a record, a log or argv.
             headers["authorization"] = f"Bearer {key}"
         self._client = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/"),
+            base_url=spec.base_url,
             headers=headers,
-            timeout=httpx.Timeout(spec.request_timeout),
+            timeout=httpx.Timeout(spec.attempt_timeout),
             transport=transport
             or AiohttpTransport(verify=tls_context(), limits=httpx.Limits(max_connections=concurrency)),
         )
@@ -126,15 +124,15 @@ class HarnessClient:
             try:
                 response = await self._client.send(request, stream=stream)
             except httpx.TransportError as exc:
-                self.endpoint.observe(None, {})
-                raise self.endpoint.transport_failed(exc, what=what, again=idempotent) from None
-            self.endpoint.observe(response.status_code, response.headers)
+                self.peer.observe(None, {})
+                raise self.peer.transport_failed(exc, what=what, again=idempotent) from None
+            self.peer.observe(response.status_code, response.headers)
             if response.status_code < 400 or (ok_404 and response.status_code == 404):
                 return response
             if stream:
                 await response.aread()
                 await response.aclose()
-            raise self.endpoint.status_failed(
+            raise self.peer.status_failed(
                 response.status_code,
                 response.headers,
                 response.content,
@@ -155,13 +153,13 @@ class HarnessClient:
         try:
             doc = json.loads(response.content)
         except ValueError:
-            raise self.endpoint.failure(
+            raise self.peer.failure(
                 f"{what}: the reply is not JSON: {response.text[:200]!r}",
                 FailureKind.PROTOCOL,
                 http_status=response.status_code,
             ) from None
         if not isinstance(doc, dict):
-            raise self.endpoint.failure(
+            raise self.peer.failure(
                 f"{what}: expected a JSON object, got {type(doc).__name__}",
                 FailureKind.PROTOCOL,
                 http_status=response.status_code,

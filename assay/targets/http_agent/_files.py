@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from assay.calls.http import Endpoint
+from assay.calls.http import Peer
 from assay.outcomes import FailureKind
 from assay.spec.dataset import Item
 from assay.targets.http_agent._protocol import Capabilities
@@ -97,23 +97,23 @@ def files_refused(caps: Capabilities, files: list[dict[str, str]]) -> str | None
 
 
 def read_uploads(
-    endpoint: Endpoint, base_dir: Path | None, item: Item, local: list[dict[str, str]]
+    peer: Peer, base_dir: Path | None, item: Item, local: list[dict[str, str]]
 ) -> list[tuple[str, bytes]]:
     """The bytes of the item's local fixture files (`{path, file}` entries), as (path, bytes),
     read before the run starts: whole, since fixtures are small and a retried start must send
-    the same bytes. Raises the endpoint's `TargetFailure` for a file that cannot be read."""
+    the same bytes. Raises the peer's `TargetFailure` for a file that cannot be read."""
     uploads = []
     for entry in local:
         path = local_file(base_dir, entry["file"])
         if path is None:
-            raise endpoint.failure(
+            raise peer.failure(
                 f"item {item.item_id!r}: fixture file {entry['file']!r} is outside the spec's folder",
                 FailureKind.PROTOCOL,
             )
         try:
             uploads.append((entry["path"], path.read_bytes()))
         except OSError as exc:
-            raise endpoint.failure(
+            raise peer.failure(
                 f"item {item.item_id!r}: fixture file {entry['file']!r} cannot be read "
                 f"({path}): {exc.strerror or exc}",
                 FailureKind.EXCEPTION,

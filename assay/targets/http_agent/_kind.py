@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from assay.calls.http import ENDPOINT_SETTINGS
+from assay.calls.endpoint import ENDPOINT_SETTINGS
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.targets._kind import TargetContext, TargetKind
