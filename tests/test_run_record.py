@@ -162,7 +162,9 @@ def test_a_resume_whose_identity_changed_writes_nothing(tmp_path, mock):
     before = [store.location.names(folder) for folder in folders]
     stored = store.read_run(run_id)
     changed = Identity.from_record({**stored, "seed": stored["seed"] + 1})
-    assert changed.differences(Identity.from_record(stored)) == [f"seed ({stored['seed']} -> {stored['seed'] + 1})"]
+    assert changed.differences(Identity.from_record(stored)) == [
+        f"seed ({stored['seed']} -> {stored['seed'] + 1})"
+    ]
     with pytest.raises(ResumeRefusedError, match=r"identity changed since it started: seed"):
         run_record.start(store, run_id, changed, {}, stored=stored, flow_run_id=None, restart_hint="")
     assert [store.location.names(folder) for folder in folders] == before  # no revision, no lease
@@ -171,10 +173,16 @@ def test_a_resume_whose_identity_changed_writes_nothing(tmp_path, mock):
 def test_only_the_record_module_writes_run_records():
     """Every revision of a run's record is written by assay/run/record.py."""
     writers = set()
-    sources = [path for folder in ("assay", "flows", "tasks", "evaluators") for path in (REPO / folder).rglob("*.py")]
+    sources = [
+        path for folder in ("assay", "flows", "tasks", "evaluators") for path in (REPO / folder).rglob("*.py")
+    ]
     for path in sorted(sources):
         relative = path.relative_to(REPO).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and node.attr == "write_run" and relative != "assay/store/local.py":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "write_run"
+                and relative != "assay/store/local.py"
+            ):
                 writers.add(relative)
     assert writers == {"assay/run/record.py"}

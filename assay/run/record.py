@@ -130,7 +130,14 @@ def unavailable(store: Store, run_id: str, record: dict[str, Any], reasons: list
     """Record that the run could not start (a failed gold check) and why: nothing ran. Returns
     its summary."""
     reason = "; ".join(reasons)
-    _write(store, run_id, record, status=RunStatus.UNAVAILABLE.value, unavailable_reason=reason, finished_at=datetime.now(UTC))
+    _write(
+        store,
+        run_id,
+        record,
+        status=RunStatus.UNAVAILABLE.value,
+        unavailable_reason=reason,
+        finished_at=datetime.now(UTC),
+    )
     return {
         "run_id": run_id,
         "name": record["name"],

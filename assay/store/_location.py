@@ -223,7 +223,7 @@ def s3_problem(url: str) -> str | None:
         return None
     profile = (
         " (AWS_PROFILE is set, but profiles are not read: export its keys, "
-        "`eval \"$(aws configure export-credentials --format env)\"`)"
+        '`eval "$(aws configure export-credentials --format env)"`)'
         if _set("AWS_PROFILE")
         else ""
     )

@@ -603,14 +603,19 @@ def _read_files(
 
 
 def scan_parts(
-    schema: pa.Schema, parts: list[str], *, hive: bool = False, storage_options: dict[str, str] | None = None
+    schema: pa.Schema,
+    parts: list[str] | list[io.BytesIO],
+    *,
+    hive: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> pl.LazyFrame:
     """A lazy view of parts of one dataset under today's schema (`read_parts`, not read yet): a
     query over it reads only the columns and rows it needs.
 
     Args:
         schema: the dataset's schema.
-        parts: the files (paths, or URLs readable with `storage_options`); none: no rows.
+        parts: the files (paths, or URLs readable with `storage_options`, or their bytes: no
+            `hive`); none: no rows.
         hive: add the partition key `run_id` (from the path) as the first column.
         storage_options: Polars' options for object-store URLs.
     """
