@@ -413,7 +413,7 @@ def test_recovery_leaves_a_live_writers_staged_file_alone(tmp_path: Path) -> Non
     the run's staging folder; another writer recovering the run meanwhile must not remove it, or
     the create fails. A staged file old enough to be a killed writer's is still removed."""
     from assay._files import create_new
-    from assay.store._location import LocalFolder
+    from assay.store._folder import LocalFolder
 
     location = LocalFolder(tmp_path)
     staging = ".staging/run_id=r1"

@@ -251,7 +251,7 @@ def test_files_are_renamed_or_linked_into_place_only_by_assay_files_and_the_stor
         "assay/_files.py",
         "assay/store/_publish.py",
         "assay/store/local.py",
-        "assay/store/_location.py",
+        "assay/store/_folder.py",
     }
     found = []
     for path in sources().values():

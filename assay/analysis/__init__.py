@@ -2,7 +2,7 @@
 
 Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
 
-    summary      a run's summary and its item-error-rate gate; closing a run's record
+    summary      a run's summary and its item-error-rate gate; closing a run (its final revision)
     tallies      the statistics a summary is made of (failures, gauges, pass@k, timing, accounting)
     lines        a run's summary in plain lines (the terminal's and the Prefect logs' wording)
     compare      baseline vs candidate runs: paired statistics per scorer, verdicts, the document
@@ -31,7 +31,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "RunSummary",
             "close_run",
             "item_error_rate",
-            "mark_unavailable",
             "matrix_summary",
             "summarise",
         ),

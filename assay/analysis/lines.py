@@ -83,7 +83,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         + (f" cell {summary['cell']}" if summary.get("cell") else "")
         + f": {summary['status']}"
     ]
-    if "reasons" in summary:  # unavailable (`mark_unavailable`): nothing ran
+    if "reasons" in summary:  # unavailable (`assay.run.record.unavailable`): nothing ran
         return [*lines, "nothing ran: " + "; ".join(summary["reasons"])]
     if summary.get("error"):
         lines.append(f"stopped by: {summary['error']} (`assay resume {summary['run_id']}` continues it)")

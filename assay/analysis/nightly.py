@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from assay.outcomes import RunKind
+from assay.run import record as run_record
 from assay.store import Store
 
 NIGHTLY_TAG = "nightly"
@@ -44,10 +45,7 @@ def last_successful_nightly(store: Store, name: str, *, before: str) -> str | No
 
 def mark_passed(store: Store, run_id: str) -> None:
     """Tag a night that passed, making it a baseline for the nights after it."""
-    record = store.read_run(run_id)
-    del record["run_id"]
-    record["tags"] = [*record["tags"], PASSED_TAG]
-    store.write_run(run_id, record)
+    run_record.add_tag(store, run_id, PASSED_TAG)
 
 
 def prune_nightly(store: Store, name: str, *, keep: int) -> list[str]:

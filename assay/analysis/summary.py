@@ -44,7 +44,8 @@ from assay.outcomes import (
     spend_column,
     token_column,
 )
-from assay.store import Store, current_items
+from assay.run import record as run_record
+from assay.store import Store, current_items, stored_form
 
 if TYPE_CHECKING:
     import polars as pl
@@ -384,6 +385,7 @@ def compared_columns(record: dict[str, Any]) -> dict[str, Any]:
 def close_run(
     store: Store,
     run_id: str,
+    record: dict[str, Any],
     *,
     wall_ms: float,
     budget: Budget,
@@ -399,6 +401,8 @@ def close_run(
     Args:
         store: the store.
         run_id: the run.
+        record: the run's record as the process holding its lease keeps it (`RunPlan.record`):
+            its final revision is written after it (`assay/run/record.py`), not read again.
         wall_ms: how long this execution took.
         budget: the run's budget, recorded on the run.
         capture: the run's request recorder, whose manifest is recorded on the run.
@@ -410,19 +414,18 @@ def close_run(
         stopped_early: its verdict stopped the run: `stopped_early` unless the gate failed, and
             the items it did not run are counted as `cancelled`.
     """
-    record = store.read_run(run_id)
-    summary = summarise(store, run_id, record=record)
-    del record["run_id"]
+    stored = stored_form(run_id, record)  # as a read of the record would give it
+    summary = summarise(store, run_id, record=stored)
     counts = summary["items"]
     if stopped is not None or stopped_early:
-        counts[ItemOutcome.CANCELLED] = record["n_planned"] - sum(counts.values())
+        counts[ItemOutcome.CANCELLED] = stored["n_planned"] - sum(counts.values())
     if stopped is not None:
         status = stopped
     elif not summary["gate_passed"]:
         status = RunStatus.FAILED_GATE
     else:
         status = RunStatus.STOPPED_EARLY if stopped_early else RunStatus.COMPLETED
-    record.update(
+    changes = dict(
         status=status.value,
         error=error,
         finished_at=datetime.now(UTC),
@@ -435,13 +438,13 @@ def close_run(
         rate_control=json.dumps(rate_control) if rate_control is not None else None,
         **(compared or {}),
     )
-    store.write_run(run_id, record)
+    run_record.close(store, run_id, record, changes)
     summary.update(
         status=status.value, error=error, wall_ms=wall_ms, budget=budget.columns(), rate_control=rate_control
     )
     if capture is not None:
         summary["capture"] = capture.manifest()
-    summary.update(compared_columns(record))
+    summary.update(compared_columns({**stored, **changes}))
     return summary
 
 
@@ -480,21 +483,3 @@ def failure_message(summary: dict[str, Any]) -> str | None:
     if status == RunStatus.UNAVAILABLE:
         return "unavailable, nothing ran: " + "; ".join(summary["reasons"])
     return None
-
-
-def mark_unavailable(store: Store, run_id: str, reasons: list[str]) -> dict[str, Any]:
-    """Record that the run could not start (a failed gold check) and why; nothing ran."""
-    record = store.read_run(run_id)
-    del record["run_id"]
-    record.update(
-        status=RunStatus.UNAVAILABLE.value,
-        unavailable_reason="; ".join(reasons),
-        finished_at=datetime.now(UTC),
-    )
-    store.write_run(run_id, record)
-    return {
-        "run_id": run_id,
-        "name": record["name"],
-        "status": RunStatus.UNAVAILABLE.value,
-        "reasons": reasons,
-    }

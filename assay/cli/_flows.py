@@ -199,7 +199,7 @@ def resume(args: argparse.Namespace) -> int:
             run_id=args.run_id,
             resume=True,
         )
-    spec = spec_for_resume(Store(args.store), args.run_id)
+    spec = spec_for_resume(record)
     retry = (
         None if args.retry_failed is None else [k.strip() for k in args.retry_failed.split(",") if k.strip()]
     )

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.analysis.lines import summary_lines
-from assay.analysis.summary import mark_unavailable
 from assay.errors import TargetUnreachable
 from assay.orchestrate.finish import finish_run
 from assay.run import progress
+from assay.run import record as run_record
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.plan import RunPlan, Shard
 
@@ -147,7 +147,7 @@ async def _drive(
         raise
     execute = host.execute or execute
     if failures:
-        summaries = [mark_unavailable(plan.store, plan.run_id, failures) for plan in plans]
+        summaries = [run_record.unavailable(plan.store, plan.run_id, plan.record, failures) for plan in plans]
         for plan in plans:
             plan.lease.release()
         return summaries

@@ -16,7 +16,8 @@ from assay.calls.rate import rate_history
 from assay.errors import LeaseLostError, describe
 from assay.outcomes import RunStatus
 from assay.run import progress
-from assay.run.plan import RunPlan, mark_failed
+from assay.run import record as run_record
+from assay.run.plan import RunPlan
 from assay.store.attempts import sweep_attempts
 
 
@@ -62,6 +63,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
             return close_run(
                 plan.store,
                 plan.run_id,
+                plan.record,
                 wall_ms=wall_ms,
                 budget=plan.budget,
                 capture=plan.capture,
@@ -73,7 +75,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
             )
         except Exception as exc:
             # Even summarising failed (the store itself, most likely): say so, if that can be written.
-            mark_failed(plan.store, plan.run_id, describe(stop or exc))
+            run_record.fail(plan.store, plan.run_id, plan.record, describe(stop or exc))
             raise
     finally:
         lease.release()

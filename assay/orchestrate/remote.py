@@ -33,7 +33,7 @@ from assay.orchestrate.target import close_plan_target, open_plan_target
 from assay.outcomes import ScorerOutcome
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.identity import Identity
-from assay.run.plan import RunPlan, Shard
+from assay.run.plan import RunPlan, Shard, committed_request_bytes
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.store import Store
@@ -96,6 +96,9 @@ class _Executing:
             lease=self.lease,
             work=[],
             retried=run.retried,
+            # The capture's limit counts the run's stored requests when this worker retries
+            # failed items (its plan holds no done ones); the budget is the scheduler's (`_budget`).
+            stored_bytes=committed_request_bytes(store, run.run_id) if run.retried else 0,
         )
         self.plan.budget = _budget(run, scheduler)
         self.target: Target = open_plan_target(self.plan)

@@ -2,6 +2,8 @@
 
     checks.py     validating a spec before a run: keys, references, policy, prompts (`validate`)
     plan.py       the run's identity, its items x trials in shards, resume (`open_runs`, `RunPlan`)
+    record.py     the run's record through its life: read once per open; started, closed, failed,
+                  unavailable — the one writer of run records
     execute.py    a shard's items through `run_item`, committed in batches (`ShardExecutor`);
                   the plain and sandboxed ways an item is produced
     admit.py      admit or stop: the run-wide limiter, the budget, the lease; the guarded target call
@@ -13,7 +15,8 @@
     identity.py   what makes two runs comparable;  gold.py  the judges' self-check
     progress.py   where item progress goes (the terminal's bar)
 
-Closing a run (summaries, gates) is `assay.analysis`'s; driving one end to end, `assay.orchestrate`'s.
+Closing a run (summaries, gates) is `assay.analysis`'s, which writes its final revision through
+`record.py`; driving one end to end, `assay.orchestrate`'s.
 """
 
 from assay._lazy import lazy_exports

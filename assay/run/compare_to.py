@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from assay._lazy import lazy_module
@@ -45,10 +46,22 @@ def seeded_order(work: list[tuple[int, int]], items: list[Item], seed: int) -> l
     return sorted(work, key=lambda w: seeded_key(seed, items[w[0]].item_id, w[1]))
 
 
-def with_compare_to(spec: EvalSpec, baseline: str | None, store: Store, run_id: str | None) -> EvalSpec:
+def with_compare_to(
+    spec: EvalSpec,
+    baseline: str | None,
+    stored: Callable[[str], Mapping[str, Any] | None],
+    run_id: str | None,
+) -> EvalSpec:
     """The spec with its sequential compare: `--compare-to BASELINE` over the spec's own
     `compare_to` (or its defaults), or — resuming a run started with `--compare-to` — the
-    settings its record keeps."""
+    settings its record keeps.
+
+    Args:
+        spec: the spec.
+        baseline: `--compare-to`'s run id, if given.
+        stored: a run's record as stored, or None (read only when needed).
+        run_id: the run being opened, if its id is given.
+    """
     if baseline is not None:
         if not _RUN_ID.fullmatch(baseline):
             raise SpecError(f"--compare-to {baseline!r}: expected a run id")
@@ -56,11 +69,8 @@ def with_compare_to(spec: EvalSpec, baseline: str | None, store: Store, run_id: 
         return _with(spec, settings, "--compare-to")
     if spec.compare_to is not None or run_id is None:
         return spec
-    try:
-        record = store.read_run(run_id)
-    except RunNotFoundError:
-        return spec
-    if not record.get("compare_baseline"):
+    record = stored(run_id)
+    if record is None or not record.get("compare_baseline"):
         return spec
     settings = CompareTo(
         baseline=record["compare_baseline"],

@@ -10,6 +10,7 @@ resume on another port or with more concurrency and still be the same run.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,21 @@ class Identity:
     policy: str | None = None
     attempts: int = 1
     fixtures: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Identity:
+        """The identity a run was recorded with (its record's `*_hash`, trials, seed, policy and
+        attempts columns; a run from before sessions recorded no attempts: one)."""
+        return cls(
+            dataset=record["dataset_hash"],
+            target=record["target_hash"],
+            scorers=record["scorers_hash"],
+            trials=record["trials"],
+            seed=record["seed"],
+            policy=record.get("policy"),
+            attempts=record.get("attempts") or 1,
+            fixtures=record.get("fixtures_hash"),
+        )
 
     @property
     def digest(self) -> str:

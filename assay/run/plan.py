@@ -1,5 +1,5 @@
-"""Planning a run: validate everything (`assay.run.checks`), fix its identity, record it, cut the
-work into shards, and resume or mark a recorded run.
+"""Planning a run: validate everything (`assay.run.checks`), fix its identity, record it (through
+`assay/run/record.py`, which reads each run's record once), cut the work into shards.
 
 `open_runs` is the only step that writes before items execute, and it writes only after the spec,
 the dataset and every rendered prompt passed validation: bad input leaves the store untouched.
@@ -13,32 +13,26 @@ import math
 import random
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay import __version__
+from assay import __version__, _schema
 from assay._lazy import lazy_module
 from assay.calls.accounting import Budget, PriceTable
 from assay.calls.capture import Recorder, Redactor, secrets_of
 from assay.calls.response_cache import ResponseCache
-from assay.errors import (
-    InputError,
-    ResumeRefusedError,
-    RunNotFoundError,
-    SpecError,
-    describe,
-)
+from assay.errors import InputError, RunNotFoundError, SpecError, describe
 from assay.outcomes import FailureKind, RunKind, RunStatus
+from assay.run import record as run_record
 from assay.run.checks import validate
 from assay.run.compare_to import CommitMonitor, check_baseline, compare_columns, seeded_order, with_compare_to
 from assay.run.identity import Identity, identity_of, spec_hash
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item, canonical_json
 from assay.store import Store
-from assay.store.attempts import sweep_attempts
 from assay.store.lease import Lease
 from assay.targets import kind_of
 
@@ -74,12 +68,19 @@ class RunPlan:
         items: the dataset's items.
         identity: the run's identity.
         store: where results go.
-        record: the run's row as last written.
+        record: the run's record as this process holds it, `revision` among its columns (changed
+            only through `assay/run/record.py`).
         done: (item_id, trial) already committed when execution started.
         lease: this process's hold on the run.
         work: (item position, trial) pairs to execute; default every item x every trial.
         retried: for `--retry-failed`: the (item_id, trial) run again, each with the `retry` of
             its failed row (not in `done`); their new rows take the next `retry`.
+        spent_usd: what earlier executions of the run spent (`committed_spend`): the budget
+            counts from there.
+        stored_bytes: the bytes of captured requests earlier executions committed
+            (`committed_request_bytes`): the capture's limit counts from there.
+
+    Building one reads and writes nothing (`open_runs` does the reading).
 
     Also: `prices` (the spec's over the shipped table), `budget` (the run's admission control) and
     `capture` (the request sidecar's recorder).
@@ -99,9 +100,9 @@ class RunPlan:
         lease: Lease,
         work: list[tuple[int, int]] | None = None,
         retried: dict[tuple[str, int], int] | None = None,
+        spent_usd: float = 0.0,
+        stored_bytes: int = 0,
     ) -> None:
-        # Every row's spend, history included: the money was spent.
-        committed = store.run_items(run_id, history=True)["cost_usd"].sum() if done or retried else 0.0
         self.run_id = run_id
         self.spec = spec
         self.spec_dir = spec_dir
@@ -114,7 +115,6 @@ class RunPlan:
         self.lease = lease
         self.prices = PriceTable.shipped(spec.prices)
         self.response_cache = ResponseCache(store.location)
-        stored_bytes = int(store.run_requests(run_id)["bytes"].sum() or 0) if done or retried else 0
         self.capture = Recorder(
             spec.capture_settings,
             Redactor(secrets_of(spec), spec.redact),
@@ -122,7 +122,7 @@ class RunPlan:
             status=record.get("capture_status"),
         )
         # A resumed run's budget counts what its earlier executions already spent.
-        self.budget = Budget(spec.budget_usd, spent_usd=committed or 0.0)
+        self.budget = Budget(spec.budget_usd, spent_usd=spent_usd)
         self.work = work if work is not None else execution_order(len(items), spec.trials, spec.seed)
         self.monitor: CommitMonitor | None = None  # a sequential compare's (`compare_to`), set by the driver
         # On a Dask cluster the controllers live in the workers: the fleet's, as its scheduler
@@ -155,6 +155,16 @@ class RunPlan:
             Shard(index=n, work=tuple(work[start : start + size]))
             for n, start in enumerate(range(0, len(work), size))
         ]
+
+
+def committed_spend(store: Store, run_id: str) -> float:
+    """What the run's committed rows spent: every row's, history included (the money was spent)."""
+    return store.run_items(run_id, history=True)["cost_usd"].sum() or 0.0
+
+
+def committed_request_bytes(store: Store, run_id: str) -> int:
+    """The bytes of the run's committed captured requests."""
+    return int(store.run_requests(run_id)["bytes"].sum() or 0)
 
 
 def execution_order(n_items: int, trials: int, seed: int) -> list[tuple[int, int]]:
@@ -244,67 +254,6 @@ def new_record(
     }
 
 
-def start_or_resume(
-    store: Store,
-    run_id: str,
-    identity: Identity,
-    fresh: dict[str, Any],
-    *,
-    resume: bool,
-    flow_run_id: str | None,
-    restart_hint: str,
-) -> tuple[dict[str, Any], Lease]:
-    """Take the run's lease and record the run as `running`: a new row, or the stored one after
-    checking its identity (before anything is written: a refused resume writes nothing).
-
-    A run id that already exists is resumed even without `resume` (a Prefect flow-run retry
-    arrives that way). The lease takes over the parts earlier executions committed (its
-    `accepted` parts are what the run resumes from) and a resume clears what a killed process
-    left half-written.
-    """
-    resuming = resume or _exists(store, run_id)
-    if resuming:
-        stored = store.read_run(run_id)
-        before = Identity(
-            dataset=stored["dataset_hash"],
-            target=stored["target_hash"],
-            scorers=stored["scorers_hash"],
-            trials=stored["trials"],
-            seed=stored["seed"],
-            policy=stored.get("policy"),
-            attempts=stored.get("attempts") or 1,
-            fixtures=stored.get("fixtures_hash"),
-        )
-        changed = identity.differences(before)
-        if changed:
-            raise ResumeRefusedError(
-                f"cannot resume run {run_id}: its identity changed since it started: {', '.join(changed)}. "
-                f"{restart_hint}"
-            )
-    lease = Lease(store, run_id, flow_run_id)
-    lease.acquire()
-    try:
-        if resuming:
-            # First the parts of shard attempts a later attempt redid (a Dask worker's, docs/scale.md),
-            # then what a killed writer left staged (a complete batch is kept, not redone), then
-            # the fence: which committed parts the run resumes from.
-            sweep_attempts(store, run_id)
-            store.recover(run_id)
-        lease.take_over_parts()
-        if resuming:
-            # Read again now that the run is ours: its last holder may have closed it meanwhile.
-            record = {k: v for k, v in store.read_run(run_id).items() if k != "run_id"}
-            record.update(status=RunStatus.RUNNING, finished_at=None, error=None)
-        else:
-            record = fresh
-        record["prefect_flow_run_id"] = flow_run_id
-        store.write_run(run_id, record)
-    except BaseException:
-        lease.release()
-        raise
-    return record, lease
-
-
 def open_runs(
     spec_path: str | Path,
     *,
@@ -340,7 +289,8 @@ def open_runs(
     selected = failure_selector(retry_failed) if retry_failed is not None else None
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
-    spec = with_compare_to(spec, compare_to, store, run_id)
+    stored = _Stored(store)
+    spec = with_compare_to(spec, compare_to, stored.of, run_id)
     cells = spec.cells()
     if cell is not None:
         cells = [(name, cell_spec) for name, cell_spec in cells if name == cell]
@@ -360,7 +310,10 @@ def open_runs(
         # The target's preflight (an HTTP agent's capabilities, a container's image) is done once
         # and snapshotted on the run (a resume reuses the snapshot); items it cannot take (fixture
         # files) leave the plan, listed.
-        snapshot = _target_snapshot(cell_spec, items, store, this_id, resume, spec_path.parent)
+        record = stored.of(this_id)
+        if resume and record is None:
+            raise RunNotFoundError(f"no run {this_id!r} in store {str(store.root)!r}")
+        snapshot = _target_snapshot(cell_spec, items, record, spec_path.parent)
         skipped = {d["item_id"] for d in (snapshot or {}).get("dropped_items", [])}
         work = [
             (p, t)
@@ -378,24 +331,25 @@ def open_runs(
             target_snapshot=json.dumps(snapshot) if snapshot else None,
             **compare_columns(cell_spec),
         )
-        prepared.append((cell_spec, this_id, identity, work, fresh))
+        prepared.append((cell_spec, this_id, identity, work, fresh, record))
 
     plans: list[RunPlan] = []
-    opened: list[tuple[str, Lease]] = []
+    opened: list[tuple[str, dict[str, Any], Lease]] = []
     try:
-        for cell_spec, this_id, identity, work, fresh in prepared:
-            record, lease = start_or_resume(
+        for cell_spec, this_id, identity, work, fresh, before in prepared:
+            record, lease = run_record.start(
                 store,
                 this_id,
                 identity,
                 fresh,
-                resume=resume,
+                stored=before,
                 flow_run_id=flow_run_id,
                 restart_hint=f"Start a new run with `assay run {spec_path}` instead.",
             )
-            opened.append((this_id, lease))
+            opened.append((this_id, record, lease))
             done = store.done_keys(this_id, parts=lease.accepted)
             retried = store.failed_keys(this_id, selected, parts=lease.accepted) if selected else {}
+            earlier = bool(done or retried)  # an earlier execution committed rows
             plans.append(
                 RunPlan(
                     run_id=this_id,
@@ -409,23 +363,39 @@ def open_runs(
                     work=work,
                     lease=lease,
                     retried=retried,
+                    spent_usd=committed_spend(store, this_id) if earlier else 0.0,
+                    stored_bytes=committed_request_bytes(store, this_id) if earlier else 0,
                 )
             )
     except BaseException as exc:
         # A run recorded as running must not stay so: these failed to start.
-        for opened_id, lease in opened:
-            mark_failed(store, opened_id, f"it did not start: {describe(exc)}")
+        for opened_id, record, lease in opened:
+            run_record.fail(store, opened_id, record, f"it did not start: {describe(exc)}")
             lease.release()
         raise
     return plans
 
 
+class _Stored:
+    """The records of the runs an open names, each read once (`assay/run/record.py`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._read: dict[str, _schema.RunRecord | None] = {}
+
+    def of(self, run_id: str) -> _schema.RunRecord | None:
+        """The run's record as stored, or None."""
+        if run_id not in self._read:
+            self._read[run_id] = run_record.read(self._store, run_id)
+        return self._read[run_id]
+
+
 def _target_snapshot(
-    spec: EvalSpec, items: list[Item], store: Store, run_id: str, resume: bool, spec_dir: Path
+    spec: EvalSpec, items: list[Item], record: Mapping[str, Any] | None, spec_dir: Path
 ) -> dict[str, Any] | None:
     """The target kind's preflight, and the snapshot it keeps on the run (a resume passes the
-    stored one back); its warnings and the items it leaves out are shown."""
-    stored = store.read_run(run_id).get("target_snapshot") if (resume or _exists(store, run_id)) else None
+    stored one back, from its `record`); its warnings and the items it leaves out are shown."""
+    stored = record.get("target_snapshot") if record is not None else None
     snapshot = kind_of(spec.target).prepare(
         spec.target, items, spec_dir, json.loads(stored) if stored else None
     )
@@ -438,26 +408,13 @@ def _target_snapshot(
     return snapshot
 
 
-def _exists(store: Store, run_id: str) -> bool:
-    try:
-        store.read_run(run_id)
-    except RunNotFoundError:
-        return False
-    return True
+def spec_for_resume(record: Mapping[str, Any]) -> Path:
+    """The spec file a stored run was started from (resume re-reads it and checks identity).
 
-
-def spec_for_resume(store: Store, run_id: str) -> Path:
-    """The spec file a stored run was started from (resume re-reads it and checks identity)."""
-    record = store.read_run(run_id)
+    Args:
+        record: the run's record (`Store.read_run`).
+    """
     path = Path(record["spec_path"])
     if not path.is_file():
-        raise SpecError(f"run {run_id} was started from {path}, which no longer exists")
+        raise SpecError(f"run {record['run_id']} was started from {path}, which no longer exists")
     return path
-
-
-def mark_failed(store: Store, run_id: str, error: str) -> None:
-    """Record that the run failed and why, touching nothing else (when even summarising failed)."""
-    record = store.read_run(run_id)
-    del record["run_id"]
-    record.update(status=RunStatus.FAILED.value, error=error, finished_at=datetime.now(UTC))
-    store.write_run(run_id, record)

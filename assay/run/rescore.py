@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +45,12 @@ from assay.outcomes import (
     RunKind,
     RunStatus,
 )
+from assay.run import record as run_record
 from assay.run.admit import Gate
 from assay.run.checks import scorer_problems
 from assay.run.execute import ShardExecutor
 from assay.run.identity import Identity, scorers_digest
-from assay.run.plan import RunPlan, mark_failed, new_record, new_run_id, start_or_resume
+from assay.run.plan import RunPlan, committed_request_bytes, committed_spend, new_record, new_run_id
 from assay.run.rows import Finished, ItemRow, ScoreRow
 from assay.run.scoring import Scoring
 from assay.spec import EvalSpec, describe_errors
@@ -186,10 +188,14 @@ def open_rescore(
             f"run {source_run_id} has not finished (status running): `assay resume {source_run_id}` first"
         )
     stored_spec = json.loads(source["spec_json"])
+    # The rescore's own record, read once (a resume's spec, and whether its id exists already).
+    required = resume or scorers is None
+    stored = run_record.read(store, run_id, required=required) if run_id is not None else None
     if scorers is None:  # resuming: the rescore's own stored spec (its scorers and settings)
         if run_id is None:
             raise InputError("resuming a rescore needs its run id")
-        stored_spec = json.loads(store.read_run(run_id)["spec_json"])
+        assert stored is not None  # `required`
+        stored_spec = json.loads(stored["spec_json"])
     else:
         stored_spec["scorers"] = [s.model_dump(mode="json") for s in scorers]
         (settings or RescoreSettings()).apply(stored_spec)
@@ -209,15 +215,8 @@ def open_rescore(
     source_rows = {(row["item_id"], row["trial"]): row for row in rows.iter_rows(named=True)}
     work = sorted((position[item_id], trial) for item_id, trial in source_rows)
 
-    identity = Identity(
-        dataset=source["dataset_hash"],
-        target=source["target_hash"],
-        scorers=scorers_digest(spec.scorers),
-        trials=source["trials"],
-        seed=source["seed"],
-        policy=source.get("policy"),
-        attempts=source.get("attempts") or 1,
-    )
+    # The source's identity with the new scorers; the fixtures are the target's (never called).
+    identity = replace(Identity.from_record(source), scorers=scorers_digest(spec.scorers), fixtures=None)
     fresh = new_record(spec, spec_path, identity, len(items), len(work))
     fresh.update(
         kind=RunKind.RESCORE,
@@ -231,16 +230,17 @@ def open_rescore(
         **source_generation(source),
     )
     run_id = run_id or new_run_id()
-    record, lease = start_or_resume(
+    record, lease = run_record.start(
         store,
         run_id,
         identity,
         fresh,
-        resume=resume,
+        stored=stored,
         flow_run_id=flow_run_id,
         restart_hint=f"Start a new rescore of {source_run_id} instead.",
     )
     try:
+        done = store.done_keys(run_id, parts=lease.accepted)
         plan = RunPlan(
             run_id=run_id,
             spec=spec,
@@ -249,9 +249,11 @@ def open_rescore(
             identity=identity,
             store=store,
             record=record,
-            done=store.done_keys(run_id, parts=lease.accepted),
+            done=done,
             work=work,
             lease=lease,
+            spent_usd=committed_spend(store, run_id) if done else 0.0,
+            stored_bytes=committed_request_bytes(store, run_id) if done else 0,
         )
         carried = _carry_requests(store, source_run_id, plan, source_rows)
         for row in source_rows.values():  # only references to records the rescore holds
@@ -259,7 +261,7 @@ def open_rescore(
             row["operation_ids"] = ids or None
     except BaseException as exc:
         # Recorded as running: it must not stay so.
-        mark_failed(store, run_id, f"it did not start: {describe(exc)}")
+        run_record.fail(store, run_id, record, f"it did not start: {describe(exc)}")
         lease.release()
         raise
     return plan, source_rows

@@ -5,14 +5,18 @@
     lease      `Lease`: one process drives a run at a time; a paused one is fenced out
     attempts   `ShardAttempt`: Dask workers write a run under its driver's lease, each shard's
                attempts fenced like leases, so a shard run twice commits each item once
-    _publish   the file steps under them: staging, put-if-absent, revisions, fault injection
+    _location  `Location`: what the store needs of where its bytes live (list, read, put-if-absent,
+               publish a batch, artifacts), and which roots can be a store (`root_problem`)
+    _folder    a local folder as a location;  _bucket  an s3:// bucket prefix (obstore);
+    _spool     artifacts on object storage: written locally, uploaded per attempt
+    _publish   the file steps under them: staging, fault injection;  _revisions  records as revisions
 
 `local.py` draws the commit protocol and how it maps onto object storage; `lease.py` the lease's.
 """
 
 from assay.store._location import root_problem
 from assay.store.lease import Lease, lease_ttl, part_generation
-from assay.store.local import DEFAULT_ROOT, STAGING, Store, current_items, default_root
+from assay.store.local import DEFAULT_ROOT, STAGING, Store, current_items, default_root, stored_form
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -24,4 +28,5 @@ __all__ = [
     "lease_ttl",
     "part_generation",
     "root_problem",
+    "stored_form",
 ]

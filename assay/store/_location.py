@@ -1,13 +1,16 @@
-"""Where the store's bytes live: a local folder or a prefix of an S3-compatible bucket.
+"""Where the store's bytes live: what the store needs of that place (`Location`, `Artifacts`), and
+which roots can be one (`root_problem`).
 
 Everything the store keeps — the datasets' parts, run records, leases and fences, the response
 cache, comparisons, leaderboards, reports — is read and written through one `Location`, by key
-(a `/`-separated path below the store's root). Two kinds:
+(a `/`-separated path below the store's root). Two kinds, which `Store` chooses by the root:
 
-    LocalFolder(path)              a folder; put-if-absent is a hard link of a complete temporary
-                                   file, a batch is staged under `.staging/` and renamed into place
-    ObjectPrefix("s3://b/prefix")  a bucket prefix through obstore; put-if-absent is a PUT with
-                                   `If-None-Match: *` (HTTP 412: taken), a batch is PUT part by part
+    LocalFolder(path)              a folder (`_folder.py`); put-if-absent is a hard link of a complete
+                                   temporary file, a batch is staged under `.staging/` and renamed
+                                   into place; artifacts are files there
+    ObjectPrefix("s3://b/prefix")  a bucket prefix through obstore (`_bucket.py`); put-if-absent is a
+                                   PUT with `If-None-Match: *` (HTTP 412: taken), a batch is PUT part
+                                   by part; artifacts go through a local spool (`_spool.py`)
 
 On object storage there is no rename, and none is needed: a PUT is atomic (a reader never sees
 half an object) and the part names are fresh (shard, lease generation, random), so a batch is
@@ -28,31 +31,18 @@ service, retried for minutes where nothing answers — used only when asked for,
 
 from __future__ import annotations
 
-import io
 import os
-import shutil
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import pyarrow as pa
-
-from assay._files import create_new, write_atomic
-from assay.errors import InputError, StoreError
-from assay.store import _publish
-from assay.store._publish import STAGED, write_parquet
 
 ENDPOINT_ENV = "ASSAY_S3_ENDPOINT"
 # Credentials from the instance metadata service (an EC2 instance role): only when this says so.
 INSTANCE_CREDENTIALS_ENV = "ASSAY_S3_INSTANCE_CREDENTIALS"
-
-
-def parquet_bytes(table: pa.Table) -> bytes:
-    """`table` as the bytes of a Parquet file."""
-    sink = io.BytesIO()
-    write_parquet(table, sink)
-    return sink.getvalue()
+# Below the root: the files targets keep (`Artifacts`).
+ARTIFACTS = "artifacts"
 
 
 class Location(Protocol):
@@ -62,6 +52,18 @@ class Location(Protocol):
     """The root as a user names it: a folder path or `s3://bucket/prefix`."""
     storage_options: dict[str, str] | None
     """What Polars' `scan_parquet` needs to read `reader_path`s (None for a local folder)."""
+    local: bool
+    """Whether the bytes are files of a local folder (a report or an artifact has a path)."""
+
+    @property
+    def root(self) -> Path | str:
+        """The root as `Store.root` shows it: the folder's `Path`, or the URL."""
+        ...
+
+    @property
+    def artifacts(self) -> Artifacts:
+        """Where targets write the files they keep, and how those reach the store."""
+        ...
 
     def names(self, key: str) -> list[str]:
         """The entries directly under `key` (files and folders), sorted; none if it is absent."""
@@ -95,6 +97,20 @@ class Location(Protocol):
         """Remove every object below `key`."""
         ...
 
+    def delete_trees(self, keys: Sequence[str], label: str) -> None:
+        """Remove every object below each of `keys`, in order (a local folder renames each into
+        `.trash/<label>-…` first, one atomic step a folder, then deletes the trash).
+
+        Args:
+            keys: the trees, each a distinct first path segment (`runs/run_id=x`, `.staging/…`).
+            label: names the trash (the run's id).
+        """
+        ...
+
+    def keys(self, key: str) -> list[str]:
+        """Every object's key below `key` (at any depth)."""
+        ...
+
     def reader_path(self, key: str) -> str:
         """The path or URL under which Polars (or an analyst) reads `key`."""
         ...
@@ -117,227 +133,35 @@ class Location(Protocol):
         ...
 
 
-class LocalFolder:
-    """The store in a local folder (the protocol of `assay/store/__init__.py`, unchanged)."""
+class Artifacts(Protocol):
+    """The files targets keep (transcripts, workspaces), below `<root>/artifacts/`: written into a
+    local folder whatever the store (`root`), and on object storage uploaded per attempt before
+    the batch naming them is committed (`_spool.py`)."""
 
-    storage_options = None
+    @property
+    def root(self) -> Path:
+        """The local folder targets write into: `<root>/artifacts`, or this process's spool."""
+        ...
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.url = str(root)
+    def sidecar(self, relative: str) -> Path:
+        """A run's append-only sidecar file (`run_id=<id>/@<name>`), holding every writer's lines."""
+        ...
 
-    def path(self, key: str) -> Path:
-        return self.root / key if key else self.root
+    def upload(self, attempts: list[str], run_partition: str) -> None:
+        """Before a batch is committed: its attempts' folders, and the run's sidecars, into the store."""
+        ...
 
-    def names(self, key: str) -> list[str]:
-        try:
-            return sorted(os.listdir(self.path(key)))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+    def committed(self, attempts: list[str]) -> None:
+        """After a batch is committed: what of its attempts need not be kept locally any more."""
+        ...
 
-    def exists(self, key: str) -> bool:
-        return self.path(key).exists()
+    def read(self, relative: str) -> bytes:
+        """A kept file's bytes (`FileNotFoundError` if there is none)."""
+        ...
 
-    def read(self, key: str) -> bytes:
-        return self.path(key).read_bytes()
-
-    def write(self, key: str, data: bytes) -> None:
-        write_atomic(self.path(key), data)
-
-    def create(self, key: str, data: bytes | pa.Table, staging: str) -> bool:
-        def write(tmp: Path) -> None:
-            if isinstance(data, pa.Table):
-                write_parquet(data, tmp)
-            else:
-                tmp.write_bytes(data)
-
-        # A random staging name: `create_new` links it to `key` or removes it.
-        return create_new(self.path(key), write, temporary=_temporary(self.path(staging)))
-
-    def delete(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)
-
-    def delete_tree(self, key: str) -> None:
-        shutil.rmtree(self.path(key), ignore_errors=True)
-
-    def reader_path(self, key: str) -> str:
-        return str(self.path(key))
-
-    def commit_batch(self, tables: Sequence[tuple[str, pa.Table]], staging: str) -> None:
-        batch = self.path(staging)
-        batch.mkdir(parents=True, exist_ok=True)
-        for final, table in tables:
-            _publish.stage(table, batch, _staged_name(final))
-        self.publish_staged(staging, [(_staged_name(final), final) for final, _ in tables])
-
-    def staged_batches(self, staging: str) -> list[tuple[str, bool]]:
-        found = []
-        for name in self.names(staging):
-            entry = self.path(f"{staging}/{name}")
-            if entry.is_dir():
-                found.append((f"{staging}/{name}", (entry / f"items{STAGED}").exists()))
-            elif _abandoned(entry):  # a record's staged file whose writer was killed before it was published
-                entry.unlink(missing_ok=True)
-        return found
-
-    def publish_staged(self, batch: str, finals: Sequence[tuple[str, str]]) -> None:
-        folder = self.path(batch)
-        for name, final in finals:
-            staged = folder / f"{name}{STAGED}"
-            if staged.exists():
-                target = self.path(final)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _publish.crash_point("publish", name)
-                # The part name is fresh (random), so the rename never replaces a file.
-                os.replace(staged, target)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-class ObjectPrefix:
-    """The store below `s3://bucket/prefix`, through obstore (see the module docstring).
-
-    Args:
-        url: `s3://bucket` or `s3://bucket/prefix`.
-    """
-
-    def __init__(self, url: str) -> None:
-        from obstore.store import S3Store
-
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        if (problem := _s3_problem(url)) is not None:
-            raise InputError(f"store {url!r}: {problem}")
-        self.bucket, self.prefix = bucket, prefix.strip("/")
-        self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
-        config: dict[str, Any] = {}
-        endpoint = os.environ.get(ENDPOINT_ENV) or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            config["endpoint"] = endpoint
-            config["allow_http"] = endpoint.startswith("http://")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        if region:
-            config["region"] = region
-        # Keys that are given only to a client's constructor, never logged: the store reads the
-        # same AWS variables itself, so these stay in the environment.
-        self.store = S3Store(bucket, prefix=self.prefix or None, **config)
-        self.storage_options: dict[str, str] | None = {
-            **(
-                {"aws_endpoint_url": endpoint, "aws_allow_http": str(endpoint.startswith("http://")).lower()}
-                if endpoint
-                else {}
-            ),
-            **({"aws_region": region} if region else {}),
-        }
-
-    def names(self, key: str) -> list[str]:
-        import obstore
-
-        listed = obstore.list_with_delimiter(self.store, key.rstrip("/") + "/" if key else None)
-        prefixes = [p.rstrip("/").rsplit("/", 1)[-1] for p in listed["common_prefixes"]]
-        objects = [o["path"].rsplit("/", 1)[-1] for o in listed["objects"]]
-        return sorted({*prefixes, *objects})
-
-    def exists(self, key: str) -> bool:
-        import obstore
-
-        try:
-            obstore.head(self.store, key)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def read(self, key: str) -> bytes:
-        import obstore
-
-        return bytes(obstore.get(self.store, key).bytes())
-
-    def write(self, key: str, data: bytes) -> None:
-        import obstore
-
-        obstore.put(self.store, key, data)
-
-    def create(self, key: str, data: bytes | pa.Table, staging: str) -> bool:
-        import obstore
-        from obstore.exceptions import AlreadyExistsError
-
-        body = parquet_bytes(data) if isinstance(data, pa.Table) else data
-        try:
-            obstore.put(self.store, key, body, mode="create")
-        except AlreadyExistsError:
-            return False
-        return True
-
-    def delete(self, key: str) -> None:
-        import obstore
-
-        try:
-            obstore.delete(self.store, key)
-        except FileNotFoundError:
-            pass
-
-    def keys(self, key: str) -> list[str]:
-        """Every object's key below `key` (at any depth)."""
-        import obstore
-
-        return [meta["path"] for batch in obstore.list(self.store, key.rstrip("/") + "/") for meta in batch]
-
-    def delete_tree(self, key: str) -> None:
-        import obstore
-
-        for batch in obstore.list(self.store, key.rstrip("/") + "/"):
-            obstore.delete(self.store, [meta["path"] for meta in batch])
-
-    def reader_path(self, key: str) -> str:
-        return f"{self.url}/{key}"
-
-    def commit_batch(self, tables: Sequence[tuple[str, pa.Table]], staging: str) -> None:
-        for final, table in tables:
-            _publish.crash_point("publish", _staged_name(final))
-            if not self.create(final, table, staging):
-                raise StoreError(f"{self.reader_path(final)} exists already: a part name was reused")
-
-    def staged_batches(self, staging: str) -> list[tuple[str, bool]]:
-        return []  # nothing is staged on object storage
-
-    def publish_staged(self, batch: str, finals: Sequence[tuple[str, str]]) -> None:
-        raise StoreError("object storage stages nothing")  # never called: staged_batches is empty
-
-
-def _staged_name(final: str) -> str:
-    """A batch file's staged name: its dataset (`items/run_id=x/part.parquet` -> `items`)."""
-    return final.split("/", 1)[0]
-
-
-# A record's staged file lives for the milliseconds its `create` takes; one this old was left by a
-# killed writer. A younger one may be another live writer's (a Dask worker's shard attempt, a
-# lease renewal) and must not be removed under it.
-_ABANDONED_AFTER_S = 600.0
-
-
-def _abandoned(entry: Path) -> bool:
-    try:
-        return time.time() - entry.stat().st_mtime > _ABANDONED_AFTER_S
-    except FileNotFoundError:  # its writer published or removed it meanwhile
-        return False
-
-
-def _temporary(staging: Path) -> Path:
-    import uuid
-
-    return staging / f"{uuid.uuid4().hex}{STAGED}"
-
-
-def open_location(root: str | os.PathLike[str]) -> LocalFolder | ObjectPrefix:
-    """The location a store root names: `s3://bucket/prefix`, else a local folder.
-
-    Raises:
-        InputError: the root cannot be a store (`root_problem`).
-    """
-    text = os.fspath(root)
-    if text.startswith("s3://"):
-        return ObjectPrefix(text)
-    if (problem := root_problem(text)) is not None:
-        raise InputError(problem)
-    return LocalFolder(Path(text))
+    def fetch_folder(self, relative: str) -> Path:
+        """A kept folder as a local folder (in place, or downloaded)."""
+        ...
 
 
 def root_problem(root: str | os.PathLike[str]) -> str | None:
@@ -349,7 +173,7 @@ def root_problem(root: str | os.PathLike[str]) -> str | None:
     """
     text = os.fspath(root)
     if text.startswith("s3://"):
-        problem = _s3_problem(text)
+        problem = s3_problem(text)
     elif "://" in text and (scheme := text.partition("://")[0]).isalnum():
         problem = f"{scheme}:// is not a store Assay can use (a folder or s3://bucket/prefix)"
     else:
@@ -375,7 +199,7 @@ def _set(name: str) -> bool:
     return bool(os.environ.get(name))
 
 
-def _s3_problem(url: str) -> str | None:
+def s3_problem(url: str) -> str | None:
     """Why an `s3://` root cannot be used: no bucket, or no credentials the client can find
     without asking the instance metadata service (the end of its chain)."""
     if not url.removeprefix("s3://").partition("/")[0]:
@@ -399,7 +223,7 @@ def _s3_problem(url: str) -> str | None:
         return None
     profile = (
         " (AWS_PROFILE is set, but profiles are not read: export its keys, "
-        "`eval \"$(aws configure export-credentials --format env)\"`)"
+        '`eval "$(aws configure export-credentials --format env)"`)'
         if _set("AWS_PROFILE")
         else ""
     )

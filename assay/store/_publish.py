@@ -3,6 +3,7 @@ final name in one step, never replaced (assay/store/local.py draws the protocol 
 
     write_parquet(table, path)       a table as a Parquet file
     stage(table, batch, dataset)     a batch's table, `<dataset>.staged` once whole (local folders)
+    staged_name(final)               the name a batch's file is staged (and crash-tested) under
 
 Revisions of records (put-if-absent on either kind of location) are in `_revisions.py`.
 
@@ -26,6 +27,11 @@ WRITING, STAGED = ".writing", ".staged"
 def write_parquet(table: pa.Table, path: Path | io.BytesIO) -> None:
     """One table as one Parquet file (zstd), the store's only way to write one."""
     pq.write_table(table, path, compression="zstd")
+
+
+def staged_name(final: str) -> str:
+    """A batch file's staged name: its dataset (`items/run_id=x/part.parquet` -> `items`)."""
+    return final.split("/", 1)[0]
 
 
 def stage(table: pa.Table, batch: Path, dataset: str) -> None:

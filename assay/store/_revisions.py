@@ -1,8 +1,9 @@
 """Records that change, as revisions: `<stem>-<n>.parquet`, each created put-if-absent, so two
 writers never take one number (the second takes the next; see `assay/store/__init__.py`).
 
-    write_revision(location, …)      a record's next revision
-    newest_revision(location, …)     the key of a record's highest revision
+    write_revision(location, …)        a record's next revision
+    write_revision_after(location, …)  the revision after the one a writer holds, if still free
+    newest_revision(location, …)       the key of a record's highest revision
 """
 
 from __future__ import annotations
@@ -51,5 +52,20 @@ def write_revision(
     writer took n meanwhile (put-if-absent), the next one."""
     while True:
         revision = max(revisions(location, folder, stem), default=0) + 1
-        if location.create(f"{folder}/{stem}-{revision:06d}.parquet", table(revision), staging):
+        if location.create(_name(folder, stem, revision), table(revision), staging):
             return revision
+
+
+def write_revision_after(
+    location: Location, folder: str, stem: str, table: Callable[[int], pa.Table], staging: str, after: int
+) -> int | None:
+    """Write `table(n)` as revision n = `after + 1`, where `after` is the revision the writer
+    holds, listing nothing; None if another writer took n. Revisions are taken in order (each
+    one more than the newest listed), so n free means nothing was written since `after`."""
+    revision = after + 1
+    created = location.create(_name(folder, stem, revision), table(revision), staging)
+    return revision if created else None
+
+
+def _name(folder: str, stem: str, revision: int) -> str:
+    return f"{folder}/{stem}-{revision:06d}.parquet"

@@ -32,12 +32,9 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from assay.store._location import ObjectPrefix
+from assay.store._location import ARTIFACTS, Location
 
-ARTIFACTS = "artifacts"
 # Concurrent PUTs of one attempt's files: a workspace is many small files, each a round trip.
 _UPLOADS_AT_ONCE = 8
 
@@ -45,7 +42,7 @@ _spools: dict[str, Spool] = {}
 _spools_lock = threading.Lock()
 
 
-def spool_for(location: ObjectPrefix) -> Spool:
+def spool_for(location: Location) -> Spool:
     """This process's spool for the store at `location` (one per store URL, so every `Store` of
     the same URL in a process — the run's, its target's — writes and uploads the same files)."""
     with _spools_lock:
@@ -62,7 +59,7 @@ class Spool:
         location: the store's bucket prefix.
     """
 
-    def __init__(self, location: ObjectPrefix) -> None:
+    def __init__(self, location: Location) -> None:
         self._location = location
         self._folder: Path | None = None
         # This process's pieces of run sidecars are keyed by it: no two processes write one key.

@@ -25,7 +25,9 @@ consistent snapshot while writers run, because of three rules:
    "out of specification" (measured: most reads of a glob fail while its files are replaced).
 2. **A record that changes is written as revisions.** A run's record (status, totals, tags) and a
    matrix's leaderboard get a new file per change, `run-<revision>.parquet`, put-if-absent (two
-   writers cannot take one revision: the second takes the next). Revisions are never removed (they
+   writers cannot take one revision: the second takes the next; a writer that holds the record
+   writes the one after the revision it holds, or learns that the record changed:
+   `write_run(after=)`). Revisions are never removed (they
    are the record's history, a few per run): the current record is the highest `revision`, which
    `read_run` and `runs()` pick from the folder listing, and analysts by `revision = max(revision)`
    per run (docs/analysts.md). A store written before revisions holds `run.parquet`: revision 0.
@@ -50,11 +52,12 @@ between two renames of the publish step (microseconds) leaves a scores, requests
 without its items part until the run resumes. Our readers read only parts whose items part exists;
 analysts keep to finished runs or join scores to items (docs/schema.md).
 
-The file steps (staging, the tests' fault injection) are in `assay/store/_publish.py`, where the
-bytes live (a folder or a bucket; put-if-absent) in `_location.py`, revisions in `_revisions.py`.
+The file steps (staging, the tests' fault injection) are in `assay/store/_publish.py`, what the store
+needs of where the bytes live (a folder or a bucket; put-if-absent) in `_location.py`, revisions in
+`_revisions.py`. `Store` reads and writes only through its `Location`, never asking which kind it is.
 
 On object storage (`s3://bucket/prefix`: no rename; a PUT is atomic; conditional writes exist) the
-same guarantees hold without a staging step (`assay/store/_location.py`, docs/storage.md): a batch's
+same guarantees hold without a staging step (`assay/store/_bucket.py`, docs/storage.md): a batch's
 parts are PUT under their final keys with `If-None-Match: *`, items (the commit marker) last;
 put-if-absent (revisions, leases, fences, comparisons) is the same conditional PUT, answered 412
 when the key is taken; readers LIST then GET, which is safe because no key is ever overwritten.
@@ -69,24 +72,24 @@ the one `Store` class, whose readers and writers keep that protocol together.
 
 from __future__ import annotations
 
+import io
 import os
-import shutil
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
 import pyarrow as pa
 
 from assay import _schema
 from assay._lazy import lazy_module
-from assay.errors import RunNotFoundError, StoreError
+from assay.errors import InputError, RunNotFoundError, StoreError
 from assay.outcomes import BatchState, ItemOutcome, RowKind
 from assay.store import _revisions
-from assay.store._location import LocalFolder, ObjectPrefix, open_location
-from assay.store._spool import spool_for
+from assay.store._bucket import ObjectPrefix
+from assay.store._folder import LocalFolder
+from assay.store._location import Location, root_problem
 
 if TYPE_CHECKING:
     import polars as pl
@@ -109,6 +112,20 @@ def default_root() -> str:
     return os.environ.get("ASSAY_STORE") or DEFAULT_ROOT
 
 
+def open_location(root: str | os.PathLike[str]) -> Location:
+    """The location a store root names: `s3://bucket/prefix`, else a local folder.
+
+    Raises:
+        InputError: the root cannot be a store (`root_problem`).
+    """
+    text = os.fspath(root)
+    if text.startswith("s3://"):
+        return ObjectPrefix(text)
+    if (problem := root_problem(text)) is not None:
+        raise InputError(problem)
+    return LocalFolder(Path(text))
+
+
 class Store:
     """A local folder or an object-store prefix holding runs, items and scores.
 
@@ -121,17 +138,13 @@ class Store:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.location: LocalFolder | ObjectPrefix = open_location(
-            root if root is not None else default_root()
-        )
-        self.root: Path | str = (
-            self.location.root if isinstance(self.location, LocalFolder) else self.location.url
-        )
+        self.location: Location = open_location(root if root is not None else default_root())
+        self.root: Path | str = self.location.root
 
     @property
     def local(self) -> bool:
         """Whether the store is a local folder (artifacts and reports are files there)."""
-        return isinstance(self.location, LocalFolder)
+        return self.location.local
 
     def _partition(self, dataset: str, run_id: str) -> str:
         return f"{dataset}/run_id={run_id}"
@@ -142,8 +155,21 @@ class Store:
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def write_run(self, run_id: str, record: _schema.RunRecord) -> int:
+    @overload
+    def write_run(self, run_id: str, record: _schema.RunRecord) -> int: ...
+
+    @overload
+    def write_run(self, run_id: str, record: _schema.RunRecord, *, after: int) -> int | None: ...
+
+    def write_run(self, run_id: str, record: _schema.RunRecord, *, after: int | None = None) -> int | None:
         """Record a change of a run: its next revision (see the module docstring); returns it.
+
+        Args:
+            run_id: the run.
+            record: its columns.
+            after: the revision the writer holds (read or wrote last): written as the one after
+                it, without listing the run's revisions; None if another writer took that one
+                (the run changed meanwhile: `assay/run/record.py`).
 
         Raises:
             StoreError: the record has a key that is no column of `runs` (a misspelt name would
@@ -156,16 +182,22 @@ class Store:
         def table(revision: int) -> pa.Table:
             return pa.Table.from_pylist([{**record, "revision": revision}], schema=_schema.RUNS)
 
-        return _revisions.write_revision(
-            self.location, self._partition("runs", run_id), "run", table, self._staging(run_id)
-        )
+        folder, staging = self._partition("runs", run_id), self._staging(run_id)
+        if after is not None:
+            return _revisions.write_revision_after(self.location, folder, "run", table, staging, after)
+        return _revisions.write_revision(self.location, folder, "run", table, staging)
 
     def read_run(self, run_id: str) -> _schema.RunRecord:
-        """A run's current record; `RunNotFoundError` if the store has no such run."""
+        """A run's current record; `RunNotFoundError` if the store has no such run. One listing
+        and one read of the newest revision (through the location: one GET on object storage)."""
         key = _revisions.newest_revision(self.location, self._partition("runs", run_id), "run")
-        rows = self._read(_schema.RUNS, [key]).to_dicts() if key is not None else []
-        if not rows:  # none, or deleted since the listing
+        try:
+            data = self.location.read(key) if key is not None else None
+        except FileNotFoundError:  # deleted since the listing
+            data = None
+        if data is None:
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
+        rows = scan_parts(_schema.RUNS, [io.BytesIO(data)]).collect().to_dicts()
         if len(rows) != 1:
             raise StoreError(f"run {run_id!r}'s record holds {len(rows)} rows, expected 1")
         return cast(_schema.RunRecord, {"run_id": run_id, **rows[0]})
@@ -202,21 +234,14 @@ class Store:
             )
             if table is not None and (table.num_rows or dataset == "items")
         ]
-        if isinstance(self.location, LocalFolder):  # the attempts' files are in place already
-            self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
-            return
-        # On object storage the attempts' files go up first: a committed row never names a
-        # missing file (assay/store/_spool.py). Here, in the process that ran the attempts.
-        spool = spool_for(self.location)
-        attempts = [
-            self._attempt_folder(run_id, item_id, trial)
-            for item_id, trial in zip(
-                items.column("item_id").to_pylist(), items.column("trial").to_pylist(), strict=True
-            )
-        ]
-        spool.upload(attempts, f"run_id={run_id}")
+        # The attempts' files go up first (on object storage; in a local folder they are in
+        # place): a committed row never names a missing file (assay/store/_spool.py). Here, in
+        # the process that ran the attempts.
+        artifacts = self.location.artifacts
+        attempts = self._attempt_folders(run_id, items)
+        artifacts.upload(attempts, f"run_id={run_id}")
         self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
-        spool.committed(attempts)
+        artifacts.committed(attempts)
 
     def recover(self, run_id: str) -> dict[str, int]:
         """Finish what a killed writer of the run left: roll complete staged batches forward,
@@ -253,18 +278,17 @@ class Store:
         then the rest. A deletion cut short leaves only record-less partitions (or trash), which
         `delete_run` of the same id finishes."""
         datasets = ("runs", "items", "scores", "requests", "turns", "batches", "artifacts", "leases")
-        if not isinstance(self.location, LocalFolder):
-            for key in [*(self._partition(d, run_id) for d in datasets), self._staging(run_id)]:
-                self.location.delete_tree(key)
-            return
-        trash = self.location.root / ".trash" / f"{run_id}-{uuid.uuid4().hex[:8]}"
-        folders = {dataset: self.location.path(self._partition(dataset, run_id)) for dataset in datasets}
-        for name, folder in {**folders, "staging": self.location.path(self._staging(run_id))}.items():
-            if folder.exists():
-                target = trash / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(folder, target)
-        shutil.rmtree(self.location.root / ".trash", ignore_errors=True)
+        keys = [*(self._partition(d, run_id) for d in datasets), self._staging(run_id)]
+        self.location.delete_trees(keys, label=run_id)
+
+    def _attempt_folders(self, run_id: str, items: pa.Table) -> list[str]:
+        """The attempt folders of a batch's item rows."""
+        return [
+            self._attempt_folder(run_id, item_id, trial)
+            for item_id, trial in zip(
+                items.column("item_id").to_pylist(), items.column("trial").to_pylist(), strict=True
+            )
+        ]
 
     def _attempt_folder(self, run_id: str, item_id: str, trial: int) -> str:
         """An attempt's folder below `artifacts/`: `run_id=<id>/<item>/<trial>`, the item id
@@ -287,9 +311,7 @@ class Store:
         source's files). `<root>/artifacts` in a local store; on object storage this process's
         spool, uploaded to `<root>/artifacts/` as each batch is committed (`_spool.py`). Read
         kept files with `read_artifact` / `artifact_folder`, which work on both."""
-        if isinstance(self.location, LocalFolder):
-            return self.location.root / "artifacts"
-        return spool_for(self.location).root
+        return self.location.artifacts.root
 
     def run_sidecar(self, run_id: str, name: str) -> Path:
         """A run-level file in the run's artifacts partition, beside the attempt folders (not
@@ -297,10 +319,7 @@ class Store:
         ids are percent-quoted there, and quoting never leaves an `@`. Deleted with the run. On
         object storage an append-only file: its spool copy, holding what other processes wrote
         (uploaded with each batch, `_spool.py`)."""
-        relative = f"run_id={run_id}/@{name}"
-        if isinstance(self.location, LocalFolder):
-            return self.artifacts_root / relative
-        return spool_for(self.location).sidecar(relative)
+        return self.location.artifacts.sidecar(f"run_id={run_id}/@{name}")
 
     def read_artifact(self, path: str) -> bytes:
         """The bytes of a kept file (`FileNotFoundError` if it is gone).
@@ -308,9 +327,7 @@ class Store:
         Args:
             path: as `items.artifacts` holds it (relative to `<root>/artifacts`).
         """
-        if isinstance(self.location, LocalFolder):
-            return (self.artifacts_root / path).read_bytes()
-        return spool_for(self.location).read(path)
+        return self.location.artifacts.read(path)
 
     def artifact_folder(self, path: str) -> Path:
         """A kept folder (an exported workspace) as a local folder: in place in a local store,
@@ -319,9 +336,7 @@ class Store:
         Args:
             path: as `items.artifacts` holds it (relative to `<root>/artifacts`).
         """
-        if isinstance(self.location, LocalFolder):
-            return self.artifacts_root / path
-        return spool_for(self.location).fetch_folder(path)
+        return self.location.artifacts.fetch_folder(path)
 
     def write_carried_requests(self, run_id: str, requests: pa.Table) -> None:
         """A rescore's copy of its source's captured requests (not part of any batch), once:
@@ -588,14 +603,19 @@ def _read_files(
 
 
 def scan_parts(
-    schema: pa.Schema, parts: list[str], *, hive: bool = False, storage_options: dict[str, str] | None = None
+    schema: pa.Schema,
+    parts: list[str] | list[io.BytesIO],
+    *,
+    hive: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> pl.LazyFrame:
     """A lazy view of parts of one dataset under today's schema (`read_parts`, not read yet): a
     query over it reads only the columns and rows it needs.
 
     Args:
         schema: the dataset's schema.
-        parts: the files (paths, or URLs readable with `storage_options`); none: no rows.
+        parts: the files (paths, or URLs readable with `storage_options`, or their bytes: no
+            `hive`); none: no rows.
         hive: add the partition key `run_id` (from the path) as the first column.
         storage_options: Polars' options for object-store URLs.
     """
@@ -641,6 +661,14 @@ def _defaults() -> dict[str, dict[str, pl.Expr]]:
         "items": {"retry": pl.col("retry").fill_null(0)},
         "turns": {"retry": pl.col("retry").fill_null(0)},
     }
+
+
+def stored_form(run_id: str, record: Mapping[str, Any]) -> _schema.RunRecord:
+    """A run record as `Store.read_run` would return it once written: every column of `runs`,
+    each value as read back (a writer that holds the record need not read it again)."""
+    table = pa.Table.from_pylist([dict(record)], schema=_schema.RUNS)
+    (row,) = _with_defaults("runs", pl.from_arrow(table).lazy()).collect().to_dicts()
+    return cast(_schema.RunRecord, {"run_id": run_id, **row})
 
 
 def current_items(items: pl.DataFrame | pl.LazyFrame, by: tuple[str, ...] = ()) -> Any:
