@@ -160,7 +160,7 @@ ROW_TYPES: list[tuple[type, pa.Schema]] = [
     (_schema.RequestColumns, _schema.REQUESTS),
     (_schema.TurnRow, _schema.TURNS),
     (_schema.BatchRow, _schema.BATCHES),
-    (_schema.ScorerComparison, _schema.COMPARISONS),
+    (_schema.ComparisonRow, _schema.COMPARISONS),
     (_schema.LeaderboardRow, _schema.LEADERBOARDS),
 ]
 

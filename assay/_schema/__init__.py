@@ -12,7 +12,7 @@ hold `json.dumps` of the value.
     REQUESTS      RequestColumns     one row per captured call record          _requests.py
     TURNS         TurnRow            one row per prompt of a managed session   _turns.py
     BATCHES       BatchRow           batch mode's ledger                       _batches.py
-    COMPARISONS   ScorerComparison   one row per scorer compared               _comparisons.py
+    COMPARISONS   ComparisonRow      one row per scorer compared               _comparisons.py
     LEADERBOARDS  LeaderboardRow     one row per cell x scorer                 _leaderboards.py
 
 The columns several datasets share (tokens, accounting, why the model stopped) are defined once
@@ -22,8 +22,8 @@ are plain dicts on the hot path.
 """
 
 from assay._schema._batches import BATCHES, BatchRow
-from assay._schema._columns import Column, column_of, schema_of
-from assay._schema._comparisons import COMPARISONS, ScorerComparison
+from assay._schema._columns import Column, schema_of
+from assay._schema._comparisons import COMPARISONS, ComparisonRow, ScorerComparison
 from assay._schema._items import ITEMS, ItemRow
 from assay._schema._leaderboards import LEADERBOARDS, LeaderboardRow
 from assay._schema._requests import REQUESTS, RequestColumns
@@ -42,6 +42,7 @@ __all__ = [
     "TURNS",
     "BatchRow",
     "Column",
+    "ComparisonRow",
     "ItemRow",
     "LeaderboardRow",
     "RequestColumns",
@@ -49,6 +50,5 @@ __all__ = [
     "ScoreRow",
     "ScorerComparison",
     "TurnRow",
-    "column_of",
     "schema_of",
 ]

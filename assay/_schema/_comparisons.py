@@ -9,26 +9,25 @@ from assay._schema._columns import TIMESTAMP, Column, schema_of, words
 from assay.outcomes import Adjustment, IntervalMethod, Verdict
 
 
+class _PerComparison(TypedDict):
+    """The columns of a `comparisons` row that are the whole comparison's, not one scorer's."""
+
+    created_at: Annotated[datetime, Column(TIMESTAMP, "when the comparison was made (UTC)")]
+    baseline_run_ids: Annotated[
+        list[str], Column(pa.list_(pa.string()), "the baseline side's runs (averaged per item when several)")
+    ]
+    candidate_run_ids: Annotated[list[str], Column(pa.list_(pa.string()), "the candidate side's runs")]
+
+
 class ScorerComparison(TypedDict):
-    """One scorer compared: an entry of a comparison's `scorers` (`comparison.json`) and, with the
-    comparison's time and runs, a row of the `comparisons` dataset.
+    """One scorer compared: an entry of a comparison's `scorers` (`comparison.json`), and with
+    the comparison's own columns a row of `comparisons` (`ComparisonRow`).
 
     The keys without `NotRequired` every entry has. With pairs it also has the fields of its
     `PairedEstimate` (`n` as `n_pairs`; `assay.analysis.compare.estimate_columns`); without pairs
-    the verdict is `inconclusive`. `created_at` and the run ids are the comparison's, added to
-    each entry as it is written.
+    the verdict is `inconclusive`.
     """
 
-    created_at: NotRequired[Annotated[datetime, Column(TIMESTAMP, "when the comparison was made (UTC)")]]
-    baseline_run_ids: NotRequired[
-        Annotated[
-            list[str],
-            Column(pa.list_(pa.string()), "the baseline side's runs (averaged per item when several)"),
-        ]
-    ]
-    candidate_run_ids: NotRequired[
-        Annotated[list[str], Column(pa.list_(pa.string()), "the candidate side's runs")]
-    ]
     scorer: Annotated[str, Column(pa.string(), "the scorer compared")]
     scorer_kind: Annotated[str, Column(pa.string(), "its kind")]
     n_pairs: Annotated[int, Column(pa.int64(), "(item_id, trial) pairs scored on both sides")]
@@ -94,4 +93,8 @@ class ScorerComparison(TypedDict):
     ]
 
 
-COMPARISONS = schema_of(ScorerComparison)
+class ComparisonRow(_PerComparison, ScorerComparison):
+    """A row of `comparisons`: the comparison's columns first, then its scorer's."""
+
+
+COMPARISONS = schema_of(ComparisonRow)

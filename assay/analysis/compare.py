@@ -22,7 +22,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
-from assay._schema import ScorerComparison
+from assay._schema import ComparisonRow, ScorerComparison
 from assay.analysis.gates import CostDelta, GateResult, TimingDelta, cost_delta, error_gates, timing_delta
 from assay.analysis.intervals import adjusted_p_values
 from assay.analysis.lines import signed
@@ -379,7 +379,7 @@ def write_comparison(store: Store, document: Comparison) -> None:
     whole document beside it as `comparison.json`."""
     created = datetime.fromisoformat(document["created_at"])
     options = document["options"]
-    rows = [
+    rows: list[ComparisonRow] = [
         {
             "created_at": created,
             "baseline_run_ids": document["baseline"],
