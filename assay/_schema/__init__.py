@@ -17,19 +17,27 @@ hold `json.dumps` of the value.
 
 The columns several datasets share (tokens, accounting, why the model stopped) are defined once
 in `_columns.py` and imported by the datasets that store them. `RequestColumns` is a pydantic
-model, as the captured records' JSONL codec validates them; the others are TypedDicts, as rows
-are plain dicts on the hot path.
+model, as the captured records' JSONL codec validates them, and is loaded on first use (PEP 562,
+`assay/_lazy.py`): reading the store needs no pydantic. The others are TypedDicts, as rows are
+plain dicts on the hot path.
 """
 
+from typing import TYPE_CHECKING
+
+from assay._lazy import lazy_exports
 from assay._schema._batches import BATCHES, BatchRow
 from assay._schema._columns import Column, schema_of
 from assay._schema._comparisons import COMPARISONS, ComparisonRow, ScorerComparison
 from assay._schema._items import ITEMS, ItemRow
 from assay._schema._leaderboards import LEADERBOARDS, LeaderboardRow
-from assay._schema._requests import REQUESTS, RequestColumns
 from assay._schema._runs import RUNS, RunRecord
 from assay._schema._scores import SCORES, ScoreRow
 from assay._schema._turns import TURNS, TurnRow
+
+if TYPE_CHECKING:
+    from assay._schema._requests import REQUESTS, RequestColumns
+
+_lazy, __getattr__, __dir__ = lazy_exports(__name__, {"_requests": ("REQUESTS", "RequestColumns")})
 
 __all__ = [
     "BATCHES",

@@ -55,8 +55,7 @@ from pydantic import (
     model_validator,
 )
 
-from assay._schema import RequestColumns
-from assay._schema._requests import VERSION
+from assay._schema._requests import VERSION, RequestColumns
 from assay.errors import InputError
 from assay.outcomes import RequestPhase
 
