@@ -17,14 +17,14 @@ hold `json.dumps` of the value.
 
 The columns several datasets share (tokens, accounting, why the model stopped) are defined once
 in `_columns.py` and imported by the datasets that store them. `RequestColumns` is a pydantic
-model, as the captured records' JSONL codec validates them, and is loaded on first use (PEP 562,
-`assay/_lazy.py`): reading the store needs no pydantic. The others are TypedDicts, as rows are
+model, as the captured records' JSONL codec validates them, and is loaded on first use (PEP 562):
+reading the store needs no pydantic. The others are TypedDicts, as rows are
 plain dicts on the hot path.
 """
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from assay._lazy import lazy_exports
 from assay._schema._batches import BATCHES, BatchRow
 from assay._schema._columns import Column, schema_of
 from assay._schema._comparisons import COMPARISONS, ComparisonRow, ScorerComparison
@@ -37,7 +37,15 @@ from assay._schema._turns import TURNS, TurnRow
 if TYPE_CHECKING:
     from assay._schema._requests import REQUESTS, RequestColumns
 
-_lazy, __getattr__, __dir__ = lazy_exports(__name__, {"_requests": ("REQUESTS", "RequestColumns")})
+_LAZY = ("REQUESTS", "RequestColumns")
+
+
+def __getattr__(name: str) -> Any:
+    # Not assay._lazy: this room sits beside it, in the same layer (tests/test_architecture.py).
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}._requests"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BATCHES",
