@@ -2,7 +2,7 @@
 
 The words are part of the contract: gates, dashboards and analysts' queries read them. Writers
 and readers use these enums (a StrEnum member *is* its string, so `row["outcome"] == "failed"`
-and `ItemOutcome.FAILED` agree); `assay/_schema.py` builds its column descriptions from them and
+and `ItemOutcome.FAILED` agree); `assay/_schema/` builds its column descriptions from them and
 `docs/update_schema.py` writes the enum table of `docs/schema.md` from them (a test keeps the two
 in step).
 """

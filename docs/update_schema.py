@@ -1,9 +1,9 @@
-"""Rewrite the tables of docs/schema.md: the columns from `assay/_schema.py`, the enums from
+"""Rewrite the tables of docs/schema.md: the columns from `assay/_schema/`, the enums from
 `assay/outcomes.py` (run after changing either).
 
     .venv/bin/python docs/update_schema.py
 
-tests/test_store.py fails while the doc and the code disagree; this keeps the prose and replaces
+tests/test_vocabulary.py fails while the doc and the code disagree; this keeps the prose and replaces
 the tables.
 """
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import get_type_hints
 
 import pytest
 
@@ -18,9 +17,6 @@ from assay.run.rows import (
     NO_SPEND,
     SCORES,
     TURNS,
-    ItemRow,
-    ScoreRow,
-    TurnRow,
     completed_row,
     failed_row,
     score_row,
@@ -32,12 +28,6 @@ from assay.targets import TargetResult
 
 ITEM = Item(item_id="i1", item_index=0, input="What is 2 + 2?", expected="4", annotations={"topic": "sums"})
 NOW = datetime.now(UTC)
-
-
-def test_row_types_are_their_datasets_columns() -> None:
-    assert list(get_type_hints(ItemRow)) == _schema.ITEMS.names
-    assert list(get_type_hints(ScoreRow)) == _schema.SCORES.names
-    assert list(get_type_hints(TurnRow)) == _schema.TURNS.names
 
 
 def test_every_item_row_builder_makes_a_table_of_items() -> None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import _schema
+from assay._schema import ComparisonRow, ScorerComparison
 from assay.analysis.gates import CostDelta, GateResult, TimingDelta, cost_delta, error_gates, timing_delta
 from assay.analysis.intervals import adjusted_p_values
 from assay.analysis.lines import signed
@@ -92,29 +93,6 @@ class CompareOptions(BaseModel):
         default=Adjustment.NONE,
         description="Adjust verdicts for the scorers (or cells) compared at once: holm, bh or none.",
     )
-
-
-class ScorerComparison(TypedDict):
-    """One scorer compared: an entry of a comparison's `scorers`, and (with the comparison's
-    time, runs and bootstrap settings) a row of the `comparisons` dataset, whose columns
-    `assay._schema.COMPARISONS` describes (a test keeps the two in step).
-
-    These keys every entry has; with pairs it also has the fields of its `PairedEstimate`
-    (`n` as `n_pairs`), defined there once. Without pairs the verdict is `inconclusive`.
-    """
-
-    scorer: str
-    scorer_kind: str
-    threshold: float
-    unpaired_baseline: int
-    unpaired_candidate: int
-    unscored_baseline: int
-    unscored_candidate: int
-    n_pairs: int
-    verdict: str
-    adjustment: str
-    p_adjusted: float | None
-    sequential_pairs: int | None
 
 
 class Comparison(TypedDict):
@@ -401,7 +379,7 @@ def write_comparison(store: Store, document: Comparison) -> None:
     whole document beside it as `comparison.json`."""
     created = datetime.fromisoformat(document["created_at"])
     options = document["options"]
-    rows = [
+    rows: list[ComparisonRow] = [
         {
             "created_at": created,
             "baseline_run_ids": document["baseline"],

@@ -44,13 +44,10 @@ import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, TextIO
+from typing import Any, TextIO
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
-    Field,
-    JsonValue,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
@@ -58,10 +55,10 @@ from pydantic import (
     model_validator,
 )
 
+from assay._schema._requests import VERSION, RequestColumns
 from assay.errors import InputError
-from assay.outcomes import FinishReason, RequestOutcome, RequestPhase, SpendKind
+from assay.outcomes import RequestPhase
 
-VERSION = 1
 PHASES: tuple[str, ...] = tuple(phase.value for phase in RequestPhase)
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -79,17 +76,14 @@ _JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" +
 _KEEP_UNKNOWN = "keep_unknown"
 V1_ID = "operationId"
 
-_Millis = Annotated[float | None, Field(ge=0, allow_inf_nan=False)]
-_Count = Annotated[int | None, Field(ge=0)]
 
-
-class RequestRecord(BaseModel):
+class RequestRecord(RequestColumns):
     """One captured moment of one model call: a row of the store's `requests` dataset.
 
-    The fields are the columns of `assay._schema.REQUESTS`, in its order, with the meanings
-    docs/schema.md gives them (a test keeps the two in step); here only how a JSONL line holds
-    them: `started_at` is an ISO-8601 timestamp, and `request` / `response` are JSON values (dicts
-    with string keys, lists, str, numbers, bools, None; no tuples), not JSON text.
+    The fields are the columns of `requests`, defined once with their meanings and the values
+    they take in `assay._schema.RequestColumns`; here how a JSONL line holds them: `started_at`
+    is an ISO-8601 timestamp, and `request` / `response` are JSON values (dicts with string keys,
+    lists, str, numbers, bools, None; no tuples), not JSON text.
 
     Validation is strict: no "3" for 3, no true for 1 (an int is accepted where a float is due);
     `phase`, `kind`, `outcome` and `finish_reason` must be words of `RequestPhase`, `SpendKind`,
@@ -99,34 +93,6 @@ class RequestRecord(BaseModel):
     """
 
     model_config = ConfigDict(strict=True, extra="allow", validate_assignment=True)
-
-    v: Literal[1] = VERSION
-    operation_id: str = Field(min_length=1)
-    # Words of `assay.outcomes` are not strict: a file holds their values (strict takes only members).
-    phase: RequestPhase = Field(strict=False)
-    item_id: str | None = None
-    trial: _Count = None
-    scorer: str | None = None
-    kind: SpendKind | None = Field(default=None, strict=False)
-    attempt: Annotated[int | None, Field(ge=1)] = None
-    model: str | None = None
-    http_status: Annotated[int | None, Field(ge=100, le=599)] = None
-    started_at: str | None = None
-    wire_ms: _Millis = None
-    retry_ms: _Millis = None
-    total_ms: _Millis = None
-    first_token_ms: _Millis = None
-    tokens_input: _Count = None
-    tokens_output: _Count = None
-    cost_usd: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
-    outcome: RequestOutcome | None = Field(default=None, strict=False)
-    finish_reason: FinishReason | None = Field(default=None, strict=False)
-    finish_reason_raw: str | None = None
-    error: str | None = None
-    request: JsonValue = None
-    response: JsonValue = None
-    truncated: bool = False
-    bytes: _Count = None
 
     # Fields of a v1 line named as one of Assay's whose value does not fit it: written back as read.
     _kept: dict[str, Any] = PrivateAttr(default_factory=dict)

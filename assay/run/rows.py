@@ -5,8 +5,8 @@
     score_row       a `scores` row of kind `score`;  gauge_values: what become `kind = gauge` rows
     Dataset.table   rows as a table of their dataset's schema; a key that is no column raises
 
-The row types are TypedDicts of `assay/_schema.py`'s columns (tests/test_rows.py keeps them in
-step; `TurnRow`s are built where turns are, in `assay.run.attempts`). At run time a row is a plain
+The row types (`ItemRow`, `ScoreRow`, `TurnRow`) are defined with their columns in `assay._schema`
+(`TurnRow`s are built where turns are, in `assay.run.attempts`). At run time a row is a plain
 dict — this is the hot path — and a column a row leaves out is a null.
 """
 
@@ -17,11 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from assay import _schema
+from assay._schema import ItemRow, ScoreRow, TurnRow
 from assay.calls.accounting import Accounting, Usage, token_columns
 from assay.calls.capture import Scope
 from assay.errors import StoreError, TargetFailure
@@ -29,131 +30,6 @@ from assay.evaluators import ScoreRecord
 from assay.outcomes import Completeness, Gauge, ItemOutcome, RowKind, ScorerOutcome, token_column
 from assay.spec.dataset import Item
 from assay.targets import TargetResult
-
-
-class ItemRow(TypedDict, total=False):
-    """A row of `items` (docs/schema.md says what each column holds)."""
-
-    item_id: str
-    item_index: int
-    trial: int
-    input: str | None
-    expected: str | None
-    annotations: str | None
-    output: str | None
-    output_text: str | None
-    outcome: str
-    error: str | None
-    failure_kind: str | None
-    failure_provider: str | None
-    failure_http_status: int | None
-    failure_retryable: bool | None
-    failure_request_id: str | None
-    finish_reason: str | None
-    finish_reason_raw: str | None
-    model: str | None
-    started_at: datetime | None
-    queued_ms: float | None
-    duration_ms: float | None
-    wire_ms: float | None
-    first_token_ms: float | None
-    retry_ms: float | None
-    retries: int | None
-    tokens_input: int | None
-    tokens_output: int | None
-    tokens_reasoning: int | None
-    tokens_cached: int | None
-    tokens_cache_write: int | None
-    cost_usd: float | None
-    cost_generation_usd: float | None
-    cost_judging_usd: float | None
-    cost_external_usd: float | None
-    cost_completeness: str | None
-    cost_reasons: str | None
-    operations: int | None
-    operations_settled: int | None
-    operations_unknown: int | None
-    operations_denied: int | None
-    operations_cached: int | None
-    operations_batched: int | None
-    operations_by_kind: str | None
-    caller_cost_usd: float | None
-    caller_metadata: str | None
-    caller_reserved: str | None
-    operation_ids: list[str] | None
-    artifacts: list[str] | None
-    sandbox: str | None
-    teardown_error: str | None
-    attempt: int | None
-    attempts_made: int | None
-    retry: int | None
-    retry_of: int | None
-    tokens_known: bool | None
-
-
-class ScoreRow(TypedDict, total=False):
-    """A row of `scores` of kind `score` (gauge rows are built column by column: `gauges_table`)."""
-
-    item_id: str
-    item_index: int
-    trial: int
-    kind: str
-    scorer: str
-    scorer_kind: str
-    scorer_version: str
-    score: float | None
-    value: float | None
-    outcome: str
-    error: str | None
-    duration_ms: float | None
-    model: str | None
-    tokens_input: int | None
-    tokens_output: int | None
-    tokens_reasoning: int | None
-    tokens_cached: int | None
-    tokens_cache_write: int | None
-    cost_usd: float | None
-    cost_completeness: str | None
-    cost_reasons: str | None
-    operations: int | None
-    explanation: str | None
-    label: str | None
-    metadata: str | None
-    operation_ids: list[str] | None
-
-
-class TurnRow(TypedDict, total=False):
-    """A row of `turns`: one prompt of a managed session (or an attempt that sent none)."""
-
-    item_id: str
-    item_index: int
-    trial: int
-    attempt: int
-    index: int | None
-    method: str | None
-    session_id: str | None
-    prompt: str | None
-    output: str | None
-    outcome: str
-    error: str | None
-    failure_kind: str | None
-    finish_reason: str | None
-    model: str | None
-    tokens_input: int | None
-    tokens_output: int | None
-    tokens_reasoning: int | None
-    tokens_cached: int | None
-    tokens_cache_write: int | None
-    tokens_known: bool | None
-    cost_usd: float | None
-    cost_completeness: str | None
-    started_at: datetime | None
-    duration_ms: float | None
-    attempt_outcome: str
-    attempt_passed: bool
-    attempt_scores: str | None
-    best: bool
-    retry: int
 
 
 class Finished(NamedTuple):
