@@ -40,12 +40,11 @@ import pyarrow as pa
 
 from assay._files import create_new, write_atomic
 from assay.errors import InputError, StoreError
+from assay.settings import env_name, settings
 from assay.store import _publish
 from assay.store._publish import STAGED, write_parquet
 
-ENDPOINT_ENV = "ASSAY_S3_ENDPOINT"
-# Credentials from the instance metadata service (an EC2 instance role): only when this says so.
-INSTANCE_CREDENTIALS_ENV = "ASSAY_S3_INSTANCE_CREDENTIALS"
+INSTANCE_CREDENTIALS_ENV = env_name("s3_instance_credentials")
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -209,7 +208,7 @@ class ObjectPrefix:
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         config: dict[str, Any] = {}
-        endpoint = os.environ.get(ENDPOINT_ENV) or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = settings().s3_endpoint or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint:
             config["endpoint"] = endpoint
             config["allow_http"] = endpoint.startswith("http://")
@@ -394,12 +393,15 @@ def _s3_problem(url: str) -> str | None:
     container = ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
     if any(_set(name) for name in container):
         return None
-    flags = (os.environ.get(name, "").lower() for name in ("AWS_SKIP_SIGNATURE", INSTANCE_CREDENTIALS_ENV))
-    if any(flag in ("1", "true") for flag in flags):
+    # Credentials from the instance metadata service (an EC2 instance role): only when asked for.
+    if (
+        os.environ.get("AWS_SKIP_SIGNATURE", "").lower() in ("1", "true")
+        or settings().s3_instance_credentials
+    ):
         return None
     profile = (
         " (AWS_PROFILE is set, but profiles are not read: export its keys, "
-        "`eval \"$(aws configure export-credentials --format env)\"`)"
+        '`eval "$(aws configure export-credentials --format env)"`)'
         if _set("AWS_PROFILE")
         else ""
     )
