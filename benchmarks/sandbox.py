@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from assay.flows.run import run_eval
+from assay.orchestrate.run import RunRequest
 from assay.store import Store
 from tests.sandbox_images import busybox_image, engine
 
@@ -58,7 +59,7 @@ def measure(image: str, attempts: int, concurrency: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         spec = write_eval(Path(tmp) / "eval", image, attempts, concurrency)
         started = time.perf_counter()
-        summary = asyncio.run(run_eval.fn(str(spec), str(Path(tmp) / "store")))
+        summary = asyncio.run(run_eval.fn(RunRequest(spec=str(spec), store=str(Path(tmp) / "store"))))
         wall = time.perf_counter() - started
         items = Store(Path(tmp) / "store").run_items(summary["run_id"])
         assert items["outcome"].to_list() == ["completed"] * attempts, items["error"].to_list()

@@ -8,32 +8,23 @@ from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.states import Failed
 
-from assay.analysis.compare import CompareOptions
-from assay.orchestrate.compare import compare_and_store
+from assay.orchestrate.compare import CompareRequest, compare_and_store
 from assay.tasks import current_flow_run
 from assay.tasks.publish import log_line, name_flow_run, publish_comparison
 
 
 @flow(name="assay-compare", log_prints=False)
-def compare_runs(
-    baseline: list[str],
-    candidate: list[str],
-    store: str | None = None,
-    options: CompareOptions | None = None,
-) -> dict[str, Any] | State:
+def compare_runs(request: CompareRequest) -> dict[str, Any] | State:
     """Compare candidate runs with baseline runs of the same dataset; returns the comparison.
 
     Args:
-        baseline: the baseline's run ids (several = repeats, averaged per item).
-        candidate: the candidate's run ids.
-        store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
-        options: thresholds, gate limits, bootstrap settings.
+        request: what to compare: the baseline's and the candidate's runs, the store, the options.
     """
     # Read both sides, compare them per scorer, gate, and store the comparison beside the runs.
-    comparison = compare_and_store(baseline, candidate, store, options)
+    comparison = compare_and_store(request)
 
     # Show it in the Prefect UI: the flow run's name, its logs, an artifact.
-    name_flow_run(f"compare {'+'.join(baseline)} → {'+'.join(candidate)}")
+    name_flow_run(f"compare {'+'.join(request.baseline)} → {'+'.join(request.candidate)}")
     for line in [f"comparison {comparison['comparison_id']}", *comparison["lines"]]:
         log_line(line)
     for message in comparison["failed_gates"]:

@@ -1,15 +1,19 @@
-"""The shard task: one slice of a run's items, executed and committed to the store."""
+"""The shard tasks: one slice of a run's items, executed and committed to the store — in the flow
+run's process (`run_shard`, cached) or on a Dask worker (`run_remote_shard`, tasks/dask.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
 from assay.errors import LeaseLostError
+from assay.orchestrate.remote import RemoteRun, execute_shard
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.plan import Shard
+from assay.spec.dataset import Item
 
 # Bump when shard execution changes what it writes, so old cached shard results stop matching.
 CODE_VERSION = "1"
@@ -31,7 +35,7 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(state.data, LeaseLostError)
 
 
-# How a shard's task run is named and retried, here and on a Dask cluster (flows/_dask.py).
+# How a shard's task run is named and retried, in the flow run's process and on a Dask worker.
 SHARD_TASK: dict[str, Any] = {
     "name": "run-shard",
     "task_run_name": "shard-{shard.index}",
@@ -49,3 +53,12 @@ SHARD_TASK: dict[str, Any] = {
 async def run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
     """Execute one shard. A retry re-runs only its items not yet committed."""
     return await executor.run_shard(shard)
+
+
+# No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
+# (the commits are what a resume builds on, docs/prefect.md).
+@task(**SHARD_TASK, cache_policy=NO_CACHE)
+def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
+    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
+    return execute_shard(run, shard, items)

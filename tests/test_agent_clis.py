@@ -102,9 +102,10 @@ def lab() -> Iterator[Lab]:
 
 def _run(spec: Path, store: Path) -> tuple[str, Store, float]:
     from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.orchestrate.run import RunRequest
 
     started = time.monotonic()
-    summary = asyncio.run(run_eval.fn(str(spec), str(store)))
+    summary = asyncio.run(run_eval.fn(RunRequest(spec=str(spec), store=str(store))))
     return summary["run_id"], Store(store), time.monotonic() - started
 
 

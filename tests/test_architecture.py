@@ -25,7 +25,9 @@ LAYERS: list[set[str]] = [
     {"assay.run"},
     {"assay.analysis"},
     {"assay.report"},
-    {"assay.orchestrate", "assay.tasks"},
+    {"assay.orchestrate"},
+    # Everything that imports Prefect: the tasks and the host they run in, then the flows.
+    {"assay.tasks"},
     {"assay.flows"},
     {"assay.cli"},
 ]
@@ -102,3 +104,40 @@ def test_no_import_circles() -> None:
                     seen.add(nxt)
                     stack.append((nxt, [*trail, nxt]))
     assert circles == []
+
+
+# Outside flows/ and tasks/, the only modules that may import Prefect, each only when asked for:
+# inside a function, or (fleet_prefect) at the top of a module itself imported only when asked.
+PREFECT_WHEN_ASKED = {
+    "assay.flows.prefect_env": "Prefect's settings, read only when a settings file could name an API",
+    "assay.calls.keys": "a key held in a Prefect Secret block",
+    "assay.calls.rate": "`ASSAY_RATE_SHARE=prefect` needs PREFECT_API_URL",
+}
+IMPORTED_WHEN_ASKED = {"assay.calls.fleet_prefect": "the rate window as a Prefect global concurrency limit"}
+
+
+def test_only_the_prefect_rooms_import_prefect() -> None:
+    """Prefect lives in one room, `assay.tasks` and `assay.flows` (docs/architecture.md); anyone
+    else imports it only when a spec or setting asks, and never at module level."""
+    strays = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            if not any(t == "prefect" or t.startswith(("prefect.", "prefect_")) for t in targets):
+                continue
+            in_room = name.startswith(("assay.tasks", "assay.flows")) and name != "assay.flows.prefect_env"
+            if (
+                in_room
+                or name in IMPORTED_WHEN_ASKED
+                or (name in PREFECT_WHEN_ASKED and id(node) not in top_level)
+            ):
+                continue
+            strays.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert strays == []

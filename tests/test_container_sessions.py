@@ -102,8 +102,9 @@ def _spec(tmp_path: Path, image: str, policy: str, attempts: int = 1) -> Path:
 
 def _run(spec: Path, store: Path) -> tuple[str, Store]:
     from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.orchestrate.run import RunRequest
 
-    summary = asyncio.run(run_eval.fn(str(spec), str(store)))
+    summary = asyncio.run(run_eval.fn(RunRequest(spec=str(spec), store=str(store))))
     return summary["run_id"], Store(store)
 
 

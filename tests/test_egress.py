@@ -499,8 +499,9 @@ def test_container_target_denied_host_becomes_hostname_only_evidence(tmp_path: P
         fail_on_item_error_rate=1,
     )
     from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.orchestrate.run import RunRequest
 
-    summary = asyncio.run(run_eval.fn(str(spec), str(tmp_path / "store")))
+    summary = asyncio.run(run_eval.fn(RunRequest(spec=str(spec), store=str(tmp_path / "store"))))
     run_id = summary["run_id"]
     try:
         store = Store(tmp_path / "store")

@@ -98,6 +98,18 @@ def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
     assert len(list((store / "runs").iterdir())) == 2
 
 
+def test_nightly_embedded_imports_no_prefect(tmp_path, mock):
+    """`assay nightly` without an API runs its plain driver (assay/orchestrate/nightly.py): two
+    nights, the second compared with the first, and Prefect never imported."""
+    spec = openai_spec(tmp_path, mock.base_url, n=5)
+    store = str(tmp_path / "store")
+    for _ in range(2):
+        night = _probe("nightly", str(spec), "--store", store, "--quiet", cwd=tmp_path)
+        assert night == {"code": 0, "prefect": [], "scipy": [], "dask": []}
+    assert len(list((tmp_path / "store" / "runs").iterdir())) == 2
+    assert len(list((tmp_path / "store" / "comparisons").iterdir())) == 1
+
+
 def test_an_api_url_in_the_active_profile_still_orchestrates(tmp_path):
     # The profile points at a port nobody listens on: the CLI asks Prefect, which finds the URL,
     # and the health check refuses to run (exit 2) — proof the run would have been orchestrated.

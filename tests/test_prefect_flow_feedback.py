@@ -135,7 +135,8 @@ def test_a_users_tasks_flows_and_evaluators_beside_the_spec_under_prefect(api: P
 _RUN_FLOW = """
 import asyncio, sys
 from assay.flows.run import run_eval
-state = asyncio.run(run_eval(spec=sys.argv[1], store=sys.argv[2], return_state=True))
+from assay.orchestrate.run import RunRequest
+state = asyncio.run(run_eval(RunRequest(spec=sys.argv[1], store=sys.argv[2]), return_state=True))
 print(state.state_details.flow_run_id)
 """
 

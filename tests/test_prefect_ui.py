@@ -45,8 +45,9 @@ def _final_state(api: str, flow_run_id: str, ends: tuple[str, ...]) -> dict:
 
 
 def _start(api: str, env: dict[str, str], deployment: str, params: dict) -> str:
-    """Start a run of a deployment through the API; its flow run's id."""
-    out = _prefect(api, env, "deployment", "run", deployment, "--params", json.dumps(params))
+    """Start a run of a deployment through the API with `params` as its one parameter, the
+    flow's request (as the UI's form sends it); its flow run's id."""
+    out = _prefect(api, env, "deployment", "run", deployment, "--params", json.dumps({"request": params}))
     return next(line.split()[-1] for line in out.splitlines() if "UUID" in line)
 
 
@@ -136,10 +137,15 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         }
         nightly = next(d for d in deployments if d["name"] == "assay-nightly")
         assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
-        # The UI renders parameters as forms: every one carries a description.
+        # The UI renders parameters as forms: each flow's one parameter, its request model, and
+        # every field of that model carry a description.
         for deployment in deployments:
             schema = deployment["parameter_openapi_schema"]
-            assert all(p.get("description") for p in schema["properties"].values()), deployment["name"]
+            assert list(schema["properties"]) == ["request"], deployment["name"]
+            assert schema["properties"]["request"].get("description"), deployment["name"]
+            model = schema["properties"]["request"]["$ref"].rsplit("/", 1)[1]
+            fields = schema["definitions"][model]["properties"]
+            assert fields and all(f.get("description") for f in fields.values()), deployment["name"]
         options = nightly["parameter_openapi_schema"]["definitions"]["CompareOptions"]["properties"]
         assert all(field.get("description") for field in options.values())
 

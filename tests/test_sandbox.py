@@ -70,8 +70,9 @@ def _eval(
 
 def _run(spec: Path, store: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
     from assay.flows.run import run_eval  # Prefect: imported by the test that needs it, not at collection
+    from assay.orchestrate.run import RunRequest
 
-    summary = asyncio.run(run_eval.fn(str(spec), str(store)))
+    summary = asyncio.run(run_eval.fn(RunRequest(spec=str(spec), store=str(store))))
     run_id = summary["run_id"]
     data = Store(store)
     return summary, data.run_items(run_id).sort("item_id"), data.run_scores(run_id).sort("item_id", "scorer")

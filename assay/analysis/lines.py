@@ -1,5 +1,5 @@
 """A run's summary and a comparison in plain lines, worded once: the terminal prints them around its
-tables (`assay/cli/_terminal.py`), a Prefect flow run logs them (`flows/_host.py`) and publishes a
+tables (`assay/cli/_terminal.py`), a Prefect flow run logs them (`tasks/host.py`) and publishes a
 comparison as Markdown (`tasks/publish.py`)."""
 
 from __future__ import annotations

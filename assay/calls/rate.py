@@ -11,15 +11,15 @@ scheduler unless told otherwise.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from typing import Any
 
 from assay.calls.aimd import RateController
 from assay.calls.endpoint import ModelEndpoint
+from assay.settings import env_name, settings
 
-SHARE_ENV = "ASSAY_RATE_SHARE"
+SHARE_ENV = env_name("rate_share")
 _default_share: str | None = None
 _controllers: dict[tuple[str, int], RateController] = {}
 
@@ -59,7 +59,7 @@ def current_share() -> str:
     """The backend the controllers are shared through: `ASSAY_RATE_SHARE`, else what
     `use_share` set, else — in a task on a Dask worker — the worker's own scheduler, else
     `local`. Raises ValueError when the setting is not a backend."""
-    return check_share(os.environ.get(SHARE_ENV) or _default_share or worker_scheduler() or "local")
+    return check_share(settings().rate_share or _default_share or worker_scheduler() or "local")
 
 
 def worker_scheduler() -> str | None:

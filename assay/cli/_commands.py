@@ -149,7 +149,7 @@ def clean(args: argparse.Namespace) -> int:
 
 def ui(args: argparse.Namespace) -> int:
     """`assay ui`: a local Prefect server, every deployment and a worker, until Ctrl-C."""
-    from assay.orchestrate.ui import serve
+    from assay.flows.ui import serve
 
     return serve(
         port=args.port, home=Path(args.home) if args.home else None, log_dir=Path(args.logs), store=args.store

@@ -21,7 +21,7 @@ from typing import Any
 from assay.cli._output import emit, emit_summary
 from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_OK
 from assay.errors import InputError
-from assay.orchestrate import prefect_env as _prefect_env
+from assay.flows import prefect_env as _prefect_env
 from assay.orchestrate.loop import event_loop_factory
 from assay.outcomes import RunKind, RunStatus, Verdict
 
@@ -35,10 +35,11 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
 
     Args:
         args: the command line.
-        flow: given whether the run is orchestrated, what to run: the Prefect flow, or the plain
-            code it wraps (imported only then: the embedded path never imports Prefect).
+        flow: given whether the run is orchestrated, what to run and the model of its request:
+            the Prefect flow, or the plain driver it wraps (imported only then: the embedded path
+            never imports Prefect); both take the one request.
         check: checks the input before a flow run exists (orchestrated only).
-        params: the flow's parameters.
+        params: the request's fields.
     """
     from assay.calls.rate import current_share
     from assay.run import progress
@@ -60,15 +61,13 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         progress.install(_terminal.progress_bar())
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
-    run = flow(orchestrated)
+    run, model = flow(orchestrated)
+    request = model(store=args.store, **params)
     if args.own_process:
         _tune_gc()
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            if orchestrated:  # a run that failed fails its flow run, whose state carries the summary
-                summary = _flow_run_result(runner.run(run(store=args.store, **params, return_state=True)))
-            else:
-                summary = runner.run(run(store=args.store, **params))
+            summary = runner.run(_ended(run, request) if orchestrated else run(request))
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.install(None)
@@ -103,43 +102,42 @@ def _tune_gc() -> None:
     gc.set_threshold(10_000, 20, 10)
 
 
-def _flow_run_result(state: Any) -> Any:
-    """What a finished flow run returned. A failed gate fails the flow run, whose state still
-    carries the result; a crashed one carries its exception, raised here."""
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, BaseException):
-        raise result
-    return result
+async def _ended(flow: Any, request: Any) -> Any:
+    """What a flow run of `flow` returned: a run that failed fails its flow run, whose state still
+    carries the summary (`assay.tasks.flow_result`)."""
+    from assay.tasks import flow_result
+
+    return await flow_result(await flow(request, return_state=True))
 
 
-def _run_flow(orchestrated: bool) -> Any:
+def _run_flow(orchestrated: bool) -> tuple[Any, type]:
     """`assay-run` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    from assay.orchestrate.run import RunRequest, drive_run
+
     if orchestrated:
         from assay.flows.run import run_eval
 
-        return run_eval
-    from assay.orchestrate.run import drive_run
-
-    return drive_run
+        return run_eval, RunRequest
+    return drive_run, RunRequest
 
 
-def _rescore_flow(orchestrated: bool) -> Any:
+def _rescore_flow(orchestrated: bool) -> tuple[Any, type]:
     """`assay-rescore` under Prefect, else the plain driver it wraps (no Prefect imported)."""
+    from assay.orchestrate.rescore import RescoreRequest, drive_rescore
+
     if orchestrated:
         from assay.flows.rescore import rescore_run
 
-        return rescore_run
-    from assay.orchestrate.rescore import drive_rescore
-
-    return drive_rescore
+        return rescore_run, RescoreRequest
+    return drive_rescore, RescoreRequest
 
 
 def _dask(args: argparse.Namespace) -> dict[str, str]:
     """The `dask` parameter: `--dask`, else `ASSAY_DASK` (the driver checks that a scheduler
     answers there before anything is written)."""
-    import os
+    from assay.settings import settings
 
-    address = args.dask or os.environ.get("ASSAY_DASK")
+    address = args.dask or settings().dask
     return {"dask": address} if address else {}
 
 
@@ -248,35 +246,41 @@ def compare(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None
-    params = {"baseline": args.baseline, "candidate": args.candidate, "store": args.store, "options": options}
+    from assay.orchestrate.compare import CompareRequest, compare_and_store
+
+    request = CompareRequest(
+        baseline=args.baseline, candidate=args.candidate, store=args.store, options=options
+    )
     if _orchestrated(args):
         load_sides(Store(args.store), args.baseline, args.candidate)
         _prefect_env.check_api()
         from assay.flows.compare import compare_runs
+        from assay.tasks import flow_result
 
-        comparison = _flow_run_result(compare_runs(**params, return_state=True))
+        comparison = asyncio.run(flow_result(compare_runs(request, return_state=True)))
     else:
-        from assay.orchestrate.compare import compare_and_store  # the flow's body, without Prefect
-
-        comparison = compare_and_store(**params)
+        comparison = compare_and_store(request)  # the flow's body, without Prefect
     emit(args, comparison, "print_comparison")
     return EXIT_OK if comparison["passed"] else EXIT_GATE
 
 
 def nightly(args: argparse.Namespace) -> int:
     """`assay nightly SPEC...`: run, compare with the last good night, prune; exit 1 on a failed gate."""
-    from assay.flows.nightly import nightly as nightly_flow
+    from assay.orchestrate.nightly import NightlyRequest, drive_nightly
     from assay.run.checks import validate
 
     if args.retention < 1:
         raise InputError(f"--retention {args.retention}: keep at least 1 run")
     for spec in args.specs:
         validate(Path(spec))
-    params = {"specs": args.specs, "store": args.store, "retention": args.retention}
+    request = NightlyRequest(specs=args.specs, store=args.store, retention=args.retention)
     if _orchestrated(args):
         _prefect_env.check_api()
-        report = _flow_run_result(asyncio.run(nightly_flow(**params, return_state=True)))
-    else:
-        report = asyncio.run(nightly_flow.fn(**params))
+        from assay.flows.nightly import nightly as nightly_flow
+
+        report = asyncio.run(_ended(nightly_flow, request))
+    else:  # the plain driver: no Prefect imported
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            report = runner.run(drive_nightly(request))
     emit(args, report, "print_nightly")
     return EXIT_OK if report["passed"] else EXIT_GATE

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from assay.cli import _commands, _flows
 from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, build_parser
 from assay.errors import InputError, LeaseLostError
-from assay.orchestrate import prefect_env as _prefect_env
+from assay.flows import prefect_env as _prefect_env
+from assay.settings import settings
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _flows.run,
@@ -55,6 +56,7 @@ def _main(argv: list[str] | None) -> int:
     # `assay ui`'s server, worker and flow runs log to their files and the UI at Prefect's own levels.
     _prefect_env.configure(verbose=args.verbose or args.command == "ui")
     try:
+        settings()  # every ASSAY_* value checked before the command does anything
         _check_store(args)
         return _COMMANDS[args.command](args)
     except InputError as exc:

@@ -18,6 +18,17 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, f"error: {message}\n")
 
 
+class _MainParser(_ArgumentParser):
+    """`assay`'s own parser: its help ends with the `ASSAY_*` settings, from their model (imported
+    only when the help is shown)."""
+
+    def format_help(self) -> str:
+        from assay.settings import help_text
+
+        self.epilog = help_text()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: every command, its arguments and its help."""
     common = argparse.ArgumentParser(add_help=False)
@@ -27,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no table")
     common.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
-    parser = _ArgumentParser(prog="assay", description=DESCRIPTION)
+    parser = _MainParser(
+        prog="assay", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
 
     run = commands.add_parser("run", parents=[common], help="run an eval spec")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from assay.outcomes import BudgetClosedBy
 from assay.run import progress
 from assay.run.execute import ShardReport
 from assay.run.plan import RunPlan, Shard
+from assay.settings import settings
 
 # Many more shards than worker threads, so a slow or lost worker costs little of the run, and
 # no shard so large that running it again is expensive; never one so small that its task and
@@ -39,7 +39,7 @@ TASK_RETRIES = 2
 
 def connect_timeout() -> float:
     """Seconds to wait for the scheduler: `ASSAY_DASK_TIMEOUT`, default 10."""
-    return float(os.environ.get("ASSAY_DASK_TIMEOUT", "10"))
+    return settings().dask_timeout
 
 
 @asynccontextmanager

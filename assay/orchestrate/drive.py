@@ -45,7 +45,7 @@ async def _publish_nothing(summary: dict[str, Any]) -> None:
 @dataclass(frozen=True, slots=True)
 class Host:
     """What runs the driver and what it adds: nothing (embedded, the default), or a Prefect flow
-    run (`flows/_host.py`).
+    run (`tasks/host.py`).
 
     Args:
         flow_run_id: the Prefect flow run's id, recorded on the run.

@@ -14,12 +14,9 @@ Dask worker's shard loop — it uses uvloop; under Prefect the loop is Prefect's
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 
-from assay.errors import InputError
-
-LOOPS = ("uvloop", "asyncio")
+from assay.settings import settings
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -29,13 +26,7 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     Raises:
         InputError: `ASSAY_EVENT_LOOP` names no loop Assay knows.
     """
-    chosen = os.environ.get("ASSAY_EVENT_LOOP", "").strip().lower() or LOOPS[0]
-    if chosen not in LOOPS:
-        raise InputError(
-            f"ASSAY_EVENT_LOOP={chosen!r} names no event loop Assay knows: set it to one of "
-            f"{', '.join(LOOPS)}, or unset it for uvloop"
-        )
-    if chosen == "uvloop":
+    if settings().event_loop == "uvloop":
         try:
             import uvloop
         except ModuleNotFoundError:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.run.plan import RunPlan
 from assay.run.rescore import RescoreSettings, open_rescore, parse_scorers, rescore_executor
@@ -17,53 +19,60 @@ from assay.sandbox.hygiene import clean_after
 from assay.store import Store
 
 
-async def drive_rescore(
-    source_run_id: str,
-    spec: str | None = None,
-    scorers: list[str] | None = None,
-    store: str | None = None,
-    run_id: str | None = None,
-    resume: bool = False,
-    *,
-    budget: str | None = None,
-    concurrency: int | None = None,
-    capture_requests: bool | None = None,
-    keep_scores: bool = False,
-    host: Host = EMBEDDED,
-) -> dict[str, Any]:
+class RescoreRequest(BaseModel):
+    """What to rescore: the parameters of `drive_rescore`, and of the Prefect flow `assay-rescore`
+    (its deployment form in the UI shows these fields)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    source_run_id: str
+    """The run whose outputs are scored."""
+    spec: str | None = None
+    """A YAML file whose `scorers` list is used (an eval spec will do)."""
+    scorers: list[str] | None = None
+    """Inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind."""
+    store: str | None = None
+    """The store: a folder or `s3://bucket/prefix`; default `ASSAY_STORE`, else `./assay-store`."""
+    run_id: str | None = None
+    """The rescore's id; default a new one (under Prefect: derived from the flow run)."""
+    resume: bool = False
+    """Continue `run_id` with its stored scorers and settings."""
+    budget: str | None = None
+    """The rescore's own USD budget for its judging (default: the source's)."""
+    concurrency: int | None = None
+    """Items scored at once (default: the source's)."""
+    capture_requests: bool | None = None
+    """Capture the judges' requests and carry the source's forward (default: as the source did)."""
+    keep_scores: bool = False
+    """Carry the source's scores forward, of every scorer no new one replaces by name, so the
+    rescore compares with its source (`assay rescore --keep-scores`)."""
+
+
+async def drive_rescore(request: RescoreRequest, *, host: Host = EMBEDDED) -> dict[str, Any]:
     """Score a stored run again with new scorers and return the rescore's summary.
 
     Args:
-        source_run_id: the run whose outputs are scored.
-        spec: a YAML file whose `scorers` list is used (an eval spec will do).
-        scorers: inline scorers instead, each YAML (`{kind: regex, pattern: "\\d"}`) or a bare kind.
-        store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
-        run_id: the rescore's id; default `host.default_run_id`, else a new one.
-        resume: continue `run_id` with its stored scorers and settings.
-        budget: the rescore's own USD budget for its judging (default: the source's).
-        concurrency: items scored at once (default: the source's).
-        capture_requests: capture the judges' requests and carry the source's forward (default:
-            as the source did).
-        keep_scores: carry the source's scores forward, of every scorer no new one replaces by
-            name, so the rescore compares with its source (`assay rescore --keep-scores`).
-        host: what runs this (see `Host`).
+        request: what to rescore.
+        host: what runs this (see `Host`); its `default_run_id` is the id when none is given.
     """
     started = time.perf_counter()
 
     # The new scorers (from the rescore's own record when resuming), then the plan over the source's items.
-    spec_path = Path(spec).resolve() if spec else None
-    new_scorers = None if resume else parse_scorers(spec_path=spec_path, inline=scorers or [])
+    spec_path = Path(request.spec).resolve() if request.spec else None
+    new_scorers = None if request.resume else parse_scorers(spec_path=spec_path, inline=request.scorers or [])
     plan, source_rows = open_rescore(
-        source_run_id,
+        request.source_run_id,
         new_scorers,
-        store=Store(store),
+        store=Store(request.store),
         spec_dir=spec_path.parent if spec_path else Path.cwd(),
         spec_path=spec_path,
-        run_id=run_id or host.default_run_id,
-        resume=resume,
+        run_id=request.run_id or host.default_run_id,
+        resume=request.resume,
         flow_run_id=host.flow_run_id,
-        settings=RescoreSettings(budget=budget, concurrency=concurrency, capture_requests=capture_requests),
-        keep_scores=keep_scores,
+        settings=RescoreSettings(
+            budget=request.budget, concurrency=request.concurrency, capture_requests=request.capture_requests
+        ),
+        keep_scores=request.keep_scores,
     )
 
     # Score every completed source item in shards; failed ones pass through unscored.
@@ -76,6 +85,10 @@ async def drive_rescore(
 
     # Summarise, apply the item-error-rate gate (carried from the source), record the status.
     (summary,) = await drive(
-        [plan], host=host, started=started, title=f"rescore {source_run_id} · {plan.run_id}", execute=execute
+        [plan],
+        host=host,
+        started=started,
+        title=f"rescore {request.source_run_id} · {plan.run_id}",
+        execute=execute,
     )
     return summary

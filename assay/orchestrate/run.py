@@ -11,9 +11,10 @@ a layer above `assay.run`.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from assay._lazy import warm_up
 from assay.analysis.summary import matrix_summary
@@ -26,48 +27,54 @@ from assay.run import progress
 from assay.run.execute import ShardExecutor
 from assay.run.gold import gold_check_failures
 from assay.run.plan import RunPlan, open_runs
+from assay.settings import settings
 from assay.store import Store
 from assay.targets import kind_of
 
 
-async def drive_run(
-    spec: str,
-    store: str | None = None,
-    run_id: str | None = None,
-    resume: bool = False,
-    cell: str | None = None,
-    extra_tags: list[str] | None = None,
-    compare_to: str | None = None,
-    *,
-    retry_failed: list[str] | None = None,
-    check_keys: bool = False,
-    dask: str | None = None,
-    host: Host = EMBEDDED,
-) -> dict[str, Any]:
+class RunRequest(BaseModel):
+    """What to run: the parameters of `drive_run`, and of the Prefect flow `assay-run` (whose
+    deployment form in the UI shows these fields and their descriptions)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    spec: str
+    """Path to the eval spec (YAML)."""
+    store: str | None = None
+    """The store: a folder or `s3://bucket/prefix`; default `ASSAY_STORE`, else `./assay-store`."""
+    run_id: str | None = None
+    """The run's id (a matrix's id for a matrix spec); default a new one (under Prefect: derived
+    from the flow run, so a retry of the flow run resumes the same run)."""
+    resume: bool = False
+    """Continue `run_id`, executing only its unfinished items."""
+    cell: str | None = None
+    """With `resume`, the one cell of a matrix spec that `run_id` is."""
+    extra_tags: list[str] | None = None
+    """Tags added to the spec's on the run (the nightly adds `nightly`)."""
+    compare_to: str | None = None
+    """A baseline run to compare with as items finish, stopping at the verdict (`--compare-to`;
+    the spec's `compare_to` says how)."""
+    retry_failed: list[str] | None = None
+    """With `resume`, run again the failed items of these failure kinds too (empty: every kind);
+    their failed rows stay as history (`assay resume --retry-failed`)."""
+    check_keys: bool = False
+    """Try each agent's provider key with one cheap request before anything starts."""
+    dask: str | None = None
+    """A Dask scheduler's address (`tcp://HOST:PORT`); default `ASSAY_DASK`. Its workers execute
+    the shards (docs/scale.md; under Prefect each a task run `run-shard`, and the workers need the
+    Prefect API too); checked before anything is written."""
+
+
+async def drive_run(request: RunRequest, *, host: Host = EMBEDDED) -> dict[str, Any]:
     """Run an eval spec and return its summary (a matrix spec: every cell, and a matrix summary).
 
     Args:
-        spec: path to the eval spec (YAML).
-        store: the store's root folder; default `ASSAY_STORE` or `./assay-store`.
-        run_id: the run's id (a matrix's id for a matrix spec); default `host.default_run_id`,
-            else a new one.
-        resume: continue `run_id`, executing only its unfinished items.
-        cell: with `resume`, the one cell of a matrix spec that `run_id` is.
-        extra_tags: tags added to the spec's on the run (the nightly flow adds `nightly`).
-        compare_to: a baseline run to compare with as items finish, stopping at the verdict
-            (`--compare-to`; the spec's `compare_to` says how).
-        retry_failed: with `resume`, run again the failed items of these failure kinds too (empty:
-            every kind), keeping their failed rows as history (`open_runs`).
-        check_keys: try each agent's provider key with one cheap request before anything starts.
-        dask: a Dask scheduler's address (`tcp://HOST:PORT`); default `ASSAY_DASK`. Its workers
-            execute the shards (docs/scale.md); checked before anything is written.
-        host: what runs this (see `Host`).
+        request: what to run.
+        host: what runs this (see `Host`); its `default_run_id` is the run id when none is given.
     """
-    dask = dask or os.environ.get("ASSAY_DASK") or None
-    if dask is None:
-        return await _drive_run(
-            spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, host
-        )
+    dask = request.dask or settings().dask
+    if dask is None or host.execute is not None:  # a host with its own `execute`: it has a cluster
+        return await _drive_run(request, host)
     try:
         from assay.orchestrate.dask import dask_host  # distributed: imported only for a cluster
     except ModuleNotFoundError as exc:
@@ -76,37 +83,24 @@ async def drive_run(
         ) from None
 
     async with dask_host(dask, host) as on_cluster:
-        return await _drive_run(
-            spec, store, run_id, resume, cell, extra_tags, compare_to, retry_failed, check_keys, on_cluster
-        )
+        return await _drive_run(request, on_cluster)
 
 
-async def _drive_run(
-    spec: str,
-    store: str | None,
-    run_id: str | None,
-    resume: bool,
-    cell: str | None,
-    extra_tags: list[str] | None,
-    compare_to: str | None,
-    retry_failed: list[str] | None,
-    check_keys: bool,
-    host: Host,
-) -> dict[str, Any]:
+async def _drive_run(request: RunRequest, host: Host) -> dict[str, Any]:
     started = time.perf_counter()
 
     # Validate the spec, dataset and prompts, fix each run's identity, record it as running.
     plans = open_runs(
-        spec,
-        store=Store(store),
-        run_id=run_id or host.default_run_id,
-        resume=resume,
+        request.spec,
+        store=Store(request.store),
+        run_id=request.run_id or host.default_run_id,
+        resume=request.resume,
         flow_run_id=host.flow_run_id,
-        cell=cell,
-        extra_tags=extra_tags,
-        compare_to=compare_to,
-        retry_failed=retry_failed,
-        check_keys=check_keys,
+        cell=request.cell,
+        extra_tags=request.extra_tags,
+        compare_to=request.compare_to,
+        retry_failed=request.retry_failed,
+        check_keys=request.check_keys,
     )
     if any(plan.spec.compare_to is not None for plan in plans):
         from assay.analysis.monitor import monitor_for  # sequential statistics: compared runs only
@@ -136,7 +130,7 @@ async def _drive_run(
     if summaries[0]["status"] == RunStatus.UNAVAILABLE:
         return summaries[0] if len(summaries) == 1 else {**summaries[0], "cells": summaries}
     matrix_id = first.record["matrix_id"]
-    if matrix_id is None or cell is not None:
+    if matrix_id is None or request.cell is not None:
         return summaries[0]
 
     # A matrix: rank its cells per scorer against the first cell, and store the leaderboard.

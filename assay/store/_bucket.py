@@ -15,8 +15,9 @@ from typing import Any
 import pyarrow as pa
 
 from assay.errors import InputError, StoreError
+from assay.settings import settings
 from assay.store import _publish
-from assay.store._location import ENDPOINT_ENV, s3_problem
+from assay.store._location import s3_problem
 from assay.store._publish import staged_name, write_parquet
 from assay.store._spool import Spool, spool_for
 
@@ -46,7 +47,7 @@ class ObjectPrefix:
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         config: dict[str, Any] = {}
-        endpoint = os.environ.get(ENDPOINT_ENV) or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = settings().s3_endpoint or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint:
             config["endpoint"] = endpoint
             config["allow_http"] = endpoint.startswith("http://")

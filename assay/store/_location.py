@@ -38,9 +38,9 @@ from typing import Protocol
 
 import pyarrow as pa
 
-ENDPOINT_ENV = "ASSAY_S3_ENDPOINT"
-# Credentials from the instance metadata service (an EC2 instance role): only when this says so.
-INSTANCE_CREDENTIALS_ENV = "ASSAY_S3_INSTANCE_CREDENTIALS"
+from assay.settings import env_name, settings
+
+INSTANCE_CREDENTIALS_ENV = env_name("s3_instance_credentials")
 # Below the root: the files targets keep (`Artifacts`).
 ARTIFACTS = "artifacts"
 
@@ -218,8 +218,11 @@ def s3_problem(url: str) -> str | None:
     container = ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
     if any(_set(name) for name in container):
         return None
-    flags = (os.environ.get(name, "").lower() for name in ("AWS_SKIP_SIGNATURE", INSTANCE_CREDENTIALS_ENV))
-    if any(flag in ("1", "true") for flag in flags):
+    # Credentials from the instance metadata service (an EC2 instance role): only when asked for.
+    if (
+        os.environ.get("AWS_SKIP_SIGNATURE", "").lower() in ("1", "true")
+        or settings().s3_instance_credentials
+    ):
         return None
     profile = (
         " (AWS_PROFILE is set, but profiles are not read: export its keys, "

@@ -62,6 +62,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assay.errors import LeaseLostError, RunHeldError, StoreError
+from assay.settings import settings
 from assay.store.local import Store
 
 RENEWALS_PER_TTL = 4
@@ -74,7 +75,7 @@ _log = logging.getLogger(__name__)
 
 def lease_ttl() -> float:
     """A lease's time to live in seconds: `ASSAY_LEASE_TTL_S`, default 60."""
-    return float(os.environ.get("ASSAY_LEASE_TTL_S", "60"))
+    return settings().lease_ttl_s
 
 
 def part_generation(name: str) -> int | None:

@@ -86,6 +86,7 @@ from assay import _schema
 from assay._lazy import lazy_module
 from assay.errors import InputError, RunNotFoundError, StoreError
 from assay.outcomes import BatchState, ItemOutcome, RowKind
+from assay.settings import Settings, settings
 from assay.store import _revisions
 from assay.store._bucket import ObjectPrefix
 from assay.store._folder import LocalFolder
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
 else:
     pl = lazy_module("polars")
 
-DEFAULT_ROOT = "assay-store"
+DEFAULT_ROOT = Settings.model_fields["store"].default
 STAGING = ".staging"
 _CARRIED = "carried.parquet"
 # The batch datasets in publish order: the items part, the commit marker, last.
@@ -109,7 +110,7 @@ _LEGACY_TMP_PREFIX = ".tmp-"
 
 def default_root() -> str:
     """`ASSAY_STORE` if set, else `./assay-store`."""
-    return os.environ.get("ASSAY_STORE") or DEFAULT_ROOT
+    return settings().store
 
 
 def open_location(root: str | os.PathLike[str]) -> Location:

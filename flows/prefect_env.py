@@ -21,7 +21,7 @@ def configure(*, verbose: bool) -> None:
     """Set Prefect's environment before it is imported: the terminal quiet, telemetry off.
 
     Quiet means Prefect's console handler shows warnings only; its loggers keep their INFO level,
-    so a flow run's log lines (its run id, progress, summary: `flows/_host.py`) still reach the
+    so a flow run's log lines (its run id, progress, summary: `tasks/host.py`) still reach the
     Prefect API and the flow run's Logs tab. (Setting `PREFECT_LOGGING_LEVEL` instead would
     silence them there too, and in every process `assay ui` starts.)
     """

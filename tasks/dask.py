@@ -1,10 +1,8 @@
 """A run's shards on a Dask cluster as Prefect task runs, through prefect-dask's `DaskTaskRunner`.
 
 The flow run drives the run (plans, holds the lease, summarises) as `assay/orchestrate/dask.py`
-does without Prefect; each shard is the task `run-shard` (below) submitted to the
-cluster, so it is a task run in the UI with Prefect's retries. The task is defined here rather
-than in `tasks/`: it wraps the worker's side, `assay.orchestrate.remote`, a room of the tasks'
-own layer. docs/scale.md.
+does without Prefect; each shard is the task `run-shard` (`run_remote_shard`, tasks/shards.py)
+submitted to the cluster, so it is a task run in the UI with Prefect's retries. docs/scale.md.
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect_dask import DaskTaskRunner
 
@@ -29,20 +25,8 @@ from assay.orchestrate.dask import (
     shards_for,
 )
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import RemoteRun, execute_shard
-from assay.run.execute import ShardReport
-from assay.run.plan import RunPlan, Shard
-from assay.spec.dataset import Item
-from assay.tasks.shards import SHARD_TASK
-
-
-# No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
-# (the commits are what a resume builds on, docs/prefect.md).
-@task(**SHARD_TASK, cache_policy=NO_CACHE)
-def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
-    """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
-    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
-    return execute_shard(run, shard, items)
+from assay.run.plan import RunPlan
+from assay.tasks.shards import run_remote_shard
 
 
 @asynccontextmanager
