@@ -16,7 +16,7 @@ import pytest
 
 import assay.store.local
 from assay.errors import ResumeRefusedError
-from assay.orchestrate.run import drive_run
+from assay.orchestrate.run import RunRequest, drive_run
 from assay.outcomes import RunStatus
 from assay.run import record as run_record
 from assay.run.identity import Identity
@@ -77,7 +77,7 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _drive(spec: Path, root: str, **options: Any) -> dict[str, Any]:
-    return asyncio.run(drive_run(str(spec), store=root, **options))
+    return asyncio.run(drive_run(RunRequest(spec=str(spec), store=root, **options)))
 
 
 def _reset(counts: dict[str, int]) -> None:
