@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay.calls.messages import ToolCall
 from assay.evaluators._imports import resolve_callable
 
 
@@ -28,6 +29,8 @@ class Sample:
         annotations: the item's annotations (a dict, possibly empty).
         fields: the whole dataset row.
         trajectory: an agent's steps (role, content, tool calls…), when the target recorded them.
+        tool_calls: the model's function calls, when its answer is calls (a chat target with
+            `tools`): structured, in the order made; None when it answered in words.
         workspace: the exported workspace folder of a sandboxed attempt.
         sandbox: the attempt's live sandbox (`exec(argv)`), while scorers run; None otherwise.
         item_id: the item's id (a remote evaluator's `case.id`).
@@ -40,6 +43,7 @@ class Sample:
     annotations: dict[str, Any] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
     trajectory: list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
     workspace: Path | None = None
     sandbox: Any = None
     item_id: str | None = None

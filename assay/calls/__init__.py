@@ -7,6 +7,7 @@ One concern a module:
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
     wire            each provider's chat API on the wire: bodies, usage, streams assembled
+    messages        a conversation's parts in one vocabulary for both APIs (`ToolCall`)
     finish          how a reply ended (`Finish`), and which endings are no answer at all
     accounting      tokens and money: prices, accounting records, ledgers, the budget
     capture         the request sidecar: each call as redacted `start / attempt / end` records
@@ -59,6 +60,7 @@ from assay.calls.http import (
     request_id,
     retry_after,
 )
+from assay.calls.messages import ToolCall
 from assay.calls.request_codec import RequestRecord, read_jsonl, validate_jsonl, write_jsonl
 from assay.calls.response_cache import ResponseCache, check_cache
 
@@ -92,6 +94,7 @@ __all__ = [
     "ResponseHook",
     "RetryPolicy",
     "Scope",
+    "ToolCall",
     "Usage",
     "carry_forward",
     "check_cache",
