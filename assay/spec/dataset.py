@@ -34,6 +34,8 @@ class Item:
         expected: the mapped expected field, or None.
         annotations: the mapped annotation fields.
         fields: the whole row (prompt templates format over it).
+        where: the row's place in its file, as problems name it (`line 3`, `row 3`).
+        folder: the dataset file's folder (paths a row names are relative to it).
     """
 
     item_id: str
@@ -42,6 +44,9 @@ class Item:
     expected: Any
     annotations: dict[str, Any] = field(default_factory=dict)
     fields: dict[str, Any] = field(default_factory=dict)
+    # Where a row came from is no part of what it says: items from a JSONL and a CSV file compare equal.
+    where: str | None = field(default=None, compare=False)
+    folder: Path | None = field(default=None, compare=False)
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -281,6 +286,8 @@ def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
                 row.get(spec.expected) if spec.expected else None,
                 annotations,
                 row,
+                where,
+                path.parent,
             )
         )
     if problems:

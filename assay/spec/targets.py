@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from assay._templates import template_problem
 from assay.calls.batch_mode import BatchOption
 from assay.calls.endpoint import BaseURL, Endpoint, ModelEndpoint
 from assay.calls.http import HttpURL
+from assay.calls.messages import TextPart, Turn
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
 
@@ -32,6 +33,57 @@ def _template(value: str | None) -> str | None:
     return value
 
 
+class ConversationField(StrictModel):
+    """`{field: messages}` among a chat target's `messages`: the item's own conversation, read from
+    this dataset field (a list of turns, or its JSON text), put in at this place."""
+
+    field: str = Field(min_length=1)
+    """The dataset field that holds the conversation."""
+
+
+def _entry_kind(value: object) -> str:
+    named = (isinstance(value, dict) and "field" in value) or isinstance(value, ConversationField)
+    return "field" if named else "turn"
+
+
+MessageEntry = Annotated[
+    Annotated[Turn, Tag("turn")] | Annotated[ConversationField, Tag("field")], Discriminator(_entry_kind)
+]
+Messages = list[MessageEntry] | None
+
+
+def _messages_entries(value: object) -> object:
+    """`messages: {field: name}` alone is a list of that one entry."""
+    return [value] if isinstance(value, dict) else value
+
+
+def _check_messages(spec: OpenAITarget | AnthropicTarget) -> None:
+    """A spec's turns are templates that must parse; `prompt` and `messages` are two ways to say
+    what is asked, not one to add to the other."""
+    if spec.messages is None:
+        return
+    if not spec.messages:
+        raise ValueError("messages is empty: list turns, or `{field: <dataset field>}`")
+    if "prompt" in spec.model_fields_set:
+        raise ValueError(
+            "give `prompt` or `messages`, not both: with messages, ask the question as their last "
+            'turn, e.g. `{role: user, content: "{question}"}`'
+        )
+    for n, entry in enumerate(spec.messages):
+        if not isinstance(entry, Turn):
+            continue
+        texts = (
+            [entry.content]
+            if isinstance(entry.content, str)
+            else [part.text if isinstance(part, TextPart) else part.path for part in entry.content]
+        )
+        for text in texts:
+            if text is not None and (
+                problem := template_problem(text, example="dataset field, e.g. {question}")
+            ):
+                raise ValueError(f"messages.{n}: bad template {text!r}: {problem}")
+
+
 def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
     if spec.batch is not None and (spec.stream or spec.cache):
         raise ValueError("batch cannot be combined with stream or cache")
@@ -45,6 +97,10 @@ class OpenAITarget(ModelEndpoint):
         base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
         model: the exact model version (a moving alias makes runs unrepeatable).
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        messages: instead of `prompt`, the conversation sent (docs/conversations.md): turns
+            `{role, content}` (templates; content text or parts: text, images, documents), and
+            `{field: <name>}` where the item's own conversation goes; `{field: <name>}` alone
+            sends the dataset field's conversation as it is.
         system: an optional system prompt (also a template).
         temperature, max_tokens: passed through when set.
         cache: `true` answers repeated requests from the store's response cache (needs
@@ -59,6 +115,7 @@ class OpenAITarget(ModelEndpoint):
     kind: Literal["openai"]
     model: str = Field(min_length=1)
     prompt: str = "{input}"
+    messages: Messages = None
     system: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
@@ -70,6 +127,7 @@ class OpenAITarget(ModelEndpoint):
     def _cache_needs_greedy_sampling(self) -> OpenAITarget:
         check_cache(self.cache, self.temperature)
         _batch_alone(self)
+        _check_messages(self)
         if self.batch is not None and self.max_tokens is None:
             raise ValueError(
                 "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
@@ -80,6 +138,11 @@ class OpenAITarget(ModelEndpoint):
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
         return _template(value)
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _one_entry(cls, value: object) -> object:
+        return _messages_entries(value)
 
 
 class AnthropicTarget(ModelEndpoint):
@@ -94,6 +157,8 @@ class AnthropicTarget(ModelEndpoint):
             itself is never stored.
         anthropic_version: the `anthropic-version` header.
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
+        messages: as for `openai`; the leading system turns become the request's `system` (after
+            `system`), and the rest must alternate user and assistant, from a user turn.
         system: an optional system prompt (also a template).
         max_tokens: the reply's limit (the Messages API requires one).
         temperature: sampling temperature, 0 to 1.
@@ -119,6 +184,7 @@ class AnthropicTarget(ModelEndpoint):
     model: str = Field(min_length=1)
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     prompt: str = "{input}"
+    messages: Messages = None
     system: str | None = None
     max_tokens: int = Field(ge=1, strict=True)
     temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
@@ -132,14 +198,23 @@ class AnthropicTarget(ModelEndpoint):
     def _cache_needs_greedy_sampling(self) -> AnthropicTarget:
         check_cache(self.cache, self.temperature)
         _batch_alone(self)
-        if self.cache_system and self.system is None:
-            raise ValueError("cache_system needs a `system` prompt to cache")
+        _check_messages(self)
+        if self.cache_system and self.system is None and not self._system_turns():
+            raise ValueError("cache_system needs a `system` prompt (or system turns) to cache")
         return self
+
+    def _system_turns(self) -> bool:
+        return any(isinstance(e, Turn) and e.role == "system" for e in self.messages or [])
 
     @field_validator("prompt", "system")
     @classmethod
     def _template_parses(cls, value: str | None) -> str | None:
         return _template(value)
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _one_entry(cls, value: object) -> object:
+        return _messages_entries(value)
 
 
 class PythonTarget(StrictModel):

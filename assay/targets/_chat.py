@@ -16,8 +16,10 @@ store's `batches/`, so a resumed run re-attaches to it. A session's turns are se
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -28,11 +30,14 @@ from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.finish import Finish, not_an_answer
+from assay.calls.messages import Turn
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 from assay.spec.dataset import Item
+from assay.spec.targets import MessageEntry
+from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
 
@@ -45,6 +50,7 @@ class ChatSpec(Protocol):
 
     model: str
     prompt: str
+    messages: list[MessageEntry] | None
     system: str | None
     max_tokens: int | None
     batch: BatchSettings | None
@@ -62,10 +68,13 @@ class ChatKind(TargetKind[S]):
     operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch"}
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
-        """Render every prompt once, so a template naming a missing field fails before anything runs."""
+        """Render every prompt once, so a template naming a missing field fails before anything
+        runs; with `messages`, make and check every item's conversation (`_conversation.problems`),
+        each problem named by the item's line."""
         chat: ChatSpec = spec  # type: ignore[assignment]
-        problems = []
-        for field_name, template in (("prompt", chat.prompt), ("system", chat.system)):
+        problems = [] if chat.messages is None else self._conversation_problems(chat.messages, items, where)
+        prompt = chat.prompt if chat.messages is None else None
+        for field_name, template in (("prompt", prompt), ("system", chat.system)):
             if template is None:
                 continue
             for item in items:
@@ -80,15 +89,57 @@ class ChatKind(TargetKind[S]):
                     break
         return problems
 
+    def _conversation_problems(self, entries: list[MessageEntry], items: list[Item], where: str) -> list[str]:
+        problems: list[str] = []
+        for item in items:
+            row = item.where or f"item {item.item_index} (id {item.item_id!r})"
+            try:
+                found = _conversation.problems(_conversation.item_turns(entries, item, where), self.name)
+            except _conversation.ConversationError as exc:
+                found = [str(exc)]
+            problems += [f"{row}: {problem}" for problem in found]
+            if len(problems) >= _MAX_PROBLEMS:
+                break
+        return problems
+
     def metered(self, spec: S) -> Metered:
         chat: ChatSpec = spec  # type: ignore[assignment]
-        templates = [t for t in (chat.prompt, chat.system) if t is not None]
-        return Metered(
-            chat.model,
-            chat.max_tokens,
-            lambda item: [render(t, item) for t in templates],
-            batch=chat.batch is not None,
-        )
+        templates = [
+            t for t in (chat.prompt if chat.messages is None else None, chat.system) if t is not None
+        ]
+        entries = chat.messages
+
+        def texts(item: Item) -> list[str]:
+            said = [render(t, item) for t in templates]
+            if entries is not None:  # the turns' text (images are not counted)
+                said += [p.turn.text() for p in _conversation.item_turns(entries, item, "target")]
+            return said
+
+        return Metered(chat.model, chat.max_tokens, texts, batch=chat.batch is not None)
+
+    def identity(self, spec: S) -> dict[str, Any]:
+        """The spec without operational fields; a spec without `messages` keeps the identity it
+        had before the field existed."""
+        config = super().identity(spec)
+        if config.get("messages", ()) is None:
+            del config["messages"]
+        return config
+
+    def fixture_files(self, spec: S, items: list[Item], spec_dir: Path) -> list[Path]:
+        """The images and documents the conversations send by path: their bytes are part of the
+        run's identity (a file changed under a run makes a resume refuse)."""
+        entries = spec.messages  # type: ignore[attr-defined]
+        if entries is None:
+            return []
+        found: set[Path] = set()
+        for item in items:
+            try:
+                placed = _conversation.item_turns(entries, item, "target")
+            except _conversation.ConversationError:
+                continue  # reported by item_problems
+            found.update(p for p in _conversation.media_paths(placed) if p.is_file())
+        # Named from the spec's folder, as a container's fixtures are: a moved project keeps its identity.
+        return sorted(spec_dir / os.path.relpath(p, spec_dir.resolve()) for p in found)
 
     def in_flight(self, spec: S, concurrency: int) -> int:
         """In batch mode `max_batches` batches' worth of items wait at once, whatever `concurrency` is."""
@@ -155,8 +206,29 @@ class ChatTarget(ABC):
         content = render(self._spec.prompt, item) if prompt is None else prompt
         return [*(history or []), {"role": "user", "content": content}]
 
-    def item_prompt(self, item: Item) -> str:
-        return render(self._spec.prompt, item)
+    def conversation(self, item: Item, prompt: Any, history: list[dict[str, Any]] | None) -> list[Turn]:
+        """With `messages`: the item's conversation; in a session, the conversation up to its last
+        user turn (which is the session's first prompt, `item_prompt`), then the session's turns
+        so far and `prompt` as the user's."""
+        turns = [p.turn for p in _conversation.item_turns(self._spec.messages, item, "target")]
+        if prompt is None and not history:
+            return turns
+        if turns and turns[-1].role == "user":
+            turns = turns[:-1]
+        tail = [*(history or []), {"role": "user", "content": prompt}]
+        return [*turns, *(Turn.model_validate(message) for message in tail)]
+
+    def item_prompt(self, item: Item) -> Any:
+        """The item's prompt; with `messages`, its conversation's last user turn's content (text,
+        or its parts as `messages:` writes them)."""
+        if self._spec.messages is None:
+            return render(self._spec.prompt, item)
+        last = _conversation.item_turns(self._spec.messages, item, "target")[-1].turn
+        if last.role != "user":
+            return None
+        if isinstance(last.content, str):
+            return last.content
+        return [part.model_dump(exclude_none=True) for part in last.content]
 
     async def __call__(self, item: Item, trial: int) -> TargetResult:
         if self._batcher is not None:

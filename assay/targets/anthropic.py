@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from assay.calls.conversation import anthropic_messages
 from assay.calls.pinning import model_pin_problem
 from assay.calls.wire import AnthropicMessages, messages_body
 from assay.spec import AnthropicTarget
@@ -56,13 +57,19 @@ class AnthropicMessagesTarget(ChatTarget):
         self, item: Item, prompt: Any = None, history: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         """The Messages request: the system prompt (top level), a session's earlier turns, then
-        `prompt` (default: the item's rendered prompt) as the user's message."""
+        `prompt` (default: the item's rendered prompt) as the user's message; with `messages`, the
+        item's conversation (`conversation`), its leading system turns lifted into `system`."""
         spec: AnthropicTarget = self._spec
+        system = None if spec.system is None else render(spec.system, item)
+        if spec.messages is None:
+            messages = self.messages(item, prompt, history)
+        else:
+            system, messages = anthropic_messages(self.conversation(item, prompt, history), system)
         return messages_body(
             model=spec.model,
             max_tokens=spec.max_tokens,
-            messages=self.messages(item, prompt, history),
-            system=None if spec.system is None else render(spec.system, item),
+            messages=messages,
+            system=system,
             cache_system=spec.cache_system,
             temperature=spec.temperature,
             stop_sequences=spec.stop_sequences,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from assay.calls.conversation import openai_messages
 from assay.calls.wire import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
@@ -41,11 +42,15 @@ class OpenAIChatTarget(ChatTarget):
         self, item: Item, prompt: Any = None, history: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         """The chat request: the system prompt (if any), a session's earlier turns, then `prompt`
-        (default: the item's rendered prompt) as the user's message."""
+        (default: the item's rendered prompt) as the user's message; with `messages`, the item's
+        conversation (`conversation`) in its place."""
         messages = []
         if self._spec.system is not None:
             messages.append({"role": "system", "content": render(self._spec.system, item)})
-        messages += self.messages(item, prompt, history)
+        if self._spec.messages is None:
+            messages += self.messages(item, prompt, history)
+        else:
+            messages += openai_messages(self.conversation(item, prompt, history))
         body: dict[str, Any] = {"model": self._spec.model, "messages": messages, "seed": self._seed}
         if self._spec.temperature is not None:
             body["temperature"] = self._spec.temperature
