@@ -25,6 +25,7 @@ from typing import Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.keys import key_of
+from assay.calls.media import without_media
 from assay.calls.request_codec import VERSION
 from assay.outcomes import CaptureStatus, RequestOutcome, RequestPhase, SpendKind
 
@@ -40,6 +41,8 @@ class CaptureSettings(BaseModel):
         max_record_bytes: one record's JSON at most (bodies are cut to fit).
         max_run_bytes: all of a run's records at most.
         max_queue_bytes: records held in memory before their items are committed, at most.
+        media_bytes: keep the bytes of the images and documents a request sends inline; by
+            default a record keeps only their sha256 and size (`sha256:… bytes:…`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -47,6 +50,7 @@ class CaptureSettings(BaseModel):
     max_record_bytes: int = Field(default=4 * MIB, ge=1024)
     max_run_bytes: int = Field(default=16 * MIB, ge=1024)
     max_queue_bytes: int = Field(default=16 * MIB, ge=1024)
+    media_bytes: bool = False
 
 
 class Redactor:
@@ -242,6 +246,8 @@ class Recorder:
             return None
         assert self.settings is not None
         try:
+            if not self.settings.media_bytes and record.get("request") is not None:
+                record["request"] = without_media(record["request"])
             for body in ("request", "response", "error"):
                 if record.get(body) is not None:
                     record[body] = self.redactor.value(record[body])
