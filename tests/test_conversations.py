@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from assay.calls.capture import CaptureSettings, Recorder, Redactor
 from assay.cli import main
@@ -22,7 +24,7 @@ from assay.run.checks import validate
 from assay.run.identity import identity_of
 from assay.store import Store
 from assay.testing.scripted import ScriptedServer
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import REPO, write_jsonl, write_spec
 from tests.test_sessions import THREE_PROMPTS, write_policy
 from tests.wire_payloads import CLAUDE, OPENAI_MODEL, anthropic, openai, text
 
@@ -322,3 +324,20 @@ def test_a_session_continues_the_items_conversation(tmp_path, scripted, provider
         {"role": "user", "content": "Are you sure?"},
     ]
     assert sent[2][-1] == {"role": "user", "content": "Final answer?"} and len(sent[2]) == 7
+
+
+def test_the_conversations_example_runs_against_the_mock_server(tmp_path, mock, capsys):
+    example = tmp_path / "example"
+    shutil.copytree(REPO / "examples" / "conversations", example)
+    spec = yaml.safe_load((example / "spec.yaml").read_text())
+    spec["target"]["base_url"] = mock.base_url  # the example names port 8000
+    (example / "spec.yaml").write_text(yaml.safe_dump(spec))
+    summary, store = run(example / "spec.yaml", capsys)
+    assert summary["items"]["completed"] == 3
+    sent = mock.stats()["bodies"][-3:]
+    for body in sent:
+        system, *shots, asked = body["messages"]
+        assert system["role"] == "system" and len(shots) == 2
+        assert asked["content"][0]["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
+    captured = store.run_requests(summary["run_id"]).filter(phase="start")["request"].to_list()
+    assert all("bytes:74" in request and "iVBOR" not in request for request in captured)
