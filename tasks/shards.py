@@ -60,5 +60,5 @@ async def run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
 @task(**SHARD_TASK, cache_policy=NO_CACHE)
 def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
     """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
-    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
+    running it again after its worker died, is a new execution: assay/store/executions.py)."""
     return execute_shard(run, shard, items)

@@ -2,7 +2,7 @@
 
 The driver (this process) plans the run, holds its lease, submits one task per shard and
 summarises; each worker executes its shards and commits their parts straight to the store
-(`assay/orchestrate/remote.py`), fenced per attempt (`assay/store/attempts.py`). Why and how:
+(`assay/orchestrate/remote.py`), fenced per execution (`assay/store/executions.py`). Why and how:
 docs/scale.md. Imported only when `--dask` / `ASSAY_DASK` asks for a cluster.
 """
 
@@ -218,7 +218,7 @@ class ShardReports:
             await self._on_scheduler(set_event, self._event)
 
     async def close(self) -> None:
-        """Every shard reported: the compare sees every committed row (those of a shard attempt
+        """Every shard reported: the compare sees every committed row (those of a shard execution
         whose worker died after committing reached no report), and the event is forgotten."""
         monitor = self._plan.monitor
         if monitor is None:

@@ -146,7 +146,7 @@ class FolderArtifacts:
 
 
 # A record's staged file lives for the milliseconds its `create` takes; one this old was left by a
-# killed writer. A younger one may be another live writer's (a Dask worker's shard attempt, a
+# killed writer. A younger one may be another live writer's (a Dask worker's shard execution, a
 # lease renewal) and must not be removed under it.
 _ABANDONED_AFTER_S = 600.0
 
