@@ -330,7 +330,7 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
 
             with Client(cluster.address, timeout=60) as client:
                 open_runs = client.run(
-                    lambda: len(__import__("assay.orchestrate.remote", fromlist=["_"])._runs)
+                    lambda: len(__import__("assay.orchestrate.worker", fromlist=["_"])._runs)
                 )
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert set(open_runs.values()) == {0}, open_runs

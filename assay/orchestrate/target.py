@@ -1,5 +1,5 @@
 """A run's target, opened in this process — the driver's, or a Dask worker's
-(`assay/orchestrate/remote.py`) — and closed with what its containers left here."""
+(`assay/orchestrate/worker.py`) — and closed with what its containers left here."""
 
 from __future__ import annotations
 

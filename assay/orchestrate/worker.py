@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteRun:
+class WorkerRun:
     """What a worker needs of a run to execute its shards: sent with each shard (small: the
     items go with their shards).
 
@@ -80,7 +80,7 @@ class _Executing:
     """One run in this worker process: its plan (the items of the shards it was sent), open
     target and executor, shared by every shard of the run it executes."""
 
-    def __init__(self, run: RemoteRun, scheduler: str | None) -> None:
+    def __init__(self, run: WorkerRun, scheduler: str | None) -> None:
         store = Store(run.store)
         self.lease = FollowedLease(store, run.run_id, run.token, run.generation)
         self.items: dict[int, Item] = {}
@@ -115,7 +115,7 @@ class _Executing:
                 self.compare.checked.set()
 
 
-def _budget(run: RemoteRun, scheduler: str | None) -> Budget:
+def _budget(run: WorkerRun, scheduler: str | None) -> Budget:
     """The run's budget in this worker: the run's spend kept by the scheduler, not this process's."""
     if run.spec.budget_usd is None or scheduler is None:
         return Budget(run.spec.budget_usd, spent_usd=run.spent_usd)
@@ -219,7 +219,7 @@ def _shard_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+def execute_shard(run: WorkerRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
     """Execute one shard in this worker process: its items not committed by an earlier execution
     of it, committed as parts of the run fenced by this execution (`ShardExecution`).
 
@@ -239,7 +239,7 @@ def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> Shard
 
 
 async def _execute(
-    run: RemoteRun, shard: Shard, items: dict[int, Item], scheduler: str | None
+    run: WorkerRun, shard: Shard, items: dict[int, Item], scheduler: str | None
 ) -> ShardReport:
     key = (run.run_id, run.token)
     executing = _runs.get(key)
