@@ -46,7 +46,7 @@ def test_a_retried_shard_runs_only_what_the_failed_execution_did_not_commit(tmp_
     (shard,) = plan.shards()
 
     async def execution() -> None:
-        target = open_target(plan.spec.target, concurrency=1, seed=0, search_path=str(tmp_path))
+        target = open_target(plan.spec.target, concurrency=1, seed=0, spec_dir=str(tmp_path))
         try:
             await ShardExecutor.for_target(plan, target).run_shard(shard)
         finally:
