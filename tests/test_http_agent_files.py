@@ -299,9 +299,9 @@ def test_size_limits_skip_files_with_a_warning(tmp_path, harness, chunked):
     assert harness.stats()["requests"]["files"] == 4, "small, undeclared-big (refused), a and c"
 
 
-def test_an_attempt_run_again_starts_from_an_empty_folder(tmp_path, harness):
+def test_an_item_run_again_starts_from_an_empty_folder(tmp_path, harness):
     store = Store(tmp_path / "store")
-    stale = store.artifacts_dir(RUN, "q1", 0) / "files" / "left-by-a-killed-attempt.txt"
+    stale = store.artifacts_dir(RUN, "q1", 0) / "files" / "left-by-a-killed-execution.txt"
     stale.parent.mkdir(parents=True)
     stale.write_text("old")
     result = one(harness, store)

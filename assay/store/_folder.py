@@ -132,10 +132,10 @@ class FolderArtifacts:
     def sidecar(self, relative: str) -> Path:
         return self.root / relative
 
-    def upload(self, attempts: list[str], run_partition: str) -> None:
+    def upload(self, item_folders: list[str], run_partition: str) -> None:
         return None  # written in place
 
-    def committed(self, attempts: list[str]) -> None:
+    def committed(self, item_folders: list[str]) -> None:
         return None
 
     def read(self, relative: str) -> bytes:

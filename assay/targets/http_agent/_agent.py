@@ -256,7 +256,7 @@ class HttpAgent:
         async with self._slots:
             return await self._run(caps, item, trial, body, uploads)
 
-    def _attempt_dir(self, item: Item, trial: int) -> Path | None:
+    def _item_dir(self, item: Item, trial: int) -> Path | None:
         if self._store is None or self._run_id is None:
             return None
         return self._store.artifacts_dir(self._run_id, item.item_id, trial)
@@ -270,7 +270,7 @@ class HttpAgent:
         uploads: list[tuple[str, bytes]],
     ) -> TargetResult:
         started = time.perf_counter()
-        folder = self._attempt_dir(item, trial)
+        folder = self._item_dir(item, trial)
         if folder is not None and (item.item_id, trial) not in self._cleared:
             # A killed earlier execution of this item x trial may have left files: start clean.
             self._cleared.add((item.item_id, trial))
