@@ -109,18 +109,8 @@ def scorer_problems(scorers: list[Any], spec_dir: str) -> list[str]:
 
 
 def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
-    """The policy must import from the spec's folder and be an async function of the session;
-    sessions need a target whose kind can hold one (not a `container`, yet)."""
-    if spec.sessions:
-        field_name = "policy" if spec.policy is not None else "attempts"
-        for cell, cell_spec in spec.cells():
-            if not kind_of(cell_spec.target).holds_sessions:
-                where = "target" if cell is None else f"targets.{cell}"
-                raise SpecError(
-                    f"{field_name}: a {cell_spec.target.kind} target ({where}) cannot run sessions "
-                    "or attempts yet",
-                    source=str(spec_path),
-                )
+    """The policy must import from the spec's folder and be an async function of the session
+    (every kind of target holds sessions: `assay.targets.SessionTarget`)."""
     if spec.policy is None:
         return
     try:
