@@ -65,9 +65,6 @@ A writer killed between the PUTs of one batch leaves scores without their items 
 readers ignore and `recover` removes.
 Artifacts, which targets write as files, are written into a local spool there and uploaded per
 item folder under deterministic keys before the batch naming them is committed (`_spool.py`).
-
-Length: over 500 lines by the commit protocol written out below (~170 docstring lines); the code is
-the one `Store` class, whose readers and writers keep that protocol together.
 """
 
 from __future__ import annotations

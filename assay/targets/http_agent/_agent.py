@@ -3,10 +3,7 @@ session) — capabilities read once, the run started, polled to its end, cancell
 track of it or gives up, its trajectory fetched, and what it left kept (`_artifacts`).
 
 The harness's HTTP client (httpx) is imported when an agent is opened, not with this module:
-every run imports the targets registry, and only an http_agent run needs it (~0.2 s).
-
-Length: just over 500 lines, one lifecycle (start, poll, cancel, fetch, keep) whose steps share the
-run's state; the protocol documents, trajectory, files and artifacts are already modules of their own.
+every run imports the targets registry, and only an http_agent run needs it.
 """
 
 from __future__ import annotations
