@@ -3,7 +3,7 @@
 A room's `__init__` re-exports its public names; most import them outright. A room whose modules
 are costly and used one at a time (analysis: Polars, NumPy, the comparison's models; sandbox: the
 Docker SDK) re-exports them lazily (PEP 562), so that `assay run`, which needs one module of each,
-does not pay for the others (~150 ms and ~400 ms here).
+does not pay for the others (figures: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def lazy_module(name: str) -> Any:
 
 def warm_up(*names: str) -> threading.Thread:
     """Import the modules in a background thread: while a run waits on its target, the modules
-    its closing needs load in the idle time instead of after the last item (~0.25 s for Polars).
+    its closing needs load in the idle time instead of after the last item.
     An import that fails here fails again, with its traceback, where the module is used."""
 
     def load() -> None:

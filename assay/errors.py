@@ -106,7 +106,7 @@ class LeaseLostError(AssayError):
         self.run_id = run_id
 
     def __reduce__(self) -> tuple[type, tuple[str, str]]:
-        # Pickled by a Dask worker whose shard attempt lost the run (docs/scale.md).
+        # Pickled by a Dask worker whose shard execution lost the run (docs/scale.md).
         return type(self), (self.run_id, str(self))
 
 

@@ -210,7 +210,7 @@ def burn(output, expected):
 
 
 # What a worker imports for its first shard, imported as it starts (as docs/scale.md advises).
-_PRELOAD = ("assay.orchestrate.remote",)
+_PRELOAD = ("assay.orchestrate.worker",)
 
 
 def _echo_spec(folder: Path, items: int, scorer: dict, concurrency: int = 32) -> Path:

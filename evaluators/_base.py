@@ -134,23 +134,23 @@ class Scorer(BaseModel):
         unless it gathers them (a batched judge waits for a batch's worth)."""
         return concurrency
 
-    def is_async(self, search_path: str | None = None) -> bool:
+    def is_async(self, spec_dir: str | None = None) -> bool:
         """Whether scoring waits on I/O (a coroutine). Sync scorers run one after another on the
         event loop, since concurrency buys them nothing; async ones run `scorer_concurrency` at once."""
         return inspect.iscoroutinefunction(type(self).score)
 
-    def unresolved(self, search_path: str | None = None) -> list[str]:
+    def unresolved(self, spec_dir: str | None = None) -> list[str]:
         """Why the `module:function` references this scorer makes cannot be used: one line per
         reference that does not import, naming its field; empty when all do. A run checks this
         before it writes anything.
 
         Args:
-            search_path: the spec's folder, made importable first.
+            spec_dir: the spec's folder, made importable first.
         """
         if self.applies is None:
             return []
         try:
-            resolve_callable(self.applies, search_path)
+            resolve_callable(self.applies, spec_dir)
         except (ValueError, TypeError) as exc:
             return [f"applies: {exc}"]
         return []

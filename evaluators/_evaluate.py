@@ -11,7 +11,7 @@ from typing import Any
 
 from assay.errors import BudgetDenied, ScorerNotApplicable
 from assay.evaluators._base import Sample, Score, Scorer
-from assay.evaluators._imports import add_search_path, import_callable
+from assay.evaluators._imports import import_callable, make_importable
 from assay.outcomes import GAUGE_PREFIX, ScorerOutcome
 
 _REPR_LIMIT = 200
@@ -60,13 +60,13 @@ def _cut(value: Any) -> str:
     return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
 
 
-async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = None) -> ScoreRecord:
+async def evaluate(scorer: Scorer, sample: Sample, *, spec_dir: str | None = None) -> ScoreRecord:
     """Run `scorer` on `sample`. Never raises for the scorer's faults: they become `failed` records.
 
     Args:
         scorer: the scorer spec.
         sample: what it scores.
-        search_path: the spec's folder, made importable for `applies` and user scorers.
+        spec_dir: the spec's folder, made importable for `applies` and user scorers.
 
     Raises:
         asyncio.CancelledError: when the task is cancelled; the caller records that.
@@ -76,7 +76,7 @@ async def evaluate(scorer: Scorer, sample: Sample, *, search_path: str | None = 
     try:
         # Only code the spec names is imported from its folder (most scorers import nothing).
         if scorer.applies is not None or type(scorer).imports_code:
-            add_search_path(search_path)
+            make_importable(spec_dir)
         if scorer.applies is not None:
             applies = import_callable(scorer.applies)
             applied = applies(sample.output, sample.input, sample.annotations)

@@ -9,26 +9,26 @@ from collections.abc import Callable
 from typing import Any
 
 
-def add_search_path(search_path: str | None) -> None:
-    """Put `search_path` at the front of `sys.path`, unless it is already there.
+def make_importable(spec_dir: str | None) -> None:
+    """Put `spec_dir` at the front of `sys.path`, unless it is already there.
 
     Args:
-        search_path: a folder (usually the spec's) whose modules a spec may reference; None does nothing.
+        spec_dir: a folder (usually the spec's) whose modules a spec may reference; None does nothing.
     """
-    if search_path is None:
+    if spec_dir is None:
         return
-    path = os.path.abspath(search_path)
+    path = os.path.abspath(spec_dir)
     if path not in sys.path:
         sys.path.insert(0, path)
 
 
-def import_callable(ref: str, search_path: str | None = None) -> Callable[..., Any]:
+def import_callable(ref: str, spec_dir: str | None = None) -> Callable[..., Any]:
     """Import the callable `ref` names. Errors raised by the module's own code propagate.
 
     Args:
         ref: `module:attribute`, where the module may be dotted (`pkg.mod`) and so may the attribute
             (`Class.method`).
-        search_path: a folder made importable first (see `add_search_path`).
+        spec_dir: a folder made importable first (see `make_importable`).
 
     Raises:
         ValueError: naming `ref`, when it is malformed or its module or attribute is missing.
@@ -37,7 +37,7 @@ def import_callable(ref: str, search_path: str | None = None) -> Callable[..., A
     module_name, _, attr_path = ref.partition(":")
     if not module_name or not attr_path:
         raise ValueError(f"{ref!r} is not a reference of the form 'module:function'")
-    add_search_path(search_path)
+    make_importable(spec_dir)
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -55,16 +55,16 @@ def import_callable(ref: str, search_path: str | None = None) -> Callable[..., A
     return obj
 
 
-def resolve_callable(ref: str, search_path: str | None = None) -> Callable[..., Any]:
+def resolve_callable(ref: str, spec_dir: str | None = None) -> Callable[..., Any]:
     """`import_callable`, with every failure a `ValueError` or `TypeError` saying why — also an
     exception the module's own code raised while it was imported.
 
     Args:
         ref: `module:function`.
-        search_path: a folder made importable first.
+        spec_dir: a folder made importable first.
     """
     try:
-        return import_callable(ref, search_path=search_path)
+        return import_callable(ref, spec_dir=spec_dir)
     except (ValueError, TypeError):
         raise
     except Exception as exc:  # noqa: BLE001 - the module's own code failed on import

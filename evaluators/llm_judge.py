@@ -174,9 +174,9 @@ class LlmJudge(ModelEndpoint, Scorer):
         """In batch mode `max_batches` batches' worth of outputs wait at once, whatever `concurrency` is."""
         return concurrency if self.batch is None else max(concurrency, self.batch.in_flight)
 
-    def unresolved(self, search_path: str | None = None) -> list[str]:
+    def unresolved(self, spec_dir: str | None = None) -> list[str]:
         """As every scorer's, and an Anthropic judge's model must be pinned (`model_pin_problem`)."""
-        problems = super().unresolved(search_path)
+        problems = super().unresolved(spec_dir)
         if self._api.pins_models and (problem := model_pin_problem(self.model)) is not None:
             problems.append(f"model: {problem}")
         return problems

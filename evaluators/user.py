@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import field_validator
 
 from assay.evaluators._base import Sample, Score, Scorer
-from assay.evaluators._imports import add_search_path, resolve_callable
+from assay.evaluators._imports import make_importable, resolve_callable
 
 # The Sample fields a user function may ask for, by parameter name.
 _ARGUMENTS = ("output", "input", "expected", "annotations", "fields", "trajectory", "workspace", "sandbox")
@@ -100,17 +100,17 @@ class UserCode(Scorer):
             raise ValueError(f"function must be of the form 'module:function', got {function!r}")
         return function
 
-    def unresolved(self, search_path: str | None = None) -> list[str]:
-        problems = super().unresolved(search_path)
-        add_search_path(search_path)
+    def unresolved(self, spec_dir: str | None = None) -> list[str]:
+        problems = super().unresolved(spec_dir)
+        make_importable(spec_dir)
         try:
             _load(self.function)  # imports it and checks its parameters
         except (ValueError, TypeError) as exc:
             problems.append(f"function: {exc}")
         return problems
 
-    def is_async(self, search_path: str | None = None) -> bool:
-        add_search_path(search_path)
+    def is_async(self, spec_dir: str | None = None) -> bool:
+        make_importable(spec_dir)
         return inspect.iscoroutinefunction(_load(self.function).fn)
 
     def score(self, sample: Sample) -> Any:

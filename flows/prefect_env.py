@@ -1,12 +1,12 @@
 """How the terminal meets Prefect: quiet by default, and orchestrated only when asked.
 
 Prefect 3 always talks to a server. With no API configured it boots a temporary one in every
-process (~20 s on a small machine, and the first boot can time out). So `assay` decides:
+process (slow on a small machine, and the first boot can time out; docs/performance.md). So `assay` decides:
 - `PREFECT_API_URL` configured (environment or Prefect profile), or `--prefect`: the flow runs as
   a real Prefect flow run, with its shard tasks, visible in the UI;
 - otherwise: the flow's own code runs without orchestration (`assay.orchestrate.run.drive_run`
   for `assay run`) — the same functions in the same order, with no server, no task cache and no
-  retries, and without importing Prefect at all (~2 s of a short run's whole process).
+  retries, and without importing Prefect at all.
 docs/prefect.md explains the choice.
 """
 

@@ -1,7 +1,7 @@
 """Prefect's side of Assay below the flows: where retries, caching and the UI attach to the plain
 drivers of `assay.orchestrate`. Everything that imports Prefect is here or in `assay.flows`.
 
-    shards.py   the shard tasks: `run_shard` (cached, retried) and `run_remote_shard` (Dask)
+    shards.py   the shard tasks: `run_shard` (cached, retried) and `run_worker_shard` (Dask)
     host.py     the flow run as the drivers' `Host` (`prefect_host`), and how a flow run ends
                 (`ending_cleanly`)
     dask.py     a run's shards as task runs on a Dask cluster (prefect-dask)

@@ -1,7 +1,7 @@
 """A run's shards on a Dask cluster as Prefect task runs, through prefect-dask's `DaskTaskRunner`.
 
 The flow run drives the run (plans, holds the lease, summarises) as `assay/orchestrate/dask.py`
-does without Prefect; each shard is the task `run-shard` (`run_remote_shard`, tasks/shards.py)
+does without Prefect; each shard is the task `run-shard` (`run_worker_shard`, tasks/shards.py)
 submitted to the cluster, so it is a task run in the UI with Prefect's retries. docs/scale.md.
 """
 
@@ -21,12 +21,12 @@ from assay.orchestrate.dask import (
     ShardReports,
     connect_timeout,
     finish_on_cluster,
-    remote_run,
     shards_for,
+    worker_run,
 )
 from assay.orchestrate.drive import Host
 from assay.run.plan import RunPlan
-from assay.tasks.shards import run_remote_shard
+from assay.tasks.shards import run_worker_shard
 
 
 @asynccontextmanager
@@ -58,10 +58,10 @@ async def dask_task_runner(address: str) -> AsyncIterator[Callable[[RunPlan, Hos
 
 async def _execute(runner: DaskTaskRunner, plan: RunPlan) -> None:
     threads = sum((await asyncio.to_thread(runner.client.nthreads)).values())
-    run = remote_run(plan)
+    run = worker_run(plan)
     futures: list[Any] = [
         runner.submit(
-            run_remote_shard,
+            run_worker_shard,
             {
                 "run": run,
                 "shard": shard,

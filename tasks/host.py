@@ -28,7 +28,7 @@ def prefect_host() -> Host:
     task visible in the UI, its id, store, progress and summary are logged at INFO (the flow
     run's Logs tab) and the summary becomes an artifact. Outside a flow run (a flow's `.fn`
     called directly) the embedded host: one shard, a plain coroutine — fewer, larger Parquet parts
-    make that path ~20 % faster (docs/performance.md)."""
+    make that path faster (docs/performance.md)."""
     flow_run = current_flow_run()
     if flow_run is None:
         return Host()

@@ -1,5 +1,5 @@
 """The shard tasks: one slice of a run's items, executed and committed to the store — in the flow
-run's process (`run_shard`, cached) or on a Dask worker (`run_remote_shard`, tasks/dask.py)."""
+run's process (`run_shard`, cached) or on a Dask worker (`run_worker_shard`, tasks/dask.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
 from assay.errors import LeaseLostError
-from assay.orchestrate.remote import RemoteRun, execute_shard
+from assay.orchestrate.worker import WorkerRun, execute_shard
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.plan import Shard
 from assay.spec.dataset import Item
@@ -58,7 +58,7 @@ async def run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
 # No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats
 # (the commits are what a resume builds on, docs/prefect.md).
 @task(**SHARD_TASK, cache_policy=NO_CACHE)
-def run_remote_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+def run_worker_shard(run: WorkerRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
     """Execute one shard on the Dask worker running this task run (a Prefect retry, or Dask
-    running it again after its worker died, is a new attempt: assay/store/attempts.py)."""
+    running it again after its worker died, is a new execution: assay/store/executions.py)."""
     return execute_shard(run, shard, items)

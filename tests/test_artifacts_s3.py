@@ -101,11 +101,11 @@ def test_an_http_agent_run_keeps_its_artifacts_in_the_bucket(
     assert store.location.keys(f"artifacts/run_id={run_id}") == []
 
 
-def test_a_reexecuted_attempt_replaces_its_files_and_a_resume_reads_the_ledger(
+def test_a_reexecuted_item_replaces_its_files_and_a_resume_reads_the_ledger(
     s3, request, tmp_path, harness, capsys
 ):
-    """What an earlier execution uploaded and no row names is removed when the attempt runs again:
-    the attempt's prefix holds one set, the committed row's. The harness run ids other processes
+    """What an earlier execution uploaded and no row names is removed when the item runs again:
+    the item folder's prefix holds one set, the committed row's. The harness run ids other processes
     recorded come from the bucket, so a reused id is caught across processes."""
     url = s3.url(request.node.name)
     store = Store(url)

@@ -58,8 +58,8 @@ def _run_id(store: Store) -> str:
     return run_id
 
 
-def _attempts(store: Store, run_id: str) -> dict[str, list[str]]:
-    """Each shard's attempt records (`assay/store/attempts.py`)."""
+def _executions(store: Store, run_id: str) -> dict[str, list[str]]:
+    """Each shard's execution records (`assay/store/executions.py`)."""
     folder = f"leases/run_id={run_id}/shards"
     return {shard: store.location.names(f"{folder}/{shard}") for shard in store.location.names(folder)}
 
@@ -93,7 +93,7 @@ def test_a_run_through_dask_on_s3_has_the_rows_and_summary_of_a_local_run(
     assert local_rows[0].equals(dask_rows[0]) and local_rows[1].equals(dask_rows[1])
     # Cut for the cluster: many more shards than its 2 worker threads, each a task of its own.
     store = Store(dask_url)
-    assert len(_attempts(store, _run_id(store))) >= 4
+    assert len(_executions(store, _run_id(store))) >= 4
 
 
 def test_a_worker_killed_mid_shard_has_its_shard_run_elsewhere_exactly_once(s3, tmp_path, request):
@@ -109,8 +109,8 @@ def test_a_worker_killed_mid_shard_has_its_shard_run_elsewhere_exactly_once(s3, 
     store = Store(url)
     run_id = _run_id(store)
     _exactly_once(store, run_id, 400, 1)
-    # The killed worker's shard was begun again: a second attempt.
-    assert any(len(records) > 1 for records in _attempts(store, run_id).values())
+    # The killed worker's shard was begun again: a second execution.
+    assert any(len(records) > 1 for records in _executions(store, run_id).values())
 
 
 def test_a_driver_killed_mid_run_is_resumed_on_the_cluster_exactly_once(s3, cluster, tmp_path, request):
@@ -330,7 +330,7 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
 
             with Client(cluster.address, timeout=60) as client:
                 open_runs = client.run(
-                    lambda: len(__import__("assay.orchestrate.remote", fromlist=["_"])._runs)
+                    lambda: len(__import__("assay.orchestrate.worker", fromlist=["_"])._runs)
                 )
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert set(open_runs.values()) == {0}, open_runs
@@ -351,7 +351,7 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
     )
     assert record["compare_baseline"] == base_id and record["compare_items"] == 200
     assert record["compare_delta"] == 0.0 and record["status"] == "completed"
-    shards = _attempts(store, run_id)
+    shards = _executions(store, run_id)
     # One `run-shard` task run per shard, each completed on a Dask worker.
     runs = [t for t in task_runs if t["name"].startswith("shard-")]
     assert len(runs) == len(shards) >= 4 and {t["state_type"] for t in runs} == {"COMPLETED"}

@@ -138,7 +138,7 @@ def test_blank_lines_are_skipped_and_line_numbers_still_count_them(tmp_path):
     assert [i.input for i in load(tmp_path, path="d.jsonl")] == ["a", "b"]
 
 
-def test_path_is_relative_to_the_base_dir(tmp_path):
+def test_path_is_relative_to_the_spec_dir(tmp_path):
     (tmp_path / "data").mkdir()
     write_jsonl(tmp_path / "data" / "d.jsonl", [{"input": "a"}])
     assert load(tmp_path, path="data/d.jsonl")[0].input == "a"

@@ -127,7 +127,7 @@ def test_spec_defaults_and_checks():
 
 def test_open_target_builds_an_uninstrumented_http_agent(harness):
     target = HttpAgentTarget(kind="http_agent", base_url=harness.base_url)
-    built = open_target(target, concurrency=2, seed=0, search_path=None, run_id="r1")
+    built = open_target(target, concurrency=2, seed=0, spec_dir=None, run_id="r1")
     assert isinstance(built, HttpAgent) and built.instrumented is False
     asyncio.run(built.aclose())
 

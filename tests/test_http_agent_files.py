@@ -54,14 +54,14 @@ def calls(
     attempts: list[tuple[Item, int]],
     *,
     store: Store | None,
-    base_dir: Path | None = None,
+    spec_dir: Path | None = None,
     **spec: Any,
 ) -> list[TargetResult | TargetFailure]:
     """Each (item, trial) through one agent, in turn; failures returned rather than raised."""
 
     async def go() -> list[TargetResult | TargetFailure]:
         target = HttpAgentTarget(kind="http_agent", base_url=harness.base_url, poll_interval=0.01, **spec)
-        agent = HttpAgent(target, concurrency=4, run_id=RUN, store=store, base_dir=base_dir)
+        agent = HttpAgent(target, concurrency=4, run_id=RUN, store=store, spec_dir=spec_dir)
         results: list[TargetResult | TargetFailure] = []
         try:
             for one, trial in attempts:
@@ -81,12 +81,12 @@ def one(harness: HarnessServer, store: Store | None, one_item: Item | None = Non
     return result
 
 
-def prepare_problems(harness: HarnessServer, items: list[Item], base_dir: Path) -> list[str]:
+def prepare_problems(harness: HarnessServer, items: list[Item], spec_dir: Path) -> list[str]:
     """The dataset problems `HttpAgent.prepare` refuses `items` with (it must refuse them)."""
 
     async def prepare() -> None:
         agent = HttpAgent(
-            HttpAgentTarget(kind="http_agent", base_url=harness.base_url), concurrency=1, base_dir=base_dir
+            HttpAgentTarget(kind="http_agent", base_url=harness.base_url), concurrency=1, spec_dir=spec_dir
         )
         try:
             await agent.prepare(items)
@@ -114,7 +114,7 @@ def test_local_fixture_files_are_uploaded_as_multipart_and_arrive_intact(tmp_pat
         {"path": "b.txt", "file": str(tmp_path / "notes.txt")},  # absolute, inside the spec's folder
         {"path": "c.csv", "url": "https://files.example/c.csv"},
     ]
-    result = one(harness, None, item("q1", files=files), base_dir=tmp_path)
+    result = one(harness, None, item("q1", files=files), spec_dir=tmp_path)
     assert isinstance(result, TargetResult), result
     sent = {"data/a.bin": hashlib.sha256(AWKWARD).hexdigest()}
     sent["b.txt"] = hashlib.sha256((tmp_path / "notes.txt").read_bytes()).hexdigest()
@@ -136,7 +136,7 @@ def test_local_fixture_files_are_uploaded_as_multipart_and_arrive_intact(tmp_pat
 def test_a_retried_multipart_start_sends_the_same_bytes_with_the_same_key(tmp_path, harness):
     (tmp_path / "a.bin").write_bytes(AWKWARD)
     harness.configure(faults=[{"route": "create", "status": 503, "retry_after": 0}])
-    result = one(harness, None, item("q1", files=[{"path": "a.bin", "file": "a.bin"}]), base_dir=tmp_path)
+    result = one(harness, None, item("q1", files=[{"path": "a.bin", "file": "a.bin"}]), spec_dir=tmp_path)
     assert isinstance(result, TargetResult), result
     assert (
         result.caller_metadata["structured_output"]["files"]["a.bin"] == hashlib.sha256(AWKWARD).hexdigest()
@@ -153,7 +153,7 @@ def test_a_harness_taking_uploads_only_gets_local_files_and_drops_items_with_url
 
     async def prepare() -> dict[str, Any]:
         target = HttpAgentTarget(kind="http_agent", base_url=harness.base_url)
-        agent = HttpAgent(target, concurrency=1, base_dir=tmp_path)
+        agent = HttpAgent(target, concurrency=1, spec_dir=tmp_path)
         try:
             return await agent.prepare([local, remote])
         finally:
@@ -166,7 +166,7 @@ def test_a_harness_taking_uploads_only_gets_local_files_and_drops_items_with_url
             "reason": "the harness accepts fixture files only as uploads, and the item's files are URLs",
         }
     ]
-    result = one(harness, None, local, base_dir=tmp_path)
+    result = one(harness, None, local, spec_dir=tmp_path)
     assert isinstance(result, TargetResult) and result.caller_metadata["structured_output"]["files"]
 
 
@@ -175,7 +175,7 @@ def test_a_missing_local_fixture_file_is_a_dataset_error_or_a_failed_item(tmp_pa
     assert prepare_problems(harness, [item("fine"), missing], tmp_path) == [
         f"item 'm': field 'files': fixture file 'nope/a.txt' not found (looked for {tmp_path / 'nope/a.txt'})"
     ]
-    failure = one(harness, None, missing, base_dir=tmp_path)
+    failure = one(harness, None, missing, spec_dir=tmp_path)
     assert isinstance(failure, TargetFailure) and failure.kind == "exception"
     assert "fixture file 'nope/a.txt' cannot be read" in failure.message
     assert "create" not in harness.stats()["requests"], "no run started without its files"
@@ -190,7 +190,7 @@ def test_a_local_file_outside_the_spec_folder_is_never_uploaded(tmp_path, harnes
     assert prepare_problems(harness, [escaping], tmp_path / "spec") == [
         f"item 'e': field 'files': fixture file {name!r} is outside the spec's folder: not uploaded"
     ]
-    failure = one(harness, None, escaping, base_dir=tmp_path / "spec")
+    failure = one(harness, None, escaping, spec_dir=tmp_path / "spec")
     assert isinstance(failure, TargetFailure) and "outside the spec's folder" in failure.message
     assert "create" not in harness.stats()["requests"]
 
@@ -230,7 +230,7 @@ def test_artifacts_and_the_trajectory_are_kept_in_the_attempts_folder(tmp_path, 
         {"role": "assistant", "content": "4", "tool_calls": [{"name": "calc"}], "cost_usd": 0.5},
     ]
     harness.configure(behaviors={"*": {"artifacts": ARTIFACTS, "files": SERVED, "trajectory": steps}})
-    result = one(harness, store, item("q/1"), base_dir=tmp_path)
+    result = one(harness, store, item("q/1"), spec_dir=tmp_path)
     assert isinstance(result, TargetResult), result
     # One folder per harness run, inside the item x trial's (a session runs several).
     hid = result.caller_metadata["harness_run_id"]
@@ -299,9 +299,9 @@ def test_size_limits_skip_files_with_a_warning(tmp_path, harness, chunked):
     assert harness.stats()["requests"]["files"] == 4, "small, undeclared-big (refused), a and c"
 
 
-def test_an_attempt_run_again_starts_from_an_empty_folder(tmp_path, harness):
+def test_an_item_run_again_starts_from_an_empty_folder(tmp_path, harness):
     store = Store(tmp_path / "store")
-    stale = store.artifacts_dir(RUN, "q1", 0) / "files" / "left-by-a-killed-attempt.txt"
+    stale = store.artifacts_dir(RUN, "q1", 0) / "files" / "left-by-a-killed-execution.txt"
     stale.parent.mkdir(parents=True)
     stale.write_text("old")
     result = one(harness, store)

@@ -402,13 +402,13 @@ def test_user_code_async_function_via_evaluate() -> None:
     assert (record.score, record.explanation) == (0.75, "async")
 
 
-def test_user_code_imports_from_the_search_path(tmp_path, monkeypatch) -> None:
+def test_user_code_imports_from_the_spec_dir(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(sys, "path", list(sys.path))
     (tmp_path / "spec_local_scorers.py").write_text("def short(output):\n    return len(output) < 5\n")
-    record = run(UserCode(function="spec_local_scorers:short"), sample("tiny"), search_path=str(tmp_path))
+    record = run(UserCode(function="spec_local_scorers:short"), sample("tiny"), spec_dir=str(tmp_path))
     assert record.outcome is ScorerOutcome.SCORED and record.score == 1.0
     assert sys.path[0] == str(tmp_path)
-    run(UserCode(function="spec_local_scorers:short"), sample("tiny"), search_path=str(tmp_path))
+    run(UserCode(function="spec_local_scorers:short"), sample("tiny"), spec_dir=str(tmp_path))
     assert sys.path.count(str(tmp_path)) == 1
 
 
@@ -442,7 +442,7 @@ def test_import_callable_reports_a_missing_dependency(tmp_path, monkeypatch) -> 
     monkeypatch.setattr(sys, "path", list(sys.path))
     (tmp_path / "needs_missing_dep.py").write_text("import missing_dependency_xyz\ndef fn(): ...\n")
     with pytest.raises(ValueError, match="No module named 'missing_dependency_xyz'"):
-        import_callable("needs_missing_dep:fn", search_path=str(tmp_path))
+        import_callable("needs_missing_dep:fn", spec_dir=str(tmp_path))
 
 
 # --- evaluate ---------------------------------------------------------------------------------

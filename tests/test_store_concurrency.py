@@ -409,7 +409,7 @@ def test_a_run_killed_mid_write_leaves_nothing_for_analysts_then_resumes_exactly
 
 
 def test_recovery_leaves_a_live_writers_staged_file_alone(tmp_path: Path) -> None:
-    """A record being created (a lease renewal, a Dask worker's shard attempt) stages its file in
+    """A record being created (a lease renewal, a Dask worker's shard execution) stages its file in
     the run's staging folder; another writer recovering the run meanwhile must not remove it, or
     the create fails. A staged file old enough to be a killed writer's is still removed."""
     from assay._files import create_new

@@ -126,18 +126,18 @@ def _spec(target: dict, *scorers: dict):
 
 
 @pytest.mark.parametrize(
-    ("target", "containers", "sessions", "live"),
+    ("target", "containers", "live"),
     [
-        ({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}, False, True, False),
-        ({"kind": "python", "function": "m:f"}, False, True, False),
-        ({"kind": "http_agent", "base_url": "http://127.0.0.1:9"}, False, True, False),
-        ({"kind": "container", "image": "busybox", "command": ["true"]}, True, True, True),
+        ({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}, False, False),
+        ({"kind": "python", "function": "m:f"}, False, False),
+        ({"kind": "http_agent", "base_url": "http://127.0.0.1:9"}, False, False),
+        ({"kind": "container", "image": "busybox", "command": ["true"]}, True, True),
     ],
 )
-def test_what_each_kind_says_of_itself(target: dict, containers: bool, sessions: bool, live: bool) -> None:
+def test_what_each_kind_says_of_itself(target: dict, containers: bool, live: bool) -> None:
     spec = _spec(target)
     kind = kind_of(spec.target)
-    assert (kind.makes_containers, kind.holds_sessions, kind.live_attempts) == (containers, sessions, live)
+    assert (kind.makes_containers, kind.live_attempts) == (containers, live)
     assert makes_containers(spec) is containers
     # A scorer with fresh sandboxes makes containers whatever the target; one in the attempt's does not.
     fresh = {"kind": "code_exec", "checks": ["true"], "where": "fresh", "image": "busybox"}

@@ -17,7 +17,7 @@ Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern
     nightly      the nightly benchmark's baseline and retention
 
 The names below are re-exported lazily (assay/_lazy.py): `assay run` needs only `summary`, and
-importing `compare` and `stats` with it would cost it ~150 ms. The functions `compare.compare`
+importing `compare` and `stats` with it would slow it (docs/performance.md). The functions `compare.compare`
 and `estimate.estimate` share their module's name, so they are reached through their modules.
 """
 

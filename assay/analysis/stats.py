@@ -57,9 +57,6 @@ on how many times each item is drawn, i.e. on a ``Multinomial(n, 1/n, ..., 1/n)`
 
 Non-finite values (NaN: "not scored on this side") are dropped per scorer column: only rows where
 both sides are finite enter that column's estimate, so ``n`` may differ between scorers.
-
-Length: over 500 lines by its method notes (~180 docstring lines, cited by docs/statistics.md); the
-code is one concern, the paired estimate, and splitting it would separate each method from its note.
 """
 
 from __future__ import annotations

@@ -224,9 +224,7 @@ class RunRows:
 
     def narrow(self) -> RunRows:
         """Only the columns the summary's statistics use, read once: never the items' inputs,
-        outputs and metadata. Reading whole rows took ~280 MB to summarise 100,000 items
-        (docs/performance.md); a query per statistic over the parts read them again each time
-        (33 s against 7 s for those 100,000 items on S3)."""
+        outputs and metadata, and not once per statistic (figures: docs/performance.md)."""
         return RunRows(
             *(
                 rows.lazy().select(columns).collect(engine=ENGINE)

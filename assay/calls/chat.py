@@ -5,10 +5,10 @@ streamed.
 One client per `ChatClient` (`assay.calls.transport`: pyreqwest, its HTTP work on its own thread
 outside the GIL), its connection pool as wide as the run's concurrency, the URL, headers and
 timeouts set once and each body sent as JSON bytes. This is the hot path — one call per item — and
-the event loop's thread, which bounds a run's throughput, spends ~80 us a call on pyreqwest where
-it spent ~360 us on aiohttp (docs/performance.md). Nothing of the library is visible to a user of
+the event loop's thread, which bounds a run's throughput, spends a quarter of what it did on
+aiohttp (docs/performance.md). Nothing of the library is visible to a user of
 this client, whose API is `complete(body) -> ChatReply`. Bodies are encoded and replies parsed with
-pydantic-core's JSON (already a dependency), ~3x faster than the standard library's here. What is
+pydantic-core's JSON (already a dependency), faster than the standard library's. What is
 retried, how long to wait and how a failure is described are `assay.calls.http`'s (the same for
 every Assay client).
 

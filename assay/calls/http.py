@@ -23,8 +23,8 @@ second run).
 Waiting (`RetryPolicy`): the server's `Retry-After` when it sends one — delta-seconds or an
 HTTP-date — capped at `MAX_RETRY_AFTER_S`; else exponential backoff with jitter, 0.5 s, 1 s,
 2 s, ... up to 30 s, plus up to 0.5 s at random (tenacity's `wait_exponential_jitter`). The
-first attempt runs outside tenacity: most calls succeed at once, and tenacity's set-up costs
-~100 us of CPU a call (it is not even imported until a call first fails).
+first attempt runs outside tenacity: most calls succeed at once, and tenacity's set-up is paid
+only after a failure (it is not even imported until a call first fails; docs/performance.md).
 
 Failures (`Peer`): a status is `HTTP <status>: <the body's error message>`; a transport error
 is a *timeout* when the request ran out of time (any `TimeoutError` in its cause chain — the one
@@ -93,7 +93,7 @@ HttpURL = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(_usable_ur
 @cache
 def tls_context() -> ssl.SSLContext:
     """The TLS settings every httpx client of this process shares (httpx's defaults): a client
-    building its own loads the CA bundle again, ~50 ms of CPU — a harness client per target
+    building its own loads the CA bundle again (docs/performance.md) — a harness client per target
     opened, a remote scorer's client per item scored."""
     import httpx  # here: the model clients stand on pyreqwest, and need not load httpx
 

@@ -2,8 +2,8 @@
 
 pyreqwest is reqwest (Rust) behind an asyncio API: the HTTP work of a call — the pooled
 connection, writing the request, parsing the reply — runs on its own thread, outside the GIL. The
-event loop's thread, which bounds a run's throughput, spends ~80 us a call on it where aiohttp
-spent ~360 us (`benchmarks/throughput.py`, docs/performance.md). This module opens its clients
+event loop's thread, which bounds a run's throughput, spends a quarter of what it did on aiohttp
+(`benchmarks/throughput.py`, docs/performance.md). This module opens its clients
 with Assay's settings and turns its errors into the standard library's, which `assay.calls.http`
 reads (`is_timeout`, `refused`): nothing of pyreqwest reaches a caller.
 

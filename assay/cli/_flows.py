@@ -95,8 +95,8 @@ def _tune_gc() -> None:
 
     What the imports made lives until the process exits: frozen, collections no longer walk it.
     And a run allocates a dozen objects an item, almost none of them in cycles: collecting the
-    young generation every 10,000 allocations instead of every 700 cut the collector's CPU on a
-    10,000-item run from ~0.8 s to ~0.1 s (benchmarks/throughput.py, docs/performance.md).
+    young generation every 10,000 allocations instead of every 700 cuts the collector's CPU
+    (benchmarks/throughput.py, docs/performance.md).
     """
     gc.freeze()
     gc.set_threshold(10_000, 20, 10)

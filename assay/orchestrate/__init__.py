@@ -10,7 +10,7 @@ code that never imports Prefect (`assay.tasks` and `assay.flows` host it in Pref
     nightly.py      `drive_nightly` (`NightlyRequest`): each spec run, compared, old nights pruned
     target.py       a run's target opened (and closed) in this process
     dask.py         a run's shards on a Dask cluster (`--dask`): the driver's side, `dask_host`
-    remote.py       a Dask worker's side: `execute_shard`, which imports no Dask
+    worker.py       a Dask worker's side: `execute_shard`, which imports no Dask
     finish.py       how an execution ends in its record (`finish_run`)
     loop.py         the event loop where Assay owns it (uvloop)
 

@@ -2,7 +2,7 @@
 
 The driver (this process) plans the run, holds its lease, submits one task per shard and
 summarises; each worker executes its shards and commits their parts straight to the store
-(`assay/orchestrate/remote.py`), fenced per attempt (`assay/store/attempts.py`). Why and how:
+(`assay/orchestrate/worker.py`), fenced per execution (`assay/store/executions.py`). Why and how:
 docs/scale.md. Imported only when `--dask` / `ASSAY_DASK` asks for a cluster.
 """
 
@@ -19,7 +19,7 @@ from distributed import Client, as_completed
 
 from assay.errors import InputError
 from assay.orchestrate.drive import Host
-from assay.orchestrate.remote import RemoteRun, execute_shard, forget_run, stop_event
+from assay.orchestrate.worker import WorkerRun, execute_shard, forget_run, stop_event
 from assay.outcomes import BudgetClosedBy
 from assay.run import progress
 from assay.run.execute import ShardReport
@@ -87,9 +87,9 @@ def shards_for(plan: RunPlan, threads: int) -> list[Shard]:
     ]
 
 
-def remote_run(plan: RunPlan) -> RemoteRun:
+def worker_run(plan: RunPlan) -> WorkerRun:
     """What each shard's task carries of the run."""
-    return RemoteRun(
+    return WorkerRun(
         run_id=plan.run_id,
         store=plan.store.root,
         spec=plan.spec,
@@ -111,7 +111,7 @@ async def execute_on(client: Client, plan: RunPlan) -> None:
         LeaseLostError: a worker found that another process drives the run now.
     """
     threads = sum((await client.nthreads()).values())
-    run = remote_run(plan)
+    run = worker_run(plan)
     shards = shards_for(plan, threads)
     if not shards:  # every item was committed before this execution (a resume after the last batch)
         return
@@ -190,7 +190,7 @@ async def _fleet_rate(cluster: ClusterCalls, plan: RunPlan) -> dict[str, Any] | 
 class ShardReports:
     """The driver's side of each shard's report: the progress counts its items, and the run's
     sequential compare (`compare_to`) is fed its committed rows — the workers told to stop
-    admitting items once it decides (`assay.orchestrate.remote.FollowedCompare`).
+    admitting items once it decides (`assay.orchestrate.worker.FollowedCompare`).
 
     Args:
         plan: the run.
@@ -218,7 +218,7 @@ class ShardReports:
             await self._on_scheduler(set_event, self._event)
 
     async def close(self) -> None:
-        """Every shard reported: the compare sees every committed row (those of a shard attempt
+        """Every shard reported: the compare sees every committed row (those of a shard execution
         whose worker died after committing reached no report), and the event is forgotten."""
         monitor = self._plan.monitor
         if monitor is None:

@@ -18,7 +18,7 @@ from assay.outcomes import RunStatus
 from assay.run import progress
 from assay.run import record as run_record
 from assay.run.plan import RunPlan
-from assay.store.attempts import sweep_attempts
+from assay.store.executions import sweep_executions
 
 
 def is_cancellation(stop: BaseException) -> bool:
@@ -47,7 +47,7 @@ def finish_run(plan: RunPlan, wall_ms: float, stop: BaseException | None = None)
     # time to live in which no other process can take the run over.
     lease.renew()
     try:
-        sweep_attempts(plan.store, plan.run_id)  # shards that Dask workers ran more than once
+        sweep_executions(plan.store, plan.run_id)  # shards that Dask workers ran more than once
         lease.sweep()
         if stop is None:
             status, error = None, None

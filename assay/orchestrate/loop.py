@@ -2,9 +2,8 @@
 
 A run is bound by its event loop's thread (docs/performance.md): every item's admission, call,
 scoring and rows pass through it, and the HTTP client wakes it once a reply is in. uvloop (libuv)
-does that waking, scheduling and timer work in C: a bare pyreqwest loop spent 172–182 µs of CPU a
-request on it against 218–240 on the standard loop (docs/performance.md, "Issue 12, third
-session"). Where Assay owns the loop — the terminal's embedded path and a
+does that waking, scheduling and timer work in C, with less CPU a request than the standard loop
+(docs/performance.md). Where Assay owns the loop — the terminal's embedded path and a
 Dask worker's shard loop — it uses uvloop; under Prefect the loop is Prefect's.
 
 `ASSAY_EVENT_LOOP=asyncio` runs on the standard library's loop instead (for debugging with

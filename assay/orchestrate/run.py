@@ -2,7 +2,7 @@
 
 `flows/run.py` hosts `drive_run` in the Prefect flow `assay-run`; the terminal's embedded path
 (docs/prefect.md) calls it with the default host (`EMBEDDED`) — one shard, run as a plain coroutine — and so
-never imports Prefect, which is ~2 s of a whole `assay run` process.
+never imports Prefect (its import cost: docs/performance.md).
 
 It lives here rather than in `assay/run/` because closing a run summarises it (`assay.analysis`),
 a layer above `assay.run`.
@@ -151,9 +151,8 @@ async def _execute(plan: RunPlan, host: Host) -> None:
 class _WarmUpForClosing:
     """A progress reporter that starts importing Polars (`warm_up`), which closing a run needs,
     once only the last items in flight are left to finish: they wait on the target, and the
-    import (~0.25 s, holding the GIL) takes that idle time. Started with the run instead, it
-    took it from the loop running items whenever the loop was busy (up to ~0.2 s of a 10,000-item
-    run against a fast endpoint, docs/performance.md).
+    import (holding the GIL) takes that idle time. Started with the run instead, it takes it from
+    the loop running items whenever the loop is busy (docs/performance.md).
 
     Args:
         in_flight: how many items the runs keep in flight at once, all told.

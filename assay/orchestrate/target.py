@@ -1,5 +1,5 @@
 """A run's target, opened in this process — the driver's, or a Dask worker's
-(`assay/orchestrate/remote.py`) — and closed with what its containers left here."""
+(`assay/orchestrate/worker.py`) — and closed with what its containers left here."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def open_plan_target(plan: RunPlan) -> Target:
         plan.spec.target,
         concurrency=plan.spec.concurrency,
         seed=plan.spec.seed,
-        search_path=str(plan.spec_dir),
+        spec_dir=str(plan.spec_dir),
         run_id=plan.run_id,
         capabilities=json.loads(plan.record["target_snapshot"])
         if plan.record.get("target_snapshot")

@@ -107,7 +107,7 @@ class SessionItems:
         self._scoring = scoring
         plan = gate.plan
         self._policy: Policy | None = (
-            import_callable(plan.spec.policy, search_path=str(plan.spec_dir)) if plan.spec.policy else None
+            import_callable(plan.spec.policy, spec_dir=str(plan.spec_dir)) if plan.spec.policy else None
         )
         self._attempts = plan.spec.attempts
         # A kind whose attempts are live sandboxes (`container`) holds each in its own container.

@@ -88,43 +88,33 @@ def _check_references(spec: EvalSpec, spec_path: Path) -> None:
     """What the spec names must exist: the target's kind checks its own (a python target's
     function imports), and user_code scorers' and `applies` functions must import from the
     spec's folder (the policy: `_check_policy`)."""
-    search_path = str(spec_path.parent)
+    spec_dir = str(spec_path.parent)
     problems = []
     for cell, cell_spec in spec.cells():
         where = "target" if cell is None else f"targets.{cell}"
         problems += kind_of(cell_spec.target).problems(cell_spec.target, spec_path.parent, where)
-    problems += scorer_problems(spec.scorers, search_path)
+    problems += scorer_problems(spec.scorers, spec_dir)
     if problems:
         raise SpecError(problems, source=str(spec_path))
 
 
-def scorer_problems(scorers: list[Any], search_path: str) -> list[str]:
+def scorer_problems(scorers: list[Any], spec_dir: str) -> list[str]:
     """Why the scorers' `module:function` references cannot be used, one line each naming the
     field (`scorers.<n>.function: cannot import ...`); empty when all resolve."""
     return [
         f"scorers.{n}.{problem}"
         for n, scorer in enumerate(scorers)
-        for problem in scorer.unresolved(search_path)
+        for problem in scorer.unresolved(spec_dir)
     ]
 
 
 def _check_policy(spec: EvalSpec, spec_path: Path) -> None:
-    """The policy must import from the spec's folder and be an async function of the session;
-    sessions need a target whose kind can hold one (not a `container`, yet)."""
-    if spec.sessions:
-        field_name = "policy" if spec.policy is not None else "attempts"
-        for cell, cell_spec in spec.cells():
-            if not kind_of(cell_spec.target).holds_sessions:
-                where = "target" if cell is None else f"targets.{cell}"
-                raise SpecError(
-                    f"{field_name}: a {cell_spec.target.kind} target ({where}) cannot run sessions "
-                    "or attempts yet",
-                    source=str(spec_path),
-                )
+    """The policy must import from the spec's folder and be an async function of the session
+    (every kind of target holds sessions: `assay.targets.SessionTarget`)."""
     if spec.policy is None:
         return
     try:
-        policy = resolve_callable(spec.policy, search_path=str(spec_path.parent))
+        policy = resolve_callable(spec.policy, spec_dir=str(spec_path.parent))
     except (ValueError, TypeError) as exc:
         raise SpecError(f"policy: {exc}", source=str(spec_path)) from None
     if not inspect.iscoroutinefunction(policy):

@@ -63,7 +63,7 @@ _BATCH_SECONDS = 2.0
 
 
 class Writer(Protocol):
-    """Fences a shard's commits: the run's `Lease`, or a worker's `ShardAttempt`."""
+    """Fences a shard's commits: the run's `Lease`, or a worker's `ShardExecution`."""
 
     def check(self) -> None: ...
 
@@ -128,7 +128,7 @@ class ShardExecutor:
         Args:
             shard: the shard.
             writer: what fences its commits; default the run's lease (a Dask worker's: its
-                `assay.store.attempts.ShardAttempt`).
+                `assay.store.executions.ShardExecution`).
         """
         plan = self.plan
         run_context.set(RunContext(plan.run_id, str(plan.spec_dir), plan.store))

@@ -38,7 +38,7 @@ async def gold_check_failures(plan: RunPlan) -> list[str]:
     failures = []
     for scorer in checked:
         with Ledger(SpendKind.JUDGING, plan.prices, plan.budget):
-            record = await evaluate(scorer, sample, search_path=str(plan.spec_dir))
+            record = await evaluate(scorer, sample, spec_dir=str(plan.spec_dir))
         if record.outcome != ScorerOutcome.SCORED or record.score != 1.0:
             why = record.error or f"it scored {record.score}"
             failures.append(

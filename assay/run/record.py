@@ -27,7 +27,7 @@ from assay.errors import ResumeRefusedError, RunNotFoundError
 from assay.outcomes import RunStatus
 from assay.run.identity import Identity
 from assay.store import Store
-from assay.store.attempts import sweep_attempts
+from assay.store.executions import sweep_executions
 from assay.store.lease import Lease
 
 
@@ -86,10 +86,10 @@ def start(
     lease.acquire()
     try:
         if stored is not None:
-            # First the parts of shard attempts a later attempt redid (a Dask worker's, docs/scale.md),
+            # First the parts of shard executions a later execution redid (a Dask worker's, docs/scale.md),
             # then what a killed writer left staged (a complete batch is kept, not redone), then
             # the fence: which committed parts the run resumes from.
-            sweep_attempts(store, run_id)
+            sweep_executions(store, run_id)
             store.recover(run_id)
         lease.take_over_parts()
         if stored is not None:

@@ -57,12 +57,12 @@ class Scoring:
 
     def __init__(self, plan: RunPlan) -> None:
         self._plan = plan
-        self._search_path = str(plan.spec_dir)
+        self._spec_dir = str(plan.spec_dir)
         self._scorers: list[Scorer] = list(plan.spec.scorers)
         self._sync: list[Scorer] = []
         self._async: list[Scorer] = []
         for scorer in self._scorers:
-            (self._async if _is_async(scorer, self._search_path) else self._sync).append(scorer)
+            (self._async if _is_async(scorer, self._spec_dir) else self._sync).append(scorer)
 
     def in_flight(self, concurrency: int) -> int:
         """Outputs in scoring at once: `concurrency`, or a batched judge's batches' worth
@@ -99,7 +99,7 @@ class Scoring:
             if cut_off is not None and cut_off.passed():
                 record = unscored(scorer, ScorerOutcome.FAILED, cut_off.why)
             else:
-                record = await evaluate(scorer, sample, search_path=self._search_path)
+                record = await evaluate(scorer, sample, spec_dir=self._spec_dir)
             _add_rows(rows, item, trial, record, NO_SPEND, None)
         if not self._async:
             return Scored(rows, [], [])
@@ -167,7 +167,7 @@ class Scoring:
             return unscored(scorer, ScorerOutcome.BUDGET_SKIPPED, BUDGET_REACHED), Accounting(), None
         scope = plan.capture.scope(item.item_id, trial, scorer.name)
         with Ledger(SpendKind.JUDGING, plan.prices, budget, scope, plan.response_cache) as ledger:
-            record = await evaluate(scorer, sample, search_path=self._search_path)
+            record = await evaluate(scorer, sample, spec_dir=self._spec_dir)
         return record, ledger.total(), scope
 
 
@@ -196,8 +196,8 @@ def unscored(scorer: Scorer, outcome: ScorerOutcome, why: str) -> ScoreRecord:
     )
 
 
-def _is_async(scorer: Scorer, search_path: str) -> bool:
+def _is_async(scorer: Scorer, spec_dir: str) -> bool:
     try:
-        return scorer.is_async(search_path)
+        return scorer.is_async(spec_dir)
     except Exception:  # noqa: BLE001 - an unimportable user scorer fails on every item, where it is recorded
         return False

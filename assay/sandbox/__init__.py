@@ -11,7 +11,7 @@ What runs in a container (the `container` target, its agent adapters, the verifi
     hygiene         `clean`, `leftovers`: what a run left on the engine, by its label
 
 The names below are re-exported lazily (assay/_lazy.py): a run without containers needs only
-`hygiene`, and loading the Docker SDK with it would cost ~400 ms.
+`hygiene`, and need not load the Docker SDK with it (docs/performance.md).
 """
 
 from assay._lazy import lazy_exports

@@ -1,6 +1,6 @@
 """Datasets: JSONL, CSV or Parquet rows mapped to items with stable ids.
 
-`load_items(spec, base_dir)` reads the file, maps each row through the spec's field mapping and
+`load_items(spec, spec_dir)` reads the file, maps each row through the spec's field mapping and
 reports every bad row at once (`DatasetError`, naming the line and the field).
 """
 
@@ -211,14 +211,14 @@ def _collapsed(problems: list[str]) -> list[str]:
     return out
 
 
-def load_items(spec: DatasetSpec, base_dir: Path) -> list[Item]:
+def load_items(spec: DatasetSpec, spec_dir: Path) -> list[Item]:
     """Read the dataset and map its rows to items.
 
     Args:
         spec: the dataset part of the eval spec.
-        base_dir: the folder relative paths are resolved against (the spec's folder).
+        spec_dir: the folder relative paths are resolved against (the spec's folder).
     """
-    path = (base_dir / spec.path).resolve()
+    path = (spec_dir / spec.path).resolve()
     if not path.is_file():
         raise DatasetError(f"dataset.path: file not found: {spec.path!r} (looked in {path})")
     rows = _read_rows(path)

@@ -3,8 +3,8 @@
     local      `Store`: the datasets' layout, the staged commit of a batch (items last, the
                commit marker), run records as revisions, and the readers (Polars)
     lease      `Lease`: one process drives a run at a time; a paused one is fenced out
-    attempts   `ShardAttempt`: Dask workers write a run under its driver's lease, each shard's
-               attempts fenced like leases, so a shard run twice commits each item once
+    executions `ShardExecution`: Dask workers write a run under its driver's lease, each shard's
+               executions fenced like leases, so a shard run twice commits each item once
     _location  `Location`: what the store needs of where its bytes live (list, read, put-if-absent,
                publish a batch, artifacts), and which roots can be a store (`root_problem`)
     _folder    a local folder as a location;  _bucket  an s3:// bucket prefix (obstore);

@@ -132,10 +132,10 @@ class FolderArtifacts:
     def sidecar(self, relative: str) -> Path:
         return self.root / relative
 
-    def upload(self, attempts: list[str], run_partition: str) -> None:
+    def upload(self, item_folders: list[str], run_partition: str) -> None:
         return None  # written in place
 
-    def committed(self, attempts: list[str]) -> None:
+    def committed(self, item_folders: list[str]) -> None:
         return None
 
     def read(self, relative: str) -> bytes:
@@ -146,7 +146,7 @@ class FolderArtifacts:
 
 
 # A record's staged file lives for the milliseconds its `create` takes; one this old was left by a
-# killed writer. A younger one may be another live writer's (a Dask worker's shard attempt, a
+# killed writer. A younger one may be another live writer's (a Dask worker's shard execution, a
 # lease renewal) and must not be removed under it.
 _ABANDONED_AFTER_S = 600.0
 

@@ -135,7 +135,7 @@ class Location(Protocol):
 
 class Artifacts(Protocol):
     """The files targets keep (transcripts, workspaces), below `<root>/artifacts/`: written into a
-    local folder whatever the store (`root`), and on object storage uploaded per attempt before
+    local folder whatever the store (`root`), and on object storage uploaded per item folder before
     the batch naming them is committed (`_spool.py`)."""
 
     @property
@@ -147,12 +147,12 @@ class Artifacts(Protocol):
         """A run's append-only sidecar file (`run_id=<id>/@<name>`), holding every writer's lines."""
         ...
 
-    def upload(self, attempts: list[str], run_partition: str) -> None:
-        """Before a batch is committed: its attempts' folders, and the run's sidecars, into the store."""
+    def upload(self, item_folders: list[str], run_partition: str) -> None:
+        """Before a batch is committed: its item folders, and the run's sidecars, into the store."""
         ...
 
-    def committed(self, attempts: list[str]) -> None:
-        """After a batch is committed: what of its attempts need not be kept locally any more."""
+    def committed(self, item_folders: list[str]) -> None:
+        """After a batch is committed: what of its item folders need not be kept locally any more."""
         ...
 
     def read(self, relative: str) -> bytes:

@@ -1,21 +1,21 @@
-"""Artifacts of a store on object storage: written into a local spool, uploaded per attempt.
+"""Artifacts of a store on object storage: written into a local spool, uploaded per item folder.
 
 Targets keep writing files into a folder (Docker copies a workspace out, the harness client streams
 downloads, transcripts are appended to), whatever the store. With the store in a local folder that
 folder is `<store>/artifacts` itself; with it on object storage it is this process's **spool**, a
 temporary folder holding `artifacts/run_id=<id>/<item>/<trial>/...` exactly as a local store would:
 
-    <tmp>/assay-spool-XXXX/artifacts/run_id=<id>/<item>/<trial>/...   attempts being written
+    <tmp>/assay-spool-XXXX/artifacts/run_id=<id>/<item>/<trial>/...   item folders being written
     <tmp>/assay-spool-XXXX/artifacts/run_id=<id>/@<name>              run sidecars (seeded, appended)
     <tmp>/assay-spool-XXXX/fetched/...                                 what readers downloaded
 
-When a batch is committed (`Store.commit_batch`, in the process that ran its attempts: a Dask
-worker, never the driver) every attempt of the batch with a spool folder is **synced** to
+When a batch is committed (`Store.commit_batch`, in the process that ran its items: a Dask
+worker, never the driver) every item folder of the batch with a spool folder is **synced** to
 `artifacts/<same path>` before the batch's first part is PUT: each file PUT under its deterministic
-key (the path `items.artifacts` names), then any key below the attempt's prefix that the folder no
+key (the path `items.artifacts` names), then any key below the item folder's prefix that the folder no
 longer holds (left by a killed earlier execution) deleted. So a committed row never names a missing
-file, and a re-executed attempt overwrites its own keys instead of adding a second set. After the
-commit the attempt's spool folder is removed. Design and guarantees: docs/storage.md.
+file, and a re-executed item overwrites its own keys instead of adding a second set. After the
+commit the item's spool folder is removed. Design and guarantees: docs/storage.md.
 
 A run sidecar (`@<name>`, an append-only text file such as the harness run-id ledger) is one object
 per writing process on object storage, `artifacts/run_id=<id>/@<name>/<writer>`: asking for it
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from assay.store._location import ARTIFACTS, Location
 
-# Concurrent PUTs of one attempt's files: a workspace is many small files, each a round trip.
+# Concurrent PUTs of one item folder's files: a workspace is many small files, each a round trip.
 _UPLOADS_AT_ONCE = 8
 
 _spools: dict[str, Spool] = {}
@@ -105,25 +105,25 @@ class Spool:
             self._seeded[path] = len(others)
         return path
 
-    def upload(self, attempts: list[str], run_partition: str) -> None:
-        """Sync the attempts' spool folders to their keys, and the run's sidecars: before the
+    def upload(self, item_folders: list[str], run_partition: str) -> None:
+        """Sync the item folders' spool copies to their keys, and the run's sidecars: before the
         batch that names their files is committed.
 
         Args:
-            attempts: attempt folders below `artifacts/` (`run_id=<id>/<item>/<trial>`); those
+            item_folders: item folders below `artifacts/` (`run_id=<id>/<item>/<trial>`); those
                 without a spool folder (nothing kept, or a rescore's rows) are skipped.
             run_partition: `run_id=<id>`, whose sidecars are uploaded.
         """
         if self._folder is None:  # no target of this process wrote a file (an LLM run, a rescore)
             return
-        for attempt in attempts:
-            folder = self.root / attempt
+        for item_folder in item_folders:
+            folder = self.root / item_folder
             if folder.is_dir():
-                self._sync(folder, f"{ARTIFACTS}/{attempt}")
+                self._sync(folder, f"{ARTIFACTS}/{item_folder}")
         self._upload_sidecars(self.root / run_partition)
 
     def _sync(self, folder: Path, prefix: str) -> None:
-        """PUT every file of `folder` under `prefix` (plain PUTs: the keys are the attempt's own),
+        """PUT every file of `folder` under `prefix` (plain PUTs: the keys are the item's own),
         then delete the keys below `prefix` that the folder does not hold."""
         files = {f"{prefix}/{p.relative_to(folder).as_posix()}": p for p in folder.rglob("*") if p.is_file()}
         with ThreadPoolExecutor(max_workers=_UPLOADS_AT_ONCE, thread_name_prefix="assay-upload") as pool:
@@ -143,10 +143,10 @@ class Spool:
                     relative = path.relative_to(self.root).as_posix()
                     self._location.write(f"{ARTIFACTS}/{relative}/{self._writer}", own)
 
-    def committed(self, attempts: list[str]) -> None:
-        """Remove the spool folders of attempts whose batch is committed (they are in the bucket)."""
-        for attempt in attempts:
-            shutil.rmtree(self.root / attempt, ignore_errors=True)
+    def committed(self, item_folders: list[str]) -> None:
+        """Remove the spool folders of items whose batch is committed (they are in the bucket)."""
+        for item_folder in item_folders:
+            shutil.rmtree(self.root / item_folder, ignore_errors=True)
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ in a local folder or an object-store prefix (`_location.py`).
     <root>/turns/run_id=<id>/<part>.parquet           one row per prompt of a managed session
     <root>/leaderboards/matrix_id=<id>/leaderboard-<revision>.parquet
     <root>/comparisons/comparison_id=<id>/comparison.parquet and comparison.json
-    <root>/artifacts/run_id=<id>/<item>/<trial>/      files kept per attempt (transcripts, workspaces)
+    <root>/artifacts/run_id=<id>/<item>/<trial>/      files kept per item x trial (transcripts, workspaces)
     <root>/artifacts/run_id=<id>/@<name>              run-level sidecars (an http_agent's harness run ids)
     <root>/leases/run_id=<id>/                        who drives the run (assay/store/lease.py)
     <root>/.staging/                                  files being written; no dataset's glob reaches it
@@ -64,10 +64,7 @@ when the key is taken; readers LIST then GET, which is safe because no key is ev
 A writer killed between the PUTs of one batch leaves scores without their items part, which our
 readers ignore and `recover` removes.
 Artifacts, which targets write as files, are written into a local spool there and uploaded per
-attempt under deterministic keys before the batch naming them is committed (`_spool.py`).
-
-Length: over 500 lines by the commit protocol written out below (~170 docstring lines); the code is
-the one `Store` class, whose readers and writers keep that protocol together.
+item folder under deterministic keys before the batch naming them is committed (`_spool.py`).
 """
 
 from __future__ import annotations
@@ -235,14 +232,14 @@ class Store:
             )
             if table is not None and (table.num_rows or dataset == "items")
         ]
-        # The attempts' files go up first (on object storage; in a local folder they are in
+        # The items' files go up first (on object storage; in a local folder they are in
         # place): a committed row never names a missing file (assay/store/_spool.py). Here, in
-        # the process that ran the attempts.
+        # the process that ran the items.
         artifacts = self.location.artifacts
-        attempts = self._attempt_folders(run_id, items)
-        artifacts.upload(attempts, f"run_id={run_id}")
+        item_folders = self._item_folders(run_id, items)
+        artifacts.upload(item_folders, f"run_id={run_id}")
         self.location.commit_batch(tables, f"{self._staging(run_id)}/{part}")
-        artifacts.committed(attempts)
+        artifacts.committed(item_folders)
 
     def recover(self, run_id: str) -> dict[str, int]:
         """Finish what a killed writer of the run left: roll complete staged batches forward,
@@ -282,17 +279,17 @@ class Store:
         keys = [*(self._partition(d, run_id) for d in datasets), self._staging(run_id)]
         self.location.delete_trees(keys, label=run_id)
 
-    def _attempt_folders(self, run_id: str, items: pa.Table) -> list[str]:
-        """The attempt folders of a batch's item rows."""
+    def _item_folders(self, run_id: str, items: pa.Table) -> list[str]:
+        """The item folders of a batch's item rows."""
         return [
-            self._attempt_folder(run_id, item_id, trial)
+            self._item_folder(run_id, item_id, trial)
             for item_id, trial in zip(
                 items.column("item_id").to_pylist(), items.column("trial").to_pylist(), strict=True
             )
         ]
 
-    def _attempt_folder(self, run_id: str, item_id: str, trial: int) -> str:
-        """An attempt's folder below `artifacts/`: `run_id=<id>/<item>/<trial>`, the item id
+    def _item_folder(self, run_id: str, item_id: str, trial: int) -> str:
+        """An item x trial's folder below `artifacts/`: `run_id=<id>/<item>/<trial>`, the item id
         quoted into one safe path segment."""
         segment = quote(item_id, safe="")
         # `.`, `..` and an empty id are not names of their own in a path: spelled out instead
@@ -302,8 +299,8 @@ class Store:
         return f"run_id={run_id}/{segment}/{trial}"
 
     def artifacts_dir(self, run_id: str, item_id: str, trial: int) -> Path:
-        """The folder of one attempt's kept files (not created)."""
-        return self.artifacts_root / self._attempt_folder(run_id, item_id, trial)
+        """The folder of one item x trial's kept files (not created)."""
+        return self.artifacts_root / self._item_folder(run_id, item_id, trial)
 
     @property
     def artifacts_root(self) -> Path:
@@ -315,8 +312,8 @@ class Store:
         return self.location.artifacts.root
 
     def run_sidecar(self, run_id: str, name: str) -> Path:
-        """A run-level file in the run's artifacts partition, beside the attempt folders (not
-        created in a local store). Its name starts with `@`, which no attempt folder can: item
+        """A run-level file in the run's artifacts partition, beside the item folders (not
+        created in a local store). Its name starts with `@`, which no item folder can: item
         ids are percent-quoted there, and quoting never leaves an `@`. Deleted with the run. On
         object storage an append-only file: its spool copy, holding what other processes wrote
         (uploaded with each batch, `_spool.py`)."""

@@ -16,9 +16,9 @@ The run never asks which spec model its target is; it asks the target's kind
     identity(spec)                          the target's part of the run's identity
     open(spec, context)                     the live target (`assay.targets.Target`)
 
-and three facts: `makes_containers` (the run's end cleans the Docker engine), `holds_sessions`
-(policies and attempts may drive it), `live_attempts` (an attempt stays alive while it is scored:
-the target is an `assay.targets.SandboxedTarget`).
+and two facts: `makes_containers` (the run's end cleans the Docker engine) and `live_attempts` (an
+attempt stays alive while it is scored: the target is an `assay.targets.SandboxedTarget`). Every
+kind holds sessions (`assay.targets.SessionTarget`): policies and attempts may drive any target.
 
 Every default says "nothing to do": a kind overrides what it has.
 """
@@ -88,14 +88,12 @@ class TargetKind(ABC, Generic[S]):
             (endpoints, timeouts, retries): left out of the run's identity, so a resume may
             change them.
         makes_containers: its attempts make Docker containers (the run's end removes leftovers).
-        holds_sessions: it can hold a multi-turn session (`assay.targets.SessionTarget`).
         live_attempts: its attempts stay alive while they are scored (`SandboxedTarget`).
     """
 
     name: ClassVar[str]
     operational: ClassVar[frozenset[str]] = frozenset()
     makes_containers: ClassVar[bool] = False
-    holds_sessions: ClassVar[bool] = True
     live_attempts: ClassVar[bool] = False
 
     def problems(self, spec: S, spec_dir: Path, where: str) -> list[str]:

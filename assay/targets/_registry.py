@@ -55,7 +55,7 @@ def open_target(
     *,
     concurrency: int,
     seed: int,
-    search_path: str | None,
+    spec_dir: str | None,
     run_id: str | None = None,
     capabilities: dict[str, Any] | None = None,
     store: Any = None,
@@ -67,7 +67,7 @@ def open_target(
         spec: the spec's `target`.
         concurrency: the run's concurrency (sizes connection and thread pools).
         seed: the run's seed.
-        search_path: the spec's folder, importable by `python` targets.
+        spec_dir: the spec's folder, importable by `python` targets.
         run_id: the run's id.
         capabilities: the run's target snapshot (what its kind's `prepare` returned).
         store: the run's store, where targets keep their attempts' artifacts.
@@ -76,7 +76,7 @@ def open_target(
     context = TargetContext(
         concurrency=concurrency,
         seed=seed,
-        spec_dir=search_path,
+        spec_dir=spec_dir,
         run_id=run_id,
         snapshot=capabilities,
         store=store,

@@ -45,7 +45,7 @@ class PythonKind(TargetKind[PythonTarget]):
 
     def open(self, spec: PythonTarget, context: TargetContext) -> PythonFunctionTarget:
         return PythonFunctionTarget(
-            spec, concurrency=context.concurrency, seed=context.seed, search_path=context.spec_dir
+            spec, concurrency=context.concurrency, seed=context.seed, spec_dir=context.spec_dir
         )
 
 
@@ -65,13 +65,13 @@ class PythonFunctionTarget:
         spec: the target spec.
         concurrency: the run's concurrency (sizes the thread pool).
         seed: the run's seed.
-        search_path: the spec's folder, made importable.
+        spec_dir: the spec's folder, made importable.
     """
 
     instrumented = False
 
-    def __init__(self, spec: PythonTarget, *, concurrency: int, seed: int, search_path: str | None) -> None:
-        self._function = import_callable(spec.function, search_path=search_path)
+    def __init__(self, spec: PythonTarget, *, concurrency: int, seed: int, spec_dir: str | None) -> None:
+        self._function = import_callable(spec.function, spec_dir=spec_dir)
         self._name = spec.function
         self._seed = seed
         self._is_async = inspect.iscoroutinefunction(self._function)

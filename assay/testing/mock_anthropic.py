@@ -41,9 +41,6 @@ Endpoints
     `last_version` (its `anthropic-version`).
 
 Python API: `MockAnthropicServer` (a context manager; `base_url`, `configure`, `stats`, `reset`).
-
-Length: over 500 lines as a test double that speaks a whole API (messages, streaming, batches,
-faults); it mirrors `assay.testing.mock_openai` and ships nothing to a run.
 """
 
 from __future__ import annotations

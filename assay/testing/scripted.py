@@ -43,7 +43,7 @@ _START_TIMEOUT_S = 10.0
 
 @cache
 def _types() -> dict[str, Any]:
-    """The SDKs' types, by what they check (imported on first use: they take ~1 s)."""
+    """The SDKs' types, by what they check (imported on first use: they are slow to import)."""
     from anthropic.types import ErrorResponse, Message, RawMessageStreamEvent
     from anthropic.types.message_create_params import (
         MessageCreateParamsNonStreaming,

@@ -52,7 +52,6 @@ class ContainerKind(TargetKind[ContainerTarget]):
 
     name = "container"
     makes_containers = True
-    holds_sessions = True
     live_attempts = True
 
     def prepare(

@@ -3,10 +3,7 @@ session) — capabilities read once, the run started, polled to its end, cancell
 track of it or gives up, its trajectory fetched, and what it left kept (`_artifacts`).
 
 The harness's HTTP client (httpx) is imported when an agent is opened, not with this module:
-every run imports the targets registry, and only an http_agent run needs it (~0.2 s).
-
-Length: just over 500 lines, one lifecycle (start, poll, cancel, fetch, keep) whose steps share the
-run's state; the protocol documents, trajectory, files and artifacts are already modules of their own.
+every run imports the targets registry, and only an http_agent run needs it.
 """
 
 from __future__ import annotations
@@ -77,7 +74,7 @@ class HttpAgent:
         store: the run's store. With `run_id`, each completed attempt's artifacts and
             trajectory are kept in `store.artifacts_dir(run_id, item_id, trial)`, and every
             harness run id is recorded, so an id reused even across a resume is caught.
-        base_dir: the folder local fixture files (`{path, file}`) are relative to (the spec's).
+        spec_dir: the folder local fixture files (`{path, file}`) are relative to (the spec's).
         transport: an httpx transport to use instead of aiohttp's (tests).
         on_response: called with every HTTP attempt's status and headers (`assay.calls.http`).
     """
@@ -93,7 +90,7 @@ class HttpAgent:
         run_id: str | None = None,
         capabilities: dict[str, Any] | None = None,
         store: Store | None = None,
-        base_dir: str | os.PathLike[str] | None = None,
+        spec_dir: str | os.PathLike[str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         on_response: ResponseHook | None = None,
     ) -> None:
@@ -101,7 +98,7 @@ class HttpAgent:
         self._seed = seed
         self._run_id = run_id
         self._store = store if run_id is not None else None
-        self._base_dir = Path(base_dir) if base_dir is not None else None
+        self._spec_dir = Path(spec_dir) if spec_dir is not None else None
         from assay.targets.http_agent._client import HarnessClient
 
         self._client = HarnessClient(
@@ -177,7 +174,7 @@ class HttpAgent:
             raise HarnessError(failure.message, source=self._spec.base_url) from None
         assert self._snapshot is not None
         dropped = check_items(
-            caps, self._validator, items, base_dir=self._base_dir, source=self._spec.base_url
+            caps, self._validator, items, spec_dir=self._spec_dir, source=self._spec.base_url
         )
         return {**self._snapshot, "dropped_items": dropped, "warnings": model_warnings(self._spec, caps)}
 
@@ -245,7 +242,7 @@ class HttpAgent:
         urls = [f for f in files if "url" in f]
         if urls:
             body["files"] = urls
-        uploads = read_uploads(self._peer, self._base_dir, item, [f for f in files if "file" in f])
+        uploads = read_uploads(self._peer, self._spec_dir, item, [f for f in files if "file" in f])
         if uploads:
             body["uploads"] = [
                 {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -256,7 +253,7 @@ class HttpAgent:
         async with self._slots:
             return await self._run(caps, item, trial, body, uploads)
 
-    def _attempt_dir(self, item: Item, trial: int) -> Path | None:
+    def _item_dir(self, item: Item, trial: int) -> Path | None:
         if self._store is None or self._run_id is None:
             return None
         return self._store.artifacts_dir(self._run_id, item.item_id, trial)
@@ -270,7 +267,7 @@ class HttpAgent:
         uploads: list[tuple[str, bytes]],
     ) -> TargetResult:
         started = time.perf_counter()
-        folder = self._attempt_dir(item, trial)
+        folder = self._item_dir(item, trial)
         if folder is not None and (item.item_id, trial) not in self._cleared:
             # A killed earlier execution of this item x trial may have left files: start clean.
             self._cleared.add((item.item_id, trial))
@@ -488,7 +485,7 @@ def prepare_http_agent(
     items: list[Item],
     *,
     stored: dict[str, Any] | None = None,
-    base_dir: str | os.PathLike[str] | None = None,
+    spec_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """`HttpAgent.prepare` for synchronous callers (planning, before anything is written): runs it
     on its own event loop in a worker thread, so it works whether or not a loop is running here.
@@ -497,14 +494,14 @@ def prepare_http_agent(
         spec: the target spec.
         items: the run's items.
         stored: the run's stored snapshot (a resumed run): used as is, the harness is not asked.
-        base_dir: the folder local fixture files are relative to (the spec's); they must exist.
+        spec_dir: the folder local fixture files are relative to (the spec's); they must exist.
 
     Raises:
         HarnessError, DatasetError: as `HttpAgent.prepare`.
     """
 
     async def prepare() -> dict[str, Any]:
-        agent = HttpAgent(spec, concurrency=1, capabilities=stored, base_dir=base_dir)
+        agent = HttpAgent(spec, concurrency=1, capabilities=stored, spec_dir=spec_dir)
         try:
             return await agent.prepare(items)
         finally:

@@ -23,7 +23,7 @@ def check_items(
     validator: Validator | None,
     items: list[Item],
     *,
-    base_dir: Path | None,
+    spec_dir: Path | None,
     source: str,
 ) -> list[dict[str, str]]:
     """The items the harness cannot take (`[{item_id, reason}]`: fixture files it does not
@@ -33,7 +33,7 @@ def check_items(
         caps: the harness's capabilities.
         validator: its `input_schema`'s validator, if it has one.
         items: the run's items.
-        base_dir: the folder local fixture files are relative to (the spec's).
+        spec_dir: the folder local fixture files are relative to (the spec's).
         source: what `DatasetError` names as the source (the harness's URL).
 
     Raises:
@@ -54,7 +54,7 @@ def check_items(
         if reason:
             dropped.append({"item_id": item.item_id, "reason": reason})
             continue
-        missing = local_problem(base_dir, files)
+        missing = local_problem(spec_dir, files)
         if missing:
             problems.append(f"item {item.item_id!r}: field 'files': {missing}")
         runnable.append(item)

@@ -2,8 +2,8 @@
 
 httpx here, not aiohttp directly as the chat client does: a start may be a multipart upload of
 fixture files and an artifact a streamed download, which httpx's models make plain, while a harness
-run costs seconds, so the ~0.3 ms of CPU its models add to each of an item's few requests is
-noise. aiohttp's transport (`httpx-aiohttp`) under it: httpx's own costs ~4 ms a request here.
+run costs seconds, so the CPU its models add to each of an item's few requests is noise.
+aiohttp's transport (`httpx-aiohttp`) under it, cheaper than httpx's own (docs/performance.md).
 """
 
 from __future__ import annotations

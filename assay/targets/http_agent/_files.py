@@ -62,20 +62,20 @@ def item_files(item: Item) -> list[dict[str, str]]:
     return files
 
 
-def local_file(base_dir: Path | None, name: str) -> Path | None:
+def local_file(spec_dir: Path | None, name: str) -> Path | None:
     """The local fixture file a dataset row names, or None when it lies outside the spec's folder
     (the working directory without one): rows are data, and `/proc/self/environ` or `~/.ssh`
     must never be uploaded to a harness."""
-    root = (base_dir or Path.cwd()).resolve()
+    root = (spec_dir or Path.cwd()).resolve()
     path = (root / name).resolve()
     return path if path.is_relative_to(root) else None
 
 
-def local_problem(base_dir: Path | None, files: list[dict[str, str]]) -> str | None:
+def local_problem(spec_dir: Path | None, files: list[dict[str, str]]) -> str | None:
     """Why the item's first unusable local fixture file cannot be uploaded, if one is."""
     for entry in files:
         if "file" in entry:
-            path = local_file(base_dir, entry["file"])
+            path = local_file(spec_dir, entry["file"])
             if path is None:
                 return f"fixture file {entry['file']!r} is outside the spec's folder: not uploaded"
             if not path.is_file():
@@ -97,14 +97,14 @@ def files_refused(caps: Capabilities, files: list[dict[str, str]]) -> str | None
 
 
 def read_uploads(
-    peer: Peer, base_dir: Path | None, item: Item, local: list[dict[str, str]]
+    peer: Peer, spec_dir: Path | None, item: Item, local: list[dict[str, str]]
 ) -> list[tuple[str, bytes]]:
     """The bytes of the item's local fixture files (`{path, file}` entries), as (path, bytes),
     read before the run starts: whole, since fixtures are small and a retried start must send
     the same bytes. Raises the peer's `TargetFailure` for a file that cannot be read."""
     uploads = []
     for entry in local:
-        path = local_file(base_dir, entry["file"])
+        path = local_file(spec_dir, entry["file"])
         if path is None:
             raise peer.failure(
                 f"item {item.item_id!r}: fixture file {entry['file']!r} is outside the spec's folder",

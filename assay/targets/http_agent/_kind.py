@@ -31,7 +31,7 @@ class HttpAgentKind(TargetKind[HttpAgentTarget]):
     ) -> dict[str, Any]:
         """The harness's capabilities (asked now, or the stored ones on a resume), what they
         leave out (`dropped_items`) and what they ignore (`warnings`)."""
-        return prepare_http_agent(spec, items, stored=stored, base_dir=spec_dir)
+        return prepare_http_agent(spec, items, stored=stored, spec_dir=spec_dir)
 
     def fixture_files(self, spec: HttpAgentTarget, items: list[Item], spec_dir: Path) -> list[Path]:
         """The items' local fixture files (`{path, file}` entries of their `files` field)."""
@@ -56,5 +56,5 @@ class HttpAgentKind(TargetKind[HttpAgentTarget]):
             run_id=context.run_id,
             capabilities=context.snapshot,
             store=context.store,
-            base_dir=context.spec_dir,
+            spec_dir=context.spec_dir,
         )

@@ -1,28 +1,28 @@
-"""Shard attempts: several processes write parts of one run, each item still committed once.
+"""Shard executions: several processes write parts of one run, each item still committed once.
 
 On a Dask cluster (`assay run --dask`, docs/scale.md) the driver holds the run's lease
 (`assay/store/lease.py`) and workers execute its shards and commit their parts themselves. A shard
 can be executed more than once: Dask runs it again elsewhere when its worker died or was cut off
-(a cut-off worker may still be running it). So each execution of a shard is an *attempt*, fenced
+(a cut-off worker may still be running it). So each execution of a shard is fenced
 the way a new lease holder fences the old one, one level down:
 
-    <store>/leases/run_id=<id>/shards/g<generation>-s<shard>/<attempt>.json
+    <store>/leases/run_id=<id>/shards/g<generation>-s<shard>/<execution>.json
 
 - **Begin**: list the shard's committed items parts of this generation, then create the next
-  attempt's record (put-if-absent: of two attempts one gets each number) naming them `accepted`.
-  The attempt executes the shard's items not in those parts.
-- **Commit**: its parts are named `part-<shard>-g<generation>-a<attempt>-<random>`. Before and
+  execution's record (put-if-absent: of two executions one gets each number) naming them `accepted`.
+  It executes the shard's items not in those parts.
+- **Commit**: its parts are named `part-<shard>-g<generation>-a<execution>-<random>`. Before and
   after each commit it checks that the driver still holds the lease (the record's token is the
-  driver's, not released: `FollowedLease`) and that no later attempt of the shard began. If a
-  later one began, it stops; a part it committed meanwhile is removed unless the later attempt
+  driver's, not released: `FollowedLease`) and that no later execution of the shard began. If a
+  later one began, it stops; a part it committed meanwhile is removed unless the later execution
   accepted it.
-- **Sweep** (`sweep_attempts`, when the run closes and before a resume recovers it): in each
-  shard, the newest attempt's parts and the parts it accepted are the shard's rows; every other
-  attempt's parts of the shard — a part committed after the newest attempt listed the shard, a
-  killed attempt's scores part without its items part, its staged batches — are removed.
+- **Sweep** (`sweep_executions`, when the run closes and before a resume recovers it): in each
+  shard, the newest execution's parts and the parts it accepted are the shard's rows; every other
+  execution's parts of the shard — a part committed after the newest execution listed the shard, a
+  killed execution's scores part without its items part, its staged batches — are removed.
 
-Each item of a shard therefore appears once in {newest attempt's parts + those it accepted}: an
-attempt executes only items outside its accepted parts, and commits each of those once. A killed
+Each item of a shard therefore appears once in {newest execution's parts + those it accepted}: an
+execution runs only items outside its accepted parts, and commits each of those once. A killed
 driver is a killed lease holder: `assay resume` takes the run over (a new generation) after
 sweeping, so its fence sees each shard's rows once.
 """
@@ -37,9 +37,9 @@ from assay.errors import LeaseLostError
 from assay.store.lease import Lease
 from assay.store.local import Store
 
-_ATTEMPT = re.compile(r"^(\d+)\.json$")
+_EXECUTION = re.compile(r"^(\d+)\.json$")
 _SHARD = re.compile(r"^g(\d+)-s(\d+)$")
-_ATTEMPT_PART = re.compile(r"^part-(\d+)-g(\d+)-a(\d+)-")
+_EXECUTION_PART = re.compile(r"^part-(\d+)-g(\d+)-a(\d+)-")
 
 
 def _folder(run_id: str) -> str:
@@ -71,7 +71,7 @@ class FollowedLease(Lease):
         return super()._ours(held) and not held.get("released")
 
 
-class ShardAttempt:
+class ShardExecution:
     """One execution of one shard of a run driven by another process (the protocol is in the
     module's docstring). `ShardExecutor.run_shard` commits through it (`check`, `part_name`,
     `after_commit`), as it does through a `Lease`.
@@ -86,18 +86,18 @@ class ShardAttempt:
         self.shard = shard
         self.number = 0
         self.accepted: set[str] = set()
-        # Its own: a superseded attempt stops, the run's other shards in this process go on.
+        # Its own: a superseded execution stops, the run's other shards in this process go on.
         self.superseded: LeaseLostError | None = None
         self._location = lease.store.location
         self._folder = f"{_folder(lease.run_id)}/{_shard_key(lease.generation, shard)}"
 
     def _numbers(self) -> list[int]:
         names = self._location.names(self._folder)
-        return sorted(int(match[1]) for name in names if (match := _ATTEMPT.match(name)))
+        return sorted(int(match[1]) for name in names if (match := _EXECUTION.match(name)))
 
     def begin(self) -> set[str]:
-        """List the shard's committed items parts, then take the next attempt's number with them
-        as `accepted`; returns them (the items parts this attempt does not execute again)."""
+        """List the shard's committed items parts, then take the next execution's number with them
+        as `accepted`; returns them (the items parts this execution does not execute again)."""
         self.lease.check()
         prefix = f"part-{self.shard:05d}-g{self.lease.generation:06d}-"
         self.accepted = {n for n in self.lease.store.part_names(self.lease.run_id) if n.startswith(prefix)}
@@ -105,22 +105,22 @@ class ShardAttempt:
         staging = f".staging/run_id={self.lease.run_id}"
         number = (self._numbers() or [0])[-1] + 1
         while not self._location.create(f"{self._folder}/{number:06d}.json", document, staging):
-            number += 1  # another attempt took this number at the same moment
+            number += 1  # another execution took this number at the same moment
         self.number = number
         return self.accepted
 
     def part_name(self, shard: int) -> str:
-        """A new part's name: the shard, the driver's generation, this attempt, random."""
+        """A new part's name: the shard, the driver's generation, this execution, random."""
         return f"part-{shard:05d}-g{self.lease.generation:06d}-a{self.number:06d}-{uuid.uuid4().hex[:12]}"
 
     def check(self) -> None:
-        """Before a commit: the driver still holds the run and no later attempt began."""
+        """Before a commit: the driver still holds the run and no later execution began."""
         self.lease.check()
         self._check_newest()
 
     def after_commit(self, part: str) -> None:
-        """After committing `part`: as `Lease.after_commit`, and if a later attempt began
-        meanwhile, remove the part unless that attempt accepted it, and stop."""
+        """After committing `part`: as `Lease.after_commit`, and if a later execution began
+        meanwhile, remove the part unless that execution accepted it, and stop."""
         self.lease.after_commit(part)
         later = [n for n in self._numbers() if n > self.number]
         if later:
@@ -138,15 +138,15 @@ class ShardAttempt:
                 return
             self.superseded = LeaseLostError(
                 self.lease.run_id,
-                f"shard {self.shard} of run {self.lease.run_id} is executed by a later attempt "
-                f"({newest}, this one is {self.number}): this attempt commits nothing more",
+                f"shard {self.shard} of run {self.lease.run_id} is taken over by a later execution "
+                f"({newest}, this one is {self.number}): this execution commits nothing more",
             )
         raise self.superseded
 
 
-def sweep_attempts(store: Store, run_id: str) -> int:
-    """Keep, in each shard executed in attempts, only the newest attempt's parts and those it
-    accepted; remove the other attempts' parts and staged batches. Returns how many it removed.
+def sweep_executions(store: Store, run_id: str) -> int:
+    """Keep, in each shard executed more than once, only the newest execution's parts and those it
+    accepted; remove the other executions' parts and staged batches. Returns how many it removed.
     Call it holding the run's lease (at close, or before a resume's `recover`)."""
     location = store.location
     folder = _folder(run_id)
@@ -154,7 +154,7 @@ def sweep_attempts(store: Store, run_id: str) -> int:
     for shard_key in location.names(folder):
         match = _SHARD.match(shard_key)
         numbers = sorted(
-            int(m[1]) for name in location.names(f"{folder}/{shard_key}") if (m := _ATTEMPT.match(name))
+            int(m[1]) for name in location.names(f"{folder}/{shard_key}") if (m := _EXECUTION.match(name))
         )
         if match is None or not numbers:
             continue
@@ -164,7 +164,7 @@ def sweep_attempts(store: Store, run_id: str) -> int:
         return 0
 
     def stale(name: str) -> bool:
-        match = _ATTEMPT_PART.match(name)
+        match = _EXECUTION_PART.match(name)
         if match is None:
             return False
         newest = keep.get((int(match[2]), int(match[1])))

@@ -8,7 +8,7 @@ Nothing here imports Dask when it is imported: the functions are plain, pickled 
 called by a worker in one of its threads. Every shard of a run executed by one worker process
 shares one event loop (a thread of its own), one open target and its limiter and rate controller,
 built the way the driver builds them in a local run (`open_plan_target`); each shard's commits are
-fenced by its `ShardAttempt` under the driver's lease. What must be the run's, not the worker's, is
+fenced by its `ShardExecution` under the driver's lease. What must be the run's, not the worker's, is
 kept in step through the worker's scheduler (imported then: `assay.calls.fleet_dask`): the budget
 (`assay.calls.budget_share`) and a sequential compare's stop (`FollowedCompare`).
 """
@@ -37,7 +37,7 @@ from assay.run.plan import RunPlan, Shard, committed_request_bytes
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.store import Store
-from assay.store.attempts import FollowedLease, ShardAttempt
+from assay.store.executions import FollowedLease, ShardExecution
 from assay.targets import Target
 
 _CHECK_TIMEOUT_S = 10.0  # the scheduler is slow to say whether the run was stopped: run anyway
@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteRun:
+class WorkerRun:
     """What a worker needs of a run to execute its shards: sent with each shard (small: the
     items go with their shards).
 
@@ -80,7 +80,7 @@ class _Executing:
     """One run in this worker process: its plan (the items of the shards it was sent), open
     target and executor, shared by every shard of the run it executes."""
 
-    def __init__(self, run: RemoteRun, scheduler: str | None) -> None:
+    def __init__(self, run: WorkerRun, scheduler: str | None) -> None:
         store = Store(run.store)
         self.lease = FollowedLease(store, run.run_id, run.token, run.generation)
         self.items: dict[int, Item] = {}
@@ -115,7 +115,7 @@ class _Executing:
                 self.compare.checked.set()
 
 
-def _budget(run: RemoteRun, scheduler: str | None) -> Budget:
+def _budget(run: WorkerRun, scheduler: str | None) -> Budget:
     """The run's budget in this worker: the run's spend kept by the scheduler, not this process's."""
     if run.spec.budget_usd is None or scheduler is None:
         return Budget(run.spec.budget_usd, spent_usd=run.spent_usd)
@@ -219,9 +219,9 @@ def _shard_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
-    """Execute one shard in this worker process: its items not committed by an earlier attempt
-    of it, committed as parts of the run fenced by this attempt (`ShardAttempt`).
+def execute_shard(run: WorkerRun, shard: Shard, items: dict[int, Item]) -> ShardReport:
+    """Execute one shard in this worker process: its items not committed by an earlier execution
+    of it, committed as parts of the run fenced by this execution (`ShardExecution`).
 
     Args:
         run: the run.
@@ -229,7 +229,7 @@ def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> Shard
         items: the shard's items by position.
 
     Raises:
-        LeaseLostError: the driver no longer holds the run, or a later attempt of this shard began.
+        LeaseLostError: the driver no longer holds the run, or a later execution of this shard began.
     """
     # Only here, in Dask's task thread, is the worker (so its scheduler) known; the shards' loop
     # thread makes the rate controllers: the run's workers share one window through the scheduler.
@@ -239,7 +239,7 @@ def execute_shard(run: RemoteRun, shard: Shard, items: dict[int, Item]) -> Shard
 
 
 async def _execute(
-    run: RemoteRun, shard: Shard, items: dict[int, Item], scheduler: str | None
+    run: WorkerRun, shard: Shard, items: dict[int, Item], scheduler: str | None
 ) -> ShardReport:
     key = (run.run_id, run.token)
     executing = _runs.get(key)
@@ -249,8 +249,8 @@ async def _execute(
             await _forget(*earlier)
         executing = _runs[key] = _Executing(run, scheduler)
     executing.items.update(items)
-    attempt = ShardAttempt(executing.lease, shard.index)
-    accepted = attempt.begin()
+    execution = ShardExecution(executing.lease, shard.index)
+    accepted = execution.begin()
     if accepted:
         executing.plan.done.update(executing.plan.store.done_keys(run.run_id, parts=accepted))
     compare = executing.compare
@@ -259,7 +259,7 @@ async def _execute(
             async with asyncio.timeout(_CHECK_TIMEOUT_S):
                 await compare.checked.wait()
     async with _reporting(executing.plan.budget):
-        report = await executing.executor.run_shard(shard, attempt)
+        report = await executing.executor.run_shard(shard, execution)
     return compare.report(report) if compare is not None else report
 
 
