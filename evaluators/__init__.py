@@ -14,6 +14,12 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     remote        an HTTP evaluator returning several named scores        Remote
     code_exec     checks run in a sandbox (the attempt's, or a fresh one)  CodeExec
     llm_judge     a model grades the output against a rubric              LlmJudge
+
+One concern a module: `deterministic` (the first seven kinds), `user` (user_code), `remote`,
+`code_exec` and `llm_judge` (its spec), with `_judge_clients` (the judge's live clients) and
+`_judge_reply` (reading its reply); `_base` (`Scorer`, `Sample`, `Score`: the contract),
+`_evaluate` (`evaluate`: one scorer on one sample, whatever happens, as a `ScoreRecord`) and
+`_imports` (resolving the `module:function` references a spec names).
 """
 
 from __future__ import annotations

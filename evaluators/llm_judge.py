@@ -112,7 +112,10 @@ class LlmJudge(ModelEndpoint, Scorer):
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
             (the scale in words), the item's annotations and the dataset row's fields (those four
             names win over an annotation of the same name). The default asks for correctness,
-            completeness and clarity, and a JSON reply with a score and an explanation.
+            completeness and clarity, and a JSON reply with a score and an explanation. A rubric
+            naming no field (`"Is the answer correct?"`) is the criterion of a standard grading
+            template that shows the judge the input, the expected answer and the output; one
+            naming fields but not `{output}` is refused.
         system: an optional system prompt (a template like the rubric).
         scale: `"0-1"` (scores in [0, 1], taken as is), or N (or `"1-N"`), N >= 2: whole scores
             1..N, mapped to [0, 1] by (s - 1) / (N - 1). On the 0-1 scale "7/10" and "70%" read
@@ -122,12 +125,14 @@ class LlmJudge(ModelEndpoint, Scorer):
             with `provider: anthropic`, whose API requires one).
         rate_limits: `{rpm, tpm}`, as for a target: paces the judge's calls to its endpoint and
             model (the target's own window when both call one model there).
+        cache: `true` answers a repeated judge request from the store's response cache (needs
+            `temperature: 0`); `always` caches whatever the temperature.
         concurrency: the connection pool's width (judge calls in flight are bounded by the run's
             concurrency and `scorer_concurrency`).
         gold_check: the judge self-check (`Scorer.gold_check`), on by default; `false` turns it
             off. On by default it is skipped when the dataset has no expected answer.
         batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the judge's calls
-            through the provider's batch API, at batch prices (see the module docstring); not
+            through the provider's batch API, at batch prices (docs/batch.md); not
             with `cache`, and `max_tokens` must bound what a batch may cost.
     """
 

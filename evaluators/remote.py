@@ -30,7 +30,10 @@ class Remote(Scorer):
     """Scores with a remote evaluator.
 
     Args:
-        url: the evaluator's endpoint (POST).
+        url: the evaluator's endpoint, POSTed `{case: {id, input, expected, annotations, config,
+            files}, answer, output, trajectory}`; it answers a list of `{name, score, label,
+            explanation}` (one score row each, `<name>.<entry>`; `kind: "gauge"` entries are
+            stored as gauges).
         api_key_env: the environment variable holding a bearer key, if the evaluator wants one.
         api_key_secret: a Prefect Secret block holding it instead (docs/prefect.md).
         timeout: seconds for the request.

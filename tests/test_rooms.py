@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import re
@@ -31,6 +32,24 @@ def test_each_room_says_what_it_does_and_exports_real_names(room: str) -> None:
         value = getattr(package, name)
         # A name shadowed by a submodule of the same name reads as the module: never export one.
         assert not isinstance(value, types.ModuleType), f"{room}.{name} is a module"
+
+
+# Every package of Assay, as a folder: the rooms, their sub-packages, and the design card's folders.
+PACKAGES = sorted(
+    [p.parent for p in (REPO / "assay").glob("*/**/__init__.py")]
+    + [REPO / name for name in ("flows", "tasks", "evaluators")]
+)
+
+
+@pytest.mark.parametrize("folder", PACKAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_each_room_names_each_of_its_modules(folder) -> None:
+    """A module nobody described fails here: its room's `__init__` docstring names it (`name`,
+    `name.py` or, for a sub-package, `name/`), so the list a reader trusts stays whole."""
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    modules = [p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    modules += [p.parent.name for p in folder.glob("*/__init__.py")]
+    unnamed = [m for m in sorted(modules) if not re.search(rf"(?<![\w.]){re.escape(m)}(?!\w)", doc)]
+    assert unnamed == [], f"{folder.relative_to(REPO)}/__init__.py does not name {unnamed}"
 
 
 @pytest.mark.slow

@@ -271,7 +271,7 @@ def test_a_crash_ends_the_run_as_failed_and_resume_finishes_it(tmp_path, capsys)
 
 
 def test_scores_are_stored_at_full_precision(tmp_path, capsys):
-    """Decided (docs/seed-differences.md): the seed rounds stored scores to 3 decimals; Assay keeps
+    """Decided (docs/differences.md): the seed rounds stored scores to 3 decimals; Assay keeps
     the scorer's number, so paired deltas and CIs are not made of rounding."""
     (tmp_path / "third_scorer.py").write_text("def third(output):\n    return 1 / 3\n")
     write_jsonl(tmp_path / "d.jsonl", [{"input": "a", "expected": "a"}])

@@ -19,7 +19,11 @@ One concern a module:
     rate            which controller an (endpoint, model) gets: the process's, or a fleet's
     fleet           the fleet's window held by a host, members leasing shares of it
     fleet_dask      the host on a Dask scheduler (imported only when sharing through one)
+    fleet_prefect   the host on a Prefect server's global concurrency limits (`ASSAY_RATE_SHARE=prefect`)
     budget_share    a `--dask` run's budget: the run's spend kept by the scheduler, each worker's view
+    keys            API keys: where a spec says a key comes from, read when a client is made
+    pinning         `model_pin_problem`: why a model name is not pinned to an exact version
+    transport       the HTTP library under the model clients: pyreqwest, on a thread of its own
 """
 
 from assay.calls.accounting import (

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=["assay", "v1"],
         default="assay",
-        help="field names: Assay's (default) or the seed's request sidecar v1 (operationId, …)",
+        help="field names: Assay's (default) or @axlsdk/eval's request sidecar v1 (operationId, …)",
     )
     check = requests_commands.add_parser("validate", parents=[common], help="check a JSONL file of records")
     check.add_argument("file")

@@ -14,6 +14,9 @@
     rescore.py    new scorers over a stored run's outputs (`open_rescore`, `RescoreItems`)
     identity.py   what makes two runs comparable;  gold.py  the judges' self-check
     progress.py   where item progress goes (the terminal's bar)
+    breaker.py    the circuit breaker: a target refusing every call stops the run early
+    compare_to.py a sequential compare's planning: its baseline, a seeded order, `CommitMonitor`
+    trajectories.py  a run's trajectories as ATIF (`assay trajectories export`)
 
 Closing a run (summaries, gates) is `assay.analysis`'s, which writes its final revision through
 `record.py`; driving one end to end, `assay.orchestrate`'s.

@@ -8,6 +8,7 @@ and the bad value, as a `SpecError` (exit status 2); nothing is written before i
                  AgentSpec)
     dataset.py   the dataset file read into `Item`s
     load.py      YAML in, `EvalSpec` out;  _errors.py: every problem in words
+    _base.py     `StrictModel`, the base of every spec model: unknown fields refused, values frozen
 """
 
 from assay.spec._errors import describe_errors

@@ -63,22 +63,31 @@ class EvalSpec(StrictModel):
     """One eval: a dataset, a target, scorers and how to run them.
 
     Args:
-        name: the eval's name (runs are listed under it).
+        name: the eval's name (runs are listed under it): letters, digits, `_`, `.` and `-`.
+        description: free text saying what the eval is for; no run reads it.
         dataset: see `DatasetSpec`.
-        target: `openai`, `python` or `http_agent`.
+        target: what runs over the dataset: one of the target kinds (`kind: openai`,
+            `anthropic`, `python`, `http_agent` or `container`).
         targets: instead of `target`, a matrix: named cells, each a target; every cell runs over
             the same items as its own run, under one matrix id.
         scorers: one or more scorers; names must be unique.
         concurrency: how many target calls the whole run has in flight at most.
         scorer_concurrency: how many scorers run at once on one item.
         trials: how many times each item is run.
-        seed: recorded in the run's identity; passed to targets that take one.
+        seed: the random seed: recorded in the run's identity; sent to `openai` models as `seed`
+            and passed to a `python` function that takes a `seed` parameter.
         item_timeout: seconds one item (target call with its retries) may take; past it: `failed`.
-        fail_on_item_error_rate: the run fails its gate when failed / attempted exceeds this (1 disables).
-        budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts.
-        prices: USD per million tokens by exact model name, laid over the shipped price table.
+        fail_on_item_error_rate: the run fails its gate (status `failed_gate`, exit 1) when
+            failed / attempted exceeds this (1 disables).
+        budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts
+            (`budget_skipped`), a call not yet sent is refused (`budget_interrupted`) and
+            model-graded scorers are skipped; deterministic scorers still score.
+        prices: USD per million tokens by exact model name, laid over the shipped price table
+            (`assay/data/prices.json`, dated in its `_as_of`); a model with no price makes cost
+            `incomplete` (reason `unpriced`), never $0.
         capture_requests: `true`, or `{max_record_bytes, max_run_bytes, max_queue_bytes}`: every
-            model call is stored as records in the `requests/` dataset, redacted.
+            model call — generation and judging — is stored as `start / attempt / end` records
+            in the `requests/` dataset, redacted (`assay requests export`, docs/cli.md).
         redact: regular expressions whose matches never reach captured records (API keys,
             bearer tokens and `sk-` keys are always redacted).
         policy: `module:function`, an async function driving each attempt's session with

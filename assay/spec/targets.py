@@ -94,6 +94,7 @@ class OpenAITarget(ModelEndpoint):
     `timeout`, `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s.
 
     Args:
+        kind: `openai`.
         base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
         model: the exact model version (a moving alias makes runs unrepeatable).
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
@@ -150,6 +151,7 @@ class AnthropicTarget(ModelEndpoint):
     `ModelEndpoint`'s, as for `openai`.
 
     Args:
+        kind: `anthropic`.
         base_url: default `https://api.anthropic.com/v1`; `/messages` is appended.
         model: the exact, dated model version (`claude-sonnet-4-5-20250929`); a moving alias
             (`claude-sonnet-4-5`, `…-latest`) is refused before the run starts.
@@ -221,7 +223,9 @@ class PythonTarget(StrictModel):
     """A Python function `module:function`, sync or async, called with the item's input.
 
     Args:
-        function: `module:function`; the spec's folder is importable.
+        kind: `python`.
+        function: `module:function`; the spec's folder is importable. It returns the output, or
+            `{output, cost, metadata}` (the cost kept as caller-reported).
     """
 
     kind: Literal["python"]
@@ -236,6 +240,7 @@ class HttpAgentTarget(Endpoint):
     (`request_timeout` bounds one request).
 
     Args:
+        kind: `http_agent`.
         base_url: the harness's root, e.g. `http://127.0.0.1:8080`; `/capabilities` and `/runs`
             are appended.
         model: ask the harness to run this model; sent only when its capabilities accept a
@@ -352,6 +357,7 @@ class ContainerTarget(StrictModel):
     the store, scorers run while the container lives, then it is removed (docs/sandbox.md).
 
     Args:
+        kind: `container`.
         image: the image (a tag or id); the run records the image id the tag named at its start.
         command: the scripted command (argv), e.g. `["sh", "-c", "…"]`; `{prompt}` is replaced
             by the item's prompt; the prompt is also in the file `$ASSAY_PROMPT_FILE`.

@@ -14,6 +14,7 @@ sessions — and `open_target(spec, ...)` builds it. Every target is an async ca
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
     _chat             ChatKind, ChatTarget: what the two chat kinds share
     _base             TargetResult, the Target protocols, render
+    atif              ATIF trajectories: wire models, validation, conversion to and from steps
 
 A new kind: its spec model in `assay/spec/targets.py` (and in `TargetSpec`), a module or package
 here with its `TargetKind` subclass and its target, and one entry in `_registry._WHERE`.

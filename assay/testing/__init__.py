@@ -9,7 +9,15 @@ scripted      `ScriptedServer`: OpenAI- and Anthropic-compatible, on uvicorn (Fa
               (imported by tests only: its packages are the `dev` extra's)
 agent_models  `ScriptedModels`: a scripted Responses / Messages API server (FastAPI on uvicorn)
               for the real Codex and Claude Code CLIs in the sandbox tests
+mock_anthropic  a mock of Anthropic's Messages API (aiohttp, like mock_openai)
+rate_limit    the mocks' rate limits: rpm, tpm and requests in flight as token buckets
+_openai_batches  OpenAI's Batch API (`/v1/files`, `/v1/batches`) as the mock speaks it
+_sse          Server-Sent Events as the mocks stream them (and cut them mid-way)
 _background   what they share: an aiohttp app served from a background thread and loop
+s3            a real S3 API server (moto's `ThreadedMotoServer`)
+dask_cluster  a real Dask cluster: `dask scheduler` and `dask worker` processes
+dask_scheduler  a real `dask scheduler` process, for sharing rate controllers through one
+simulate      simulated paired scores with a known difference, for the statistics' simulations
 """
 
 from assay.testing.harness import DEFAULT_CAPABILITIES, HarnessServer, ReferenceHarness

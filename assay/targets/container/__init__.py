@@ -31,6 +31,7 @@ never loads the Docker SDK (the others are imported when a container run prepare
     verifier    `LiveSandbox` (what scorers exec in) and `Verifier` (checks in; a fresh verifier)
     session     `ContainerSession`: a policy's attempt in one live container, and its `Box`
     agents/     the agent adapters: cli, claude_code, codex
+    keys        `assay run --check-keys`: each agent adapter's provider key tried before a container starts
 """
 
 from __future__ import annotations

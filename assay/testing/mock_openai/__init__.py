@@ -2,7 +2,9 @@
 
 It listens on a real socket at 127.0.0.1 and is built on `aiohttp.web` with a deliberately lean
 handler (stdlib `json`, no validation models, no access log) so that it sustains several thousand
-requests per second on one core and never becomes the bottleneck of a benchmark.
+requests per second on one core and never becomes the bottleneck of a benchmark. Its modules:
+`_app` (`MockOpenAI`: the routes and their state), `_faults` (the fault queue and its error
+replies) and `_server` (`MockOpenAIServer` beside synchronous code; `main`, the mock as a process).
 
 Endpoints
 ---------
