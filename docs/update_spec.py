@@ -4,15 +4,19 @@ changing a spec model, a scorer or the endpoint).
     .venv/bin/python docs/update_spec.py
 
 Each field's meaning is its model's documentation: the field's own description when it has one,
-else its entry under `Args:` in the docstring of its class (or of the class it inherits it from).
+else its docstring (the string right under the field, inspect_ai's style), else its entry under
+`Args:` in the docstring of its class (or of the class it inherits it from).
 tests/test_spec_doc.py fails while docs/spec.md and the models disagree, and names every field
 left without a meaning. The page is written whole: its prose is the models' docstrings.
 """
 
 from __future__ import annotations
 
+import ast
 import enum
+import functools
 import inspect
+import textwrap
 import re
 import types
 from pathlib import Path
@@ -70,12 +74,36 @@ def args_of(model: type) -> dict[str, str]:
     return entries
 
 
+@functools.cache
+def attribute_docs(model: type) -> dict[str, str]:
+    """The docstrings written right under one class's own fields: field name -> its meaning."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for field, after in zip(body, body[1:]):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return docs
+
+
 def meaning(model: type[BaseModel], field: str) -> str:
-    """A field's meaning: its own description, else the nearest class's `Args:` entry for it."""
+    """A field's meaning: its own description, else its docstring, else the nearest class's
+    `Args:` entry for it."""
     info = model.model_fields[field]
     if info.description:
         return " ".join(info.description.split())
     for cls in model.__mro__:
+        if (doc := attribute_docs(cls).get(field)) is not None:
+            return doc
         entries = args_of(cls)
         if (entry := entries.get(field, entries.get(info.alias or field))) is not None:
             return entry

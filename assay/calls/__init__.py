@@ -7,7 +7,9 @@ One concern a module:
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
     wire            each provider's chat API on the wire: bodies, usage, streams assembled
-    messages        a conversation's parts in one vocabulary for both APIs (`ToolCall`)
+    messages        a conversation's parts in one vocabulary for both APIs (`Turn`, `ToolCall`)
+    media           images and documents in a turn: their type from their bytes, size limits, hash
+    conversation    turns on each provider's wire
     finish          how a reply ended (`Finish`), and which endings are no answer at all
     accounting      tokens and money: prices, accounting records, ledgers, the budget
     capture         the request sidecar: each call as redacted `start / attempt / end` records

@@ -41,6 +41,7 @@ class TextPart(_Part):
     """Text in a turn (`{type: text, text}`); in a spec's turns, a template over the item's fields."""
 
     type: Literal["text"]
+    """`text`."""
     text: str
     """The text (empty is refused when the conversation is checked)."""
 
@@ -78,6 +79,7 @@ class ImagePart(_MediaPart):
     OpenAI's `image_url` (a data URL) and Anthropic's `image` block."""
 
     type: Literal["image"]
+    """`image`: PNG, JPEG, GIF or WebP."""
 
 
 class DocumentPart(_MediaPart):
@@ -85,6 +87,7 @@ class DocumentPart(_MediaPart):
     (inline data only)."""
 
     type: Literal["document"]
+    """`document`: a PDF."""
 
 
 ContentPart = Annotated[TextPart | ImagePart | DocumentPart, Field(discriminator="type")]

@@ -2,8 +2,8 @@
 
 One module (or package) per kind, each behind one registered interface (`TargetKind`, in
 `_kind`): `kind_of(spec.target)` answers everything a run needs to know about its target — its
-checks, preflight snapshot, fixture files, identity, whether it makes containers or holds
-sessions — and `open_target(spec, ...)` builds it. Every target is an async callable
+checks, preflight snapshot, fixture files, identity, whether it makes containers — and
+`open_target(spec, ...)` builds it. Every target is an async callable
 `target(item, trial) -> TargetResult` that raises `TargetFailure` when the call failed for good.
 
     openai            OpenAIKind, OpenAIChatTarget: a chat-completions endpoint
@@ -13,6 +13,7 @@ sessions — and `open_target(spec, ...)` builds it. Every target is an async ca
     container/        ContainerKind, and ContainerAgent with its agent adapters (Docker)
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
     _chat             ChatKind, ChatTarget: what the two chat kinds share
+    _conversation     an item's conversation (`messages:`): spec turns and a field's, checked per row
     _base             TargetResult, the Target protocols, render
     atif              ATIF trajectories: wire models, validation, conversion to and from steps
 
