@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 
 from assay.errors import DatasetError, SpecError
 from assay.spec import parse_spec
@@ -343,3 +346,53 @@ def test_an_hf_path_is_the_repository_its_revision_and_its_file() -> None:
         "refs/convert/parquet",
         "default/test/0000.parquet",
     )
+
+
+GSM8K_README = """---
+configs:
+- config_name: main
+  data_files:
+  - split: train
+    path: main/train-*
+  - split: test
+    path: main/test-*
+- config_name: socratic
+  data_files:
+  - split: train
+    path: socratic/train-*
+  - split: test
+    path: socratic/test-*
+---
+"""
+
+
+@pytest.mark.slow
+def test_the_docs_example_runs_and_names_its_commit(tmp_path: Path, hub: LocalHub, mock: Any) -> None:
+    """docs/datasets.md's spec, its target pointed at the mock server, over a local `openai/gsm8k`
+    laid out as the Hub's is; the doc's one-liner prints the commit it read."""
+    text = (Path(__file__).parent.parent / "docs" / "datasets.md").read_text()
+    spec = yaml.safe_load(text.split("```yaml\n")[1].split("```")[0])
+    spec["target"] |= {"base_url": mock.base_url, "model": "mock-1", "api_key_env": None}
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(3)]
+    sha = hub.commit(
+        "openai/gsm8k",
+        {
+            "README.md": GSM8K_README,
+            "main/test-00000-of-00001.parquet": _parquet(rows),
+            "main/train-00000-of-00001.parquet": _parquet(rows[:1]),
+            "socratic/test-00000-of-00001.parquet": _parquet(rows[:2]),
+        },
+    )
+    path = write_spec(tmp_path, **spec)
+    store, env = tmp_path / "store", _env(hub, tmp_path / "hf")
+    code, said, record = _run(path, store, env)
+    assert code == 0 and record is not None, said
+    command = text.split("```bash\npython -c '")[1].split("'")[0]
+    shown = subprocess.run(
+        [sys.executable, "-c", command, str(store), record["run_id"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == sha
+    assert record["n_items"] == 3

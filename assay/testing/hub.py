@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 from urllib.parse import unquote
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from assay.testing._background import HOST, Started
+from assay.testing._background import HOST
+from assay.testing._uvicorn import UvicornThread
 
-_START_TIMEOUT_S = 10.0
 _REPO = r"(?P<repo>[^/]+/[^/]+)"
 _INFO = re.compile(rf"^/api/datasets/{_REPO}(?:/revision/(?P<revision>[^/]+))?$")
 _TREE = re.compile(rf"^/api/datasets/{_REPO}/tree/(?P<revision>[^/]+)/?$")
@@ -58,7 +55,7 @@ class HubRepo:
         return revision if revision in self.commits else None
 
 
-class LocalHub(Started):
+class LocalHub(UvicornThread):
     """The local Hub on uvicorn in a daemon thread; a context manager.
 
     Attributes:
@@ -67,14 +64,13 @@ class LocalHub(Started):
         authorizations: the `Authorization` header of every request that had one.
     """
 
+    thread_name = "local-hub"
+
     def __init__(self) -> None:
         self.repos: dict[str, HubRepo] = {}
         self.requests: list[tuple[str, str]] = []
         self.authorizations: list[str] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port: int | None = None
 
     @property
     def endpoint(self) -> str:
@@ -163,39 +159,6 @@ class LocalHub(Started):
         if method == "HEAD":
             return Response(headers={**headers, "Content-Length": str(len(data))})
         return Response(content=data, headers=headers, media_type="application/octet-stream")
-
-    def start(self) -> Self:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((HOST, 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app(),
-            loop="uvloop",
-            http="httptools",
-            lifespan="off",
-            log_level="critical",
-            access_log=False,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="local-hub", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the local Hub did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is None or self._thread is None:
-            return
-        self._server.should_exit = True
-        self._thread.join(_START_TIMEOUT_S)
-        self._server = self._thread = None
-        self.port = None
 
 
 def _not_found(code: str, message: str) -> Response:
