@@ -16,8 +16,9 @@ import ast
 import enum
 import functools
 import inspect
-import textwrap
+import itertools
 import re
+import textwrap
 import types
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -83,7 +84,7 @@ def attribute_docs(model: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
-    for field, after in zip(body, body[1:]):
+    for field, after in itertools.pairwise(body):
         if (
             isinstance(field, ast.AnnAssign)
             and isinstance(field.target, ast.Name)

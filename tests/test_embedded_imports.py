@@ -27,7 +27,9 @@ loaded = sorted(m for m in sys.modules if m == "prefect" or m.startswith("prefec
 scipy = sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy."))
 # Dask is imported only to share rate controllers through a scheduler (ASSAY_RATE_SHARE).
 dask = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
-print(json.dumps({"code": code, "prefect": loaded[:5], "scipy": scipy[:5], "dask": dask[:5]}))
+# huggingface_hub is imported only for a spec that names a Hugging Face dataset (`dataset.hf`).
+hub = sorted(m for m in sys.modules if m.split(".")[0] == "huggingface_hub")
+print(json.dumps({"code": code, "prefect": loaded[:5], "scipy": scipy[:5], "dask": dask[:5], "hub": hub[:5]}))
 """
 
 
@@ -56,10 +58,10 @@ def test_run_and_resume_embedded_import_no_prefect(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=5)
     store = tmp_path / "store"
     ran = _probe("run", str(spec), "--store", str(store), "--quiet", cwd=tmp_path)
-    assert ran == {"code": 0, "prefect": [], "scipy": [], "dask": []}
+    assert ran == {"code": 0, "prefect": [], "scipy": [], "dask": [], "hub": []}
     run_id = next((store / "runs").iterdir()).name.removeprefix("run_id=")
     resumed = _probe("resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path)
-    assert resumed == {"code": 0, "prefect": [], "scipy": [], "dask": []}
+    assert resumed == {"code": 0, "prefect": [], "scipy": [], "dask": [], "hub": []}
 
 
 def test_the_reading_commands_import_neither_prefect_nor_scipy(tmp_path, mock):
@@ -82,6 +84,7 @@ def test_the_reading_commands_import_neither_prefect_nor_scipy(tmp_path, mock):
             "prefect": [],
             "scipy": [],
             "dask": [],
+            "hub": [],
         }, argv
 
 
@@ -94,7 +97,7 @@ def test_rescore_embedded_imports_no_prefect(tmp_path, mock):
     rescored = _probe(
         "rescore", run_id, "--scorer", "includes", "--store", str(store), "--quiet", cwd=tmp_path
     )
-    assert rescored == {"code": 0, "prefect": [], "scipy": [], "dask": []}
+    assert rescored == {"code": 0, "prefect": [], "scipy": [], "dask": [], "hub": []}
     assert len(list((store / "runs").iterdir())) == 2
 
 
@@ -105,7 +108,7 @@ def test_nightly_embedded_imports_no_prefect(tmp_path, mock):
     store = str(tmp_path / "store")
     for _ in range(2):
         night = _probe("nightly", str(spec), "--store", store, "--quiet", cwd=tmp_path)
-        assert night == {"code": 0, "prefect": [], "scipy": [], "dask": []}
+        assert night == {"code": 0, "prefect": [], "scipy": [], "dask": [], "hub": []}
     assert len(list((tmp_path / "store" / "runs").iterdir())) == 2
     assert len(list((tmp_path / "store" / "comparisons").iterdir())) == 1
 

@@ -76,6 +76,13 @@ class RunRecord(TypedDict, total=False):
         str, Column(pa.string(), "hash of what decides results: dataset, target, scorers, trials, seed")
     ]
     dataset_hash: Annotated[str, Column(pa.string(), "hash of the mapped dataset items")]
+    dataset_revision: Annotated[
+        str | None,
+        Column(
+            pa.string(),
+            "a Hugging Face dataset's commit (its `revision` resolved; part of `identity`); null for a file",
+        ),
+    ]
     target_hash: Annotated[str, Column(pa.string(), "hash of the target's result-deciding config")]
     scorers_hash: Annotated[str, Column(pa.string(), "hash of the scorers' names, versions and params")]
     source_run_id: Annotated[str | None, Column(pa.string(), "for a rescore: the run it rescored")]

@@ -16,7 +16,7 @@ from assay.calls.keys import key_problems
 from assay.errors import DatasetError, SpecError
 from assay.evaluators._imports import resolve_callable
 from assay.spec import EvalSpec, load_spec
-from assay.spec.dataset import Item, load_items
+from assay.spec.dataset import Item, load_dataset
 from assay.targets import kind_of
 
 
@@ -44,12 +44,14 @@ def _check_items(spec: EvalSpec, items: list[Item], spec_path: Path) -> None:
 
 def validate(spec_path: Path) -> tuple[EvalSpec, list[Item]]:
     """Load the spec and dataset, check every reference resolves and every prompt renders;
-    raises `InputError`s."""
+    raises `InputError`s. The spec returned names the data read: a Hugging Face dataset's
+    `revision` is the commit its branch or tag named (`load_dataset`)."""
     spec = load_spec(spec_path)
     _check_environment(spec, spec_path)
     _check_references(spec, spec_path)
     _check_policy(spec, spec_path)
-    items = load_items(spec.dataset, spec_path.parent)
+    dataset, items = load_dataset(spec.dataset, spec_path.parent)
+    spec = spec.model_copy(update={"dataset": dataset})
     _check_items(spec, items, spec_path)
     return spec, items
 

@@ -1,6 +1,6 @@
 """A run's identity: a hash of everything that decides its results.
 
-Dataset content, the target's result-deciding config, the scorers (name, kind, version, params),
+Dataset content (and a Hugging Face dataset's commit), the target's result-deciding config, the scorers (name, kind, version, params),
 trials and seed, and how items are driven: the session policy and the number of attempts.
 Operational settings — concurrency, timeouts, retries, the API key's variable, the endpoint's
 address (each target kind names its own: `TargetKind.operational`) — are left out, so a run can
@@ -37,6 +37,7 @@ class Identity:
     policy: str | None = None
     attempts: int = 1
     fixtures: str | None = None
+    dataset_revision: str | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Identity:
@@ -51,6 +52,7 @@ class Identity:
             policy=record.get("policy"),
             attempts=record.get("attempts") or 1,
             fixtures=record.get("fixtures_hash"),
+            dataset_revision=record.get("dataset_revision"),
         )
 
     @property
@@ -61,6 +63,8 @@ class Identity:
             parts += [self.policy, self.attempts]
         if self.fixtures is not None:
             parts += [{"fixtures": self.fixtures}]
+        if self.dataset_revision is not None:
+            parts += [{"dataset_revision": self.dataset_revision}]
         return _hash(parts)
 
     def differences(self, other: Identity) -> list[str]:
@@ -82,6 +86,11 @@ class Identity:
             changed.append(f"attempts ({other.attempts} -> {self.attempts})")
         if self.fixtures != other.fixtures:
             changed.append("the fixture files' content")
+        if self.dataset_revision != other.dataset_revision:
+            changed.append(
+                f"the dataset's revision ({other.dataset_revision} -> {self.dataset_revision}; "
+                f"`revision: {other.dataset_revision}` in the spec's dataset reads the run's data again)"
+            )
         return changed
 
 
@@ -110,6 +119,9 @@ def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None)
         seed=spec.seed,
         policy=spec.policy,
         attempts=spec.attempts,
+        # A Hugging Face dataset's commit (validation pinned `revision` to it): a branch that
+        # moved is another dataset, even where the rows read the same.
+        dataset_revision=spec.dataset.revision if spec.dataset.hf is not None else None,
     )
 
 

@@ -233,6 +233,7 @@ def new_record(
         "spec_hash": spec_hash(spec),
         "identity": identity.digest,
         "dataset_hash": identity.dataset,
+        "dataset_revision": identity.dataset_revision,
         "target_hash": identity.target,
         "scorers_hash": identity.scorers,
         "source_run_id": None,

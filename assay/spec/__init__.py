@@ -7,6 +7,7 @@ and the bad value, as a `SpecError` (exit status 2); nothing is written before i
     targets.py   one model per target kind (openai, anthropic, python, http_agent, container +
                  AgentSpec)
     dataset.py   the dataset file read into `Item`s
+    _hub.py      a Hugging Face dataset's commit and files (huggingface_hub, imported only for it)
     load.py      YAML in, `EvalSpec` out;  _errors.py: every problem in words
     _base.py     `StrictModel`, the base of every spec model: unknown fields refused, values frozen
 """

@@ -100,6 +100,8 @@ def _describe(error: dict[str, Any], data: Any = None) -> str:
     if kind in ("value_error", "assertion_error"):
         message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
         # Validators name the bad value themselves; a whole mapping or list would only be noise.
+        if message.startswith((f"{where}.", f"{where}:")):
+            return message  # the validator named the field itself, below this one
         if isinstance(value, dict | list) or repr(value) in message:
             return f"{where}: {message}"
     return f"{where}: {message} (got {short(value)})"

@@ -1,7 +1,8 @@
 """Datasets: JSONL, CSV or Parquet rows mapped to items with stable ids.
 
-`load_items(spec, spec_dir)` reads the file, maps each row through the spec's field mapping and
-reports every bad row at once (`DatasetError`, naming the line and the field).
+`load_dataset(spec, spec_dir)` reads the file (or a Hugging Face dataset's files: `_hub.py`),
+maps each row through the spec's field mapping and reports every bad row at once
+(`DatasetError`, naming the line and the field).
 """
 
 from __future__ import annotations
@@ -212,20 +213,51 @@ def _collapsed(problems: list[str]) -> list[str]:
 
 
 def load_items(spec: DatasetSpec, spec_dir: Path) -> list[Item]:
-    """Read the dataset and map its rows to items.
+    """Read the dataset and map its rows to items (`load_dataset`'s items).
 
     Args:
         spec: the dataset part of the eval spec.
         spec_dir: the folder relative paths are resolved against (the spec's folder).
     """
-    path = (spec_dir / spec.path).resolve()
-    if not path.is_file():
-        raise DatasetError(f"dataset.path: file not found: {spec.path!r} (looked in {path})")
-    rows = _read_rows(path)
+    return load_dataset(spec, spec_dir)[1]
+
+
+def load_dataset(spec: DatasetSpec, spec_dir: Path) -> tuple[DatasetSpec, list[Item]]:
+    """Read the dataset and map its rows to items; returns the spec pinned to what was read (a
+    Hugging Face dataset's `revision` is the commit it named) and the items.
+
+    Args:
+        spec: the dataset part of the eval spec.
+        spec_dir: the folder relative paths are resolved against (the spec's folder).
+    """
+    if spec.hf is not None:
+        from assay.spec._hub import HubDataset, hub_files
+
+        hub = hub_files(HubDataset(spec.hf, spec.revision, spec.config, spec.split, spec.path))
+        spec = spec.model_copy(update={"revision": hub.commit})
+        source = f"hf://datasets/{spec.hf}@{hub.commit}"
+        # A row's media paths are relative to the (first) data file, in the local snapshot.
+        folder = hub.files[0].parent
+        rows = [
+            (f"{file.name} {where}" if len(hub.files) > 1 else where, row)
+            for file in hub.files
+            for where, row in _read_rows(file)
+        ]
+    else:
+        assert spec.path is not None  # the spec names a file or a repository
+        path = (spec_dir / spec.path).resolve()
+        if not path.is_file():
+            raise DatasetError(f"dataset.path: file not found: {spec.path!r} (looked in {path})")
+        source, folder = str(path), path.parent
+        rows = _read_rows(path)
+    return spec, _items(spec, rows, source, folder)
+
+
+def _items(spec: DatasetSpec, rows: list[tuple[str, Any]], source: str, folder: Path) -> list[Item]:
     if spec.limit is not None:
         rows = rows[: spec.limit]
     if not rows:
-        raise DatasetError("the dataset has no rows", source=str(path))
+        raise DatasetError("the dataset has no rows", source=source)
 
     expected_required = "expected" in spec.model_fields_set and spec.expected is not None
     mapped = {f for f in (spec.id, spec.input, spec.expected) if f}
@@ -287,11 +319,11 @@ def load_items(spec: DatasetSpec, spec_dir: Path) -> list[Item]:
                 annotations,
                 row,
                 where,
-                path.parent,
+                folder,
             )
         )
     if problems:
-        raise DatasetError(_capped(_collapsed(problems)), source=str(path))
+        raise DatasetError(_capped(_collapsed(problems)), source=source)
     return items
 
 

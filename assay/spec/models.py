@@ -20,7 +20,18 @@ class DatasetSpec(StrictModel):
     """Where the items come from and which fields mean what.
 
     Args:
-        path: a JSONL, CSV or Parquet file, relative to the spec's folder.
+        path: a JSONL, CSV or Parquet file, relative to the spec's folder; or, with `hf`, the
+            file (or glob) in the repository to read instead of a config's split; or a
+            Hugging Face path, `hf://datasets/owner/name[@revision]/file`, which means `hf`,
+            `revision` and that file.
+        hf: a Hugging Face dataset repository, `owner/name` (docs/datasets.md); needs the `hf`
+            extra (`pip install 'assay[hf]'`).
+        config: with `hf`: the config (subset) to read; default the repository's default one.
+        split: with `hf`: the split to read; default its only split.
+        revision: with `hf`: a branch, tag or commit; default the default branch (`main`). A
+            branch or tag is resolved to its commit when the spec is validated: the run's spec
+            (`spec_json`) and record (`dataset_revision`) hold that commit, and it is part of the
+            run's identity.
         id: the field holding a stable item id; without it the id is a hash of the row.
         input: the field holding the item's input.
         expected: the field holding the expected answer, if any.
@@ -28,7 +39,11 @@ class DatasetSpec(StrictModel):
         limit: use only the first N rows (handy while writing an eval).
     """
 
-    path: str
+    path: str | None = None
+    hf: str | None = Field(default=None, pattern=r"^[\w.\-]+/[\w.\-]+$")
+    config: str | None = Field(default=None, min_length=1)
+    split: str | None = Field(default=None, min_length=1)
+    revision: str | None = Field(default=None, min_length=1)
     id: str | None = None
     input: str = "input"
     expected: str | None = "expected"
@@ -39,6 +54,38 @@ class DatasetSpec(StrictModel):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hf_path(cls, data: Any) -> Any:
+        """`path: hf://datasets/owner/name@rev/file` is read as `hf`, `revision` and `path`."""
+        if not isinstance(data, dict) or not str(data.get("path", "")).startswith("hf://"):
+            return data
+        from assay.spec._hub import parse_hf_path
+
+        hf, revision, path = parse_hf_path(data["path"])
+        if data.get("hf") not in (None, hf):
+            raise ValueError(f"dataset.hf: {data['hf']!r} is not the repository dataset.path names ({hf!r})")
+        if revision is not None and data.get("revision") not in (None, revision):
+            raise ValueError(
+                f"dataset.revision: {data['revision']!r} is not the revision dataset.path names ({revision!r})"
+            )
+        return {**data, "hf": hf, "revision": data.get("revision") or revision, "path": path or None}
+
+    @model_validator(mode="after")
+    def _a_file_or_a_repository(self) -> DatasetSpec:
+        if self.hf is None:
+            if self.path is None:
+                raise ValueError("dataset: give `path` (a file) or `hf` (a Hugging Face dataset, owner/name)")
+            given = [name for name in ("config", "split", "revision") if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"dataset.{given[0]}: only a Hugging Face dataset (`hf`) has one")
+        elif self.path is not None and (self.config is not None or self.split is not None):
+            raise ValueError(
+                "dataset.path: with `hf` it names the repository's files to read; give it or "
+                "`config`/`split`, not both"
+            )
+        return self
 
 
 class CompareTo(StrictModel):

@@ -7,6 +7,8 @@ harness       `HarnessServer`: a reference harness of the `http_agent` protocol
 scripted      `ScriptedServer`: OpenAI- and Anthropic-compatible, on uvicorn (FastAPI), each reply
               scripted by its test and every body checked against the official SDKs' types
               (imported by tests only: its packages are the `dev` extra's)
+hub           `LocalHub`: the Hugging Face Hub's dataset routes (FastAPI on uvicorn), repositories
+              in memory, for `HF_ENDPOINT` (imported by tests only)
 agent_models  `ScriptedModels`: a scripted Responses / Messages API server (FastAPI on uvicorn)
               for the real Codex and Claude Code CLIs in the sandbox tests
 mock_anthropic  a mock of Anthropic's Messages API (aiohttp, like mock_openai)

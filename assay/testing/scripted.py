@@ -20,25 +20,22 @@ request ~43 ms late (/work/shared/notes/real-world-measured.md).
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import TypeAdapter
 
-from assay.testing._background import HOST, Started
+from assay.testing._background import HOST
+from assay.testing._uvicorn import UvicornThread
 
 Api = Literal["openai", "anthropic"]
 _PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
-_START_TIMEOUT_S = 10.0
 
 
 @cache
@@ -172,8 +169,8 @@ class Stream:
         return out
 
 
-class ScriptedServer(Started):
-    """The scripted server on uvicorn in a daemon thread; a context manager.
+class ScriptedServer(UvicornThread):
+    """The scripted server on uvicorn in a daemon thread (`UvicornThread`); a context manager.
 
     Attributes:
         requests: every request received, in order, as (path, JSON body).
@@ -181,14 +178,13 @@ class ScriptedServer(Started):
             with a request that came when nothing was scripted (answered 500).
     """
 
+    thread_name = "scripted-server"
+
     def __init__(self) -> None:
         self._script: dict[str | None, deque[Reply | Stream]] = {}
         self._lock = threading.Lock()
         self.requests: list[tuple[str, Any]] = []
         self.problems: list[str] = []
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -252,39 +248,6 @@ class ScriptedServer(Started):
             return StreamingResponse(_events(reply), headers=reply.headers, media_type="text/event-stream")
 
         return app
-
-    def start(self) -> Self:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((HOST, 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app(),
-            loop="uvloop",
-            http="httptools",
-            lifespan="off",
-            log_level="critical",
-            access_log=False,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="scripted-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is None or self._thread is None:
-            return
-        self._server.should_exit = True
-        self._thread.join(_START_TIMEOUT_S)
-        self._server = self._thread = None
-        self.port = None
 
 
 async def _events(stream: Stream) -> AsyncIterator[bytes]:
