@@ -16,6 +16,7 @@ rate_limit    the mocks' rate limits: rpm, tpm and requests in flight as token b
 _openai_batches  OpenAI's Batch API (`/v1/files`, `/v1/batches`) as the mock speaks it
 _sse          Server-Sent Events as the mocks stream them (and cut them mid-way)
 _background   what they share: an aiohttp app served from a background thread and loop
+_uvicorn      `UvicornThread`: the FastAPI servers (scripted, hub) on uvicorn in a thread
 s3            a real S3 API server (moto's `ThreadedMotoServer`)
 dask_cluster  a real Dask cluster: `dask scheduler` and `dask worker` processes
 dask_scheduler  a real `dask scheduler` process, for sharing rate controllers through one
