@@ -14,6 +14,8 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     remote        an HTTP evaluator returning several named scores        Remote
     code_exec     checks run in a sandbox (the attempt's, or a fresh one)  CodeExec
     llm_judge     a model grades the output against a rubric              LlmJudge
+    tool_call     the model's tool calls are an expected answer (BFCL's)  ToolCallMatch
+    trajectory    the tools called follow an expected sequence            TrajectoryMatch
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from assay.evaluators.deterministic import (
 )
 from assay.evaluators.llm_judge import LlmJudge
 from assay.evaluators.remote import Remote
+from assay.evaluators.tool_call import ToolCallMatch
+from assay.evaluators.trajectory import TrajectoryMatch
 from assay.evaluators.user import UserCode
 
 ScorerSpec = Annotated[
@@ -49,7 +53,9 @@ ScorerSpec = Annotated[
     | UserCode
     | LlmJudge
     | Remote
-    | CodeExec,
+    | CodeExec
+    | ToolCallMatch
+    | TrajectoryMatch,
     Field(discriminator="kind"),
 ]
 
@@ -76,6 +82,8 @@ __all__ = [
     "Scorer",
     "ScorerSpec",
     "TokenF1",
+    "ToolCallMatch",
+    "TrajectoryMatch",
     "UserCode",
     "evaluate",
 ]
