@@ -188,11 +188,29 @@ def given_from_step(call: Any) -> GivenCall:
     still be the JSON text the provider sent."""
     if not isinstance(call, dict):
         return GivenCall(name="?", arguments={}, problem=f"the call is not an object: {_show(call)}")
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    nested = call.get("function")
+    function: dict[str, Any] = nested if isinstance(nested, dict) else call
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return GivenCall(name="?", arguments={}, problem=f"the call names no function: {_show(call)}")
     return _given(name, function.get("arguments"), parse_text=True)
+
+
+def model_calls(sample: Sample) -> list[GivenCall]:
+    """The calls the model made: `Sample.tool_calls`, else an output that is a list of calls,
+    else none (it answered in words)."""
+    if sample.tool_calls is not None:
+        return [given_call(call) for call in sample.tool_calls]
+    output = sample.output
+    if isinstance(output, list) and output and all(_looks_like_call(v) for v in output):
+        return [given_from_step(call) for call in output]
+    return []
+
+
+def _looks_like_call(value: Any) -> bool:
+    return isinstance(value, dict) and (
+        isinstance(value.get("name"), str) or isinstance(value.get("function"), dict)
+    )
 
 
 def _given(name: str, arguments: Any, *, parse_text: bool) -> GivenCall:

@@ -33,30 +33,12 @@ from assay.evaluators._call_matching import (
     GivenCall,
     MatchMode,
     call_problem,
-    given_call,
-    given_from_step,
     max_matching,
+    model_calls,
     names,
     parse_answers,
     read_tools,
 )
-
-
-def model_calls(sample: Sample) -> list[GivenCall]:
-    """The calls the model made: `Sample.tool_calls`, else an output that is a list of calls,
-    else none (it answered in words)."""
-    if sample.tool_calls is not None:
-        return [given_call(call) for call in sample.tool_calls]
-    output = sample.output
-    if isinstance(output, list) and output and all(_looks_like_call(v) for v in output):
-        return [given_from_step(call) for call in output]
-    return []
-
-
-def _looks_like_call(value: Any) -> bool:
-    return isinstance(value, dict) and (
-        isinstance(value.get("name"), str) or isinstance(value.get("function"), dict)
-    )
 
 
 class ToolCallMatch(ExpectsCalls):

@@ -1,7 +1,7 @@
 """The `trajectory` scorer: did the agent call the expected tools, in the expected order?
 
 The calls are those of the steps of `Sample.trajectory` (an agent's, a tool loop's), in step
-order, else `Sample.tool_calls`. An expected step is a tool's name, or a call
+order, else the model's calls as `tool_call` reads them. An expected step is a tool's name, or a call
 (`{name, arguments, one_of, optional}`) whose arguments match as `tool_call`'s do (`argument_mode`).
 
     exact      the same calls, in the same order, no others
@@ -30,9 +30,9 @@ from assay.evaluators._call_matching import (
     UnreadableCalls,
     call_problem,
     first_problem,
-    given_call,
     given_from_step,
     max_matching,
+    model_calls,
     names,
 )
 
@@ -61,7 +61,8 @@ def read_steps(value: Any) -> list[str | ExpectedCall]:
 
 
 def trajectory_calls(sample: Sample) -> list[GivenCall]:
-    """The calls made: every step's `tool_calls` in step order, else `Sample.tool_calls`."""
+    """The calls made: every step's `tool_calls` in step order, else the model's calls as
+    `tool_call` reads them (`Sample.tool_calls`, or an output that is a list of calls)."""
     if sample.trajectory is not None:
         return [
             given_from_step(call)
@@ -69,7 +70,7 @@ def trajectory_calls(sample: Sample) -> list[GivenCall]:
             if isinstance(step, dict)
             for call in step.get("tool_calls") or []
         ]
-    return [given_call(call) for call in sample.tool_calls or []]
+    return model_calls(sample)
 
 
 class TrajectoryMatch(ExpectsCalls):

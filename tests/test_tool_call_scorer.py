@@ -198,3 +198,37 @@ def test_a_field_no_row_has_is_a_spec_error(tmp_path: Path, capsys):
     spec = _caller_spec(tmp_path, rows, {"expected": {"field": "cals"}})
     assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 2
     assert "scorers.0.expected.field: 'cals' names no field of the dataset" in capsys.readouterr().err
+
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "tool_calls" / "spec.yaml"
+
+
+def _verdicts(store: Path, run_id: str) -> dict[tuple[str, str], float | None]:
+    scores = Store(store).run_scores(run_id)
+    return {(row["item_id"], row["scorer"]): row["score"] for row in scores.iter_rows(named=True)}
+
+
+def test_the_example_runs_and_a_rescore_reads_the_stored_calls(tmp_path: Path, capsys):
+    store = tmp_path / "s"
+    assert main(["run", str(EXAMPLE), "--store", str(store), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    verdicts = _verdicts(store, run_id)
+    assert {item: v for (item, scorer), v in verdicts.items() if scorer == "tool_call"} == {
+        "paris": 1.0,
+        "tokyo-time": 1.0,  # "asia/tokyo", one of the acceptable values once normalised
+        "both": 1.0,
+        "fahrenheit": 0.0,  # left out: the schema's default, celsius
+        "haiku": 1.0,  # no call expected, a reply in words
+    }
+    assert verdicts["both", "weather_before_time"] == 1.0, "the trajectory of a python target's calls"
+    # A rescore scores the stored outputs: the calls come back from the store, not the target.
+    strict = "{kind: tool_call, name: strict, mode: exact}"
+    assert main(["rescore", run_id, "--store", str(store), "--scorer", strict, "--json"]) == 0
+    rescored = _verdicts(store, json.loads(capsys.readouterr().out)["run_id"])
+    assert {item: v for (item, scorer), v in rescored.items() if scorer == "strict"} == {
+        "paris": 1.0,
+        "tokyo-time": 0.0,
+        "both": 1.0,
+        "fahrenheit": 0.0,
+        "haiku": 1.0,
+    }
