@@ -14,9 +14,12 @@ A spec lists scorers by `kind`; `ScorerSpec` is the union a spec model validates
     remote        an HTTP evaluator returning several named scores        Remote
     code_exec     checks run in a sandbox (the attempt's, or a fresh one)  CodeExec
     llm_judge     a model grades the output against a rubric              LlmJudge
+    tool_call     the model's tool calls are an expected answer (BFCL's)  ToolCallMatch
+    trajectory    the tools called follow an expected sequence            TrajectoryMatch
 
 One concern a module: `deterministic` (the first seven kinds), `user` (user_code), `remote`,
-`code_exec` and `llm_judge` (its spec), with `_judge_clients` (the judge's live clients) and
+`code_exec`, `tool_call` and `trajectory` (over `_call_matching`: expected calls and the argument
+matcher), and `llm_judge` (its spec), with `_judge_clients` (the judge's live clients) and
 `_judge_reply` (reading its reply); `_base` (`Scorer`, `Sample`, `Score`: the contract),
 `_evaluate` (`evaluate`: one scorer on one sample, whatever happens, as a `ScoreRecord`) and
 `_imports` (resolving the `module:function` references a spec names).
@@ -42,6 +45,8 @@ from assay.evaluators.deterministic import (
 )
 from assay.evaluators.llm_judge import LlmJudge
 from assay.evaluators.remote import Remote
+from assay.evaluators.tool_call import ToolCallMatch
+from assay.evaluators.trajectory import TrajectoryMatch
 from assay.evaluators.user import UserCode
 
 ScorerSpec = Annotated[
@@ -55,7 +60,9 @@ ScorerSpec = Annotated[
     | UserCode
     | LlmJudge
     | Remote
-    | CodeExec,
+    | CodeExec
+    | ToolCallMatch
+    | TrajectoryMatch,
     Field(discriminator="kind"),
 ]
 
@@ -82,6 +89,8 @@ __all__ = [
     "Scorer",
     "ScorerSpec",
     "TokenF1",
+    "ToolCallMatch",
+    "TrajectoryMatch",
     "UserCode",
     "evaluate",
 ]

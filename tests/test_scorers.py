@@ -99,6 +99,8 @@ def test_scorer_kinds_lists_every_kind_sorted() -> None:
         "regex",
         "remote",
         "token_f1",
+        "tool_call",
+        "trajectory",
         "user_code",
     ]
 
