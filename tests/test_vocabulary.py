@@ -239,6 +239,11 @@ PRIVATE_EXCEPTIONS = {
     "assay.targets.http_agent._artifacts._TooLarge",
     "assay.targets.http_agent._protocol.CapabilitiesError",
     "assay.sandbox._egress_proxy.Refused",
+    # ValueErrors a room turns into a problem's words before it leaves (a row's line, a field's
+    # validator): never raised to another room's caller.
+    "assay.calls.media.MediaError",
+    "assay.targets._conversation.ConversationError",
+    "assay.evaluators._call_matching.UnreadableCalls",
 }
 
 
