@@ -30,7 +30,8 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
         problem = model_pin_problem(spec.model)
-        return [] if problem is None else [f"{where}.model: {problem}"]
+        pinned = [] if problem is None else [f"{where}.model: {problem}"]
+        return [*pinned, *super().problems(spec, spec_dir, where)]
 
     def open(self, spec: AnthropicTarget, context: TargetContext) -> AnthropicMessagesTarget:
         return AnthropicMessagesTarget(spec, concurrency=context.concurrency, context=context)
@@ -58,7 +59,7 @@ class AnthropicMessagesTarget(ChatTarget):
         """The Messages request: the system prompt (top level), a session's earlier turns, then
         `prompt` (default: the item's rendered prompt) as the user's message."""
         spec: AnthropicTarget = self._spec
-        return messages_body(
+        body = messages_body(
             model=spec.model,
             max_tokens=spec.max_tokens,
             messages=self.messages(item, prompt, history),
@@ -67,3 +68,4 @@ class AnthropicMessagesTarget(ChatTarget):
             temperature=spec.temperature,
             stop_sequences=spec.stop_sequences,
         )
+        return {**body, **self.request_fields} if self.request_fields else body
