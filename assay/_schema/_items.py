@@ -65,24 +65,6 @@ class ItemRow(TypedDict, total=False):
     output_text: Annotated[
         str | None, Column(pa.string(), "the output as plain text: the string itself, else its JSON")
     ]
-    tool_calls: Annotated[
-        list[dict[str, str | None]] | None,
-        Column(
-            TOOL_CALLS,
-            "a chat model's tool calls when they are its answer (the target offered `tools`), in "
-            "the order made: each its provider's `id`, the function's `name` and its `arguments` "
-            "(JSON text, as the model wrote them); null when it answered in words",
-        ),
-    ]
-    reasoning: Annotated[
-        str | None,
-        Column(
-            pa.string(),
-            "a reasoning model's reasoning text or summary, where the provider sends it (Anthropic's "
-            "thinking blocks; `reasoning_content` of vLLM and DeepSeek): kept apart from the output, "
-            "which alone is scored; null when none was sent",
-        ),
-    ]
     outcome: Annotated[str, Column(pa.string(), f"item outcome: {words(ItemOutcome)}")]
     error: Annotated[
         str | None,
@@ -226,6 +208,24 @@ class ItemRow(TypedDict, total=False):
             "with a policy or attempts: whether `tokens_*` are the whole count; false when some "
             "prompt's were not known (it broke off, timed out or was cancelled: `turns.tokens_known`), "
             "and `tokens_*` then sum the counts that were; null for a plain run",
+        ),
+    ]
+    tool_calls: Annotated[
+        list[dict[str, str | None]] | None,
+        Column(
+            TOOL_CALLS,
+            "a chat model's tool calls when they are its answer (the target offered `tools`), in "
+            "the order made: each its provider's `id`, the function's `name` and its `arguments` "
+            "(JSON text, as the model wrote them); null when it answered in words",
+        ),
+    ]
+    reasoning: Annotated[
+        str | None,
+        Column(
+            pa.string(),
+            "a reasoning model's reasoning text or summary, where the provider sends it (Anthropic's "
+            "thinking blocks; `reasoning_content` of vLLM and DeepSeek): kept apart from the output, "
+            "which alone is scored; null when none was sent",
         ),
     ]
 
