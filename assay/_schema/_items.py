@@ -34,6 +34,8 @@ from assay._schema._columns import (
 )
 from assay.outcomes import ItemOutcome
 
+TOOL_CALLS = pa.list_(pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())]))
+
 
 class ItemRow(TypedDict, total=False):
     """A row of `items` (docs/schema.md says what each column holds)."""
@@ -206,6 +208,24 @@ class ItemRow(TypedDict, total=False):
             "with a policy or attempts: whether `tokens_*` are the whole count; false when some "
             "prompt's were not known (it broke off, timed out or was cancelled: `turns.tokens_known`), "
             "and `tokens_*` then sum the counts that were; null for a plain run",
+        ),
+    ]
+    tool_calls: Annotated[
+        list[dict[str, str | None]] | None,
+        Column(
+            TOOL_CALLS,
+            "a chat model's tool calls when they are its answer (the target offered `tools`), in "
+            "the order made: each its provider's `id`, the function's `name` and its `arguments` "
+            "(JSON text, as the model wrote them); null when it answered in words",
+        ),
+    ]
+    reasoning: Annotated[
+        str | None,
+        Column(
+            pa.string(),
+            "a reasoning model's reasoning text or summary, where the provider sends it (Anthropic's "
+            "thinking blocks; `reasoning_content` of vLLM and DeepSeek): kept apart from the output, "
+            "which alone is scored; null when none was sent",
         ),
     ]
 

@@ -77,6 +77,8 @@ class ChatReply:
         finish: how the reply ended (why the model stopped; its tool calls and refusal).
         first_token_ms: for a streamed reply, the time from sending the attempt that succeeded
             to its first answer token; None when not streamed (or no token came).
+        reasoning: the reasoning text or summary the reply carried apart from its answer
+            (`ChatAPI.reasoning`); None when it carried none.
     """
 
     content: Any
@@ -88,6 +90,7 @@ class ChatReply:
     request_id: str | None
     finish: Finish
     first_token_ms: float | None = None
+    reasoning: str | None = None
 
 
 class ChatClient:
@@ -444,6 +447,7 @@ class ChatClient:
             request_id=reply.get("id"),
             finish=self._api.finish(reply),
             first_token_ms=first_token_ms,
+            reasoning=self._api.reasoning(reply),
         )
 
     async def aclose(self) -> None:

@@ -2,6 +2,7 @@
 
     Finish          why the model stopped, in one word over providers (`FinishReason`) and its
                     own, with the tool calls and refusal the reply held (`ChatAPI.finish` reads it)
+    answer_calls    a reply's tool calls, in the one vocabulary (`ToolCall`), when they are its answer
     not_an_answer   a refusal (or a content filter's), a reply cut by the length limit, a tool
                     call though the request offered no tools: the failure each is
 
@@ -12,9 +13,11 @@ was asked for": once a request offers tools, a tool call is its answer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from assay.calls.messages import ToolCall
 from assay.outcomes import FailureKind, FinishReason
 
 
@@ -65,6 +68,35 @@ def not_an_answer(finish: Finish, *, tools_asked: bool) -> tuple[FailureKind, st
             f"the model called a tool ({', '.join(names) or 'unnamed'}) but the request offered none{said}",
         )
     return None
+
+
+def answer_calls(calls: list[Any]) -> list[ToolCall]:
+    """A reply's tool calls as its answer, in the order made: OpenAI's `{id, function: {name,
+    arguments}}` (the arguments JSON text, parsed; kept as written when it is not JSON) and
+    Anthropic's `tool_use` blocks `{id, name, input}`."""
+    answer = []
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function")
+        if isinstance(function, dict):  # OpenAI's (or its deprecated `function_call`: the call itself)
+            arguments: Any = function.get("arguments")
+        else:
+            function, arguments = call, call.get("input", call.get("arguments"))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                pass  # what the model wrote: a scorer fails it rather than guess
+        call_id = call.get("id")
+        answer.append(
+            ToolCall(
+                name=str(function.get("name") or ""),
+                arguments=arguments,
+                id=call_id if isinstance(call_id, str) else None,
+            )
+        )
+    return answer
 
 
 def _tool_name(call: Any) -> str | None:

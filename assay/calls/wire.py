@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from assay.calls.accounting import Usage
 from assay.calls.finish import Finish, reason_of
+from assay.calls.messages import FunctionTool, NamedTool, ResponseFormat, ToolChoice
 from assay.outcomes import FailureKind, FinishReason
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -126,12 +127,41 @@ class ChatAPI(ABC):
         return bool(body.get("tools") or body.get("functions"))
 
     @abstractmethod
+    def reasoning(self, reply: dict[str, Any]) -> str | None:
+        """The reasoning text or summary a reply carries apart from its answer, or None."""
+
+    @abstractmethod
+    def format_fields(self, response_format: ResponseFormat) -> dict[str, Any]:
+        """The body's fields asking for a reply of `response_format` (structured output)."""
+
+    @abstractmethod
+    def structured(self, response_format: ResponseFormat, content: Any, finish: Finish) -> Any:
+        """A structured reply's answer: the JSON object it holds, parsed (the text as written
+        when it does not parse, for the scorer to fail)."""
+
+    @abstractmethod
+    def tool_fields(
+        self, tools: list[FunctionTool], choice: ToolChoice | None, parallel: bool | None
+    ) -> dict[str, Any]:
+        """The body's fields offering `tools`, with how the model may choose among them and
+        whether it may make several calls at once (None: the provider's default)."""
+
+    @abstractmethod
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         """The request body asking for a stream (with usage in it, where that must be asked for)."""
 
     @abstractmethod
     def assembler(self) -> Assembler:
         """A new assembler for one streamed reply."""
+
+
+def _parsed(content: Any) -> Any:
+    if not isinstance(content, str):
+        return content
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
 
 
 def _count(value: Any) -> int | None:
@@ -172,6 +202,15 @@ class OpenAIChat(ChatAPI):
     def content(self, reply: dict[str, Any]) -> Any:
         return reply["choices"][0]["message"].get("content")
 
+    def reasoning(self, reply: dict[str, Any]) -> str | None:
+        """OpenAI's chat completions send none; the servers that speak its API for reasoning
+        models do, beside `content`: vLLM and DeepSeek `reasoning_content`, OpenRouter `reasoning`."""
+        message = reply["choices"][0]["message"]
+        for key in _OPENAI_REASONING:
+            if isinstance(message.get(key), str) and message[key]:
+                return str(message[key])
+        return None
+
     def finish(self, reply: dict[str, Any]) -> Finish:
         choice = reply["choices"][0]
         message = choice["message"]
@@ -200,6 +239,26 @@ class OpenAIChat(ChatAPI):
             cached_tokens=_count(prompt_details.get("cached_tokens")),
         )
 
+    def format_fields(self, response_format: ResponseFormat) -> dict[str, Any]:
+        return {"response_format": response_format.model_dump(mode="json", exclude_none=True)}
+
+    def structured(self, response_format: ResponseFormat, content: Any, finish: Finish) -> Any:
+        return _parsed(content)
+
+    def tool_fields(
+        self, tools: list[FunctionTool], choice: ToolChoice | None, parallel: bool | None
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "tools": [{"type": "function", "function": tool.model_dump(exclude_none=True)} for tool in tools]
+        }
+        if choice is not None:
+            fields["tool_choice"] = (
+                choice if isinstance(choice, str) else {"type": "function", "function": {"name": choice.name}}
+            )
+        if parallel is not None:
+            fields["parallel_tool_calls"] = parallel
+        return fields
+
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         # Without `include_usage` a stream carries no usage at all: its tokens would be unknown.
         return {**body, "stream": True, "stream_options": {"include_usage": True}}
@@ -207,6 +266,9 @@ class OpenAIChat(ChatAPI):
     def assembler(self) -> Assembler:
         return _OpenAIAssembler()
 
+
+# Where OpenAI-compatible servers put a reply's reasoning (a message's, a stream delta's).
+_OPENAI_REASONING = ("reasoning_content", "reasoning")
 
 _OPENAI_REASONS = {
     "stop": FinishReason.STOP,
@@ -226,6 +288,7 @@ class _OpenAIAssembler(Assembler):
         self.done = False
         self._text: list[str] | None = None  # None until a delta carries content ("" included)
         self._refusal: list[str] = []
+        self._reasoning: dict[str, list[str]] = {}
         self._calls: dict[int, dict[str, Any]] = {}
         self._head: dict[str, Any] = {}
         self._finish: str | None = None
@@ -265,6 +328,9 @@ class _OpenAIAssembler(Assembler):
                 token = token or bool(delta["content"])
             if isinstance(delta.get("refusal"), str):
                 self._refusal.append(delta["refusal"])
+            for key in _OPENAI_REASONING:
+                if isinstance(delta.get(key), str):
+                    self._reasoning.setdefault(key, []).append(delta[key])
             for piece in delta.get("tool_calls") or []:
                 self._tool_call(piece)
             self._finish = choice.get("finish_reason") or self._finish
@@ -287,6 +353,8 @@ class _OpenAIAssembler(Assembler):
         }
         if self._refusal:
             message["refusal"] = "".join(self._refusal)
+        for key, pieces in self._reasoning.items():
+            message[key] = "".join(pieces)
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
         reply = {
@@ -354,6 +422,17 @@ class AnthropicMessages(ChatAPI):
             if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
         )
 
+    def reasoning(self, reply: dict[str, Any]) -> str | None:
+        """The text of its `thinking` blocks, joined (a redacted block's is not readable)."""
+        thought = [
+            block["thinking"]
+            for block in reply["content"]
+            if isinstance(block, dict)
+            and block.get("type") == "thinking"
+            and isinstance(block.get("thinking"), str)
+        ]
+        return "\n\n".join(thought) if thought else None
+
     def finish(self, reply: dict[str, Any]) -> Finish:
         raw = reply.get("stop_reason")
         calls = [b for b in reply["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
@@ -374,6 +453,48 @@ class AnthropicMessages(ChatAPI):
             cached_tokens=read,
             cache_write_tokens=written,
         )
+
+    def format_fields(self, response_format: ResponseFormat) -> dict[str, Any]:
+        """A schema's reply forced through a tool whose input is the object (the spec refuses
+        `json_object`, which this API has no word for, and `response_format` beside `tools`)."""
+        schema = response_format.json_schema
+        if schema is None:
+            raise ValueError("the Messages API takes a response_format of type json_schema only")
+        tool = FunctionTool(
+            name=schema.name,
+            description=schema.description or "Give the answer as this tool's input.",
+            parameters=schema.schema_,
+        )
+        return self.tool_fields([tool], NamedTool(name=schema.name), None)
+
+    def structured(self, response_format: ResponseFormat, content: Any, finish: Finish) -> Any:
+        """The forced tool's input; if the model answered in words instead, those parsed as JSON."""
+        name = response_format.json_schema.name if response_format.json_schema else None
+        for call in finish.tool_calls or []:
+            if isinstance(call, dict) and call.get("name") == name:
+                return call.get("input")
+        return _parsed(content)
+
+    def tool_fields(
+        self, tools: list[FunctionTool], choice: ToolChoice | None, parallel: bool | None
+    ) -> dict[str, Any]:
+        offered = []
+        for tool in tools:  # no `strict` on this wire: the input schema is the tool's
+            described = {"description": tool.description} if tool.description else {}
+            offered.append({"name": tool.name, **described, "input_schema": tool.parameters})
+        fields: dict[str, Any] = {"tools": offered}
+        how: dict[str, Any] | None = None
+        if choice is not None:
+            how = (
+                {"type": "tool", "name": choice.name}
+                if isinstance(choice, NamedTool)
+                else {"type": _ANTHROPIC_CHOICE[choice]}
+            )
+        if parallel is False and (how is None or how["type"] != "none"):
+            how = {**(how or {"type": "auto"}), "disable_parallel_tool_use": True}
+        if how is not None:
+            fields["tool_choice"] = how
+        return fields
 
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
@@ -416,6 +537,9 @@ def messages_body(
         body["stop_sequences"] = list(stop_sequences)
     return body
 
+
+# OpenAI's words for a tool choice, in Anthropic's (`required` is its `any`).
+_ANTHROPIC_CHOICE = {"auto": "auto", "none": "none", "required": "any"}
 
 _ANTHROPIC_REASONS = {
     "end_turn": FinishReason.STOP,

@@ -151,7 +151,13 @@ class SessionItems:
                 attempt,
                 item,
                 trial,
-                self._scoring.score(item, trial, attempt.result.output, trajectory=attempt.result.trajectory),
+                self._scoring.score(
+                    item,
+                    trial,
+                    attempt.result.output,
+                    trajectory=attempt.result.trajectory,
+                    tool_calls=attempt.result.calls,
+                ),
             )
         return attempt
 

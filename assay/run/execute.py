@@ -197,7 +197,9 @@ class PlainItems:
             return Finished(row, [], requests)
         row = completed_row(item, trial, opening.started_at, called.duration_ms, result)
         row["queued_ms"] = opening.queued_ms
-        scored = await self.scoring.score(item, trial, result.output, trajectory=result.trajectory)
+        scored = await self.scoring.score(
+            item, trial, result.output, trajectory=result.trajectory, tool_calls=result.calls
+        )
         operation_ids, requests = captured([called.scope, *scored.scopes])
         # Deterministic scorers spend nothing: then the item's spend is its generation's.
         spend = Accounting.total([generation, *scored.judging]) if scored.judging else generation

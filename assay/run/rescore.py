@@ -51,7 +51,7 @@ from assay.run.checks import scorer_problems
 from assay.run.execute import ShardExecutor
 from assay.run.identity import Identity, scorers_digest
 from assay.run.plan import RunPlan, committed_request_bytes, committed_spend, new_record, new_run_id
-from assay.run.rows import Finished, ItemRow, ScoreRow
+from assay.run.rows import Finished, ItemRow, ScoreRow, stored_tool_calls
 from assay.run.scoring import Scoring
 from assay.spec import EvalSpec, describe_errors
 from assay.spec.dataset import Item
@@ -393,6 +393,8 @@ class RescoreItems:
             context = kept_context(self._store, artifacts)
         else:
             context = await asyncio.to_thread(kept_context, self._store, artifacts)
+        if (calls := stored_tool_calls(source.get("tool_calls"))) is not None:
+            context["tool_calls"] = calls  # an answer of tool calls: as the source run's scorers saw it
         try:
             scored = await self._scoring.score(item, trial, output, **context)
         finally:

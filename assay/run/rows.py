@@ -25,6 +25,7 @@ from assay import _schema
 from assay._schema import ItemRow, ScoreRow, TurnRow
 from assay.calls.accounting import Accounting, Usage, token_columns
 from assay.calls.capture import Scope
+from assay.calls.messages import ToolCall
 from assay.errors import StoreError, TargetFailure
 from assay.evaluators import ScoreRecord
 from assay.outcomes import Completeness, Gauge, ItemOutcome, RowKind, ScorerOutcome, token_column
@@ -158,6 +159,8 @@ def completed_row(
         **_item_columns(item, trial, started_at),
         "output": to_json(output),
         "output_text": output if isinstance(output, str) else to_json(output),
+        "tool_calls": None if result.calls is None else tool_call_columns(result.calls),
+        "reasoning": result.reasoning,
         "outcome": _COMPLETED,
         "finish_reason": result.finish_reason,
         "finish_reason_raw": result.finish_reason_raw,
@@ -174,6 +177,25 @@ def completed_row(
         "artifacts": result.artifacts,
         "sandbox": to_json(result.sandbox),
     }
+
+
+def tool_call_columns(calls: list[ToolCall]) -> list[dict[str, str | None]]:
+    """Tool calls as `items.tool_calls` holds them: their arguments as JSON text."""
+    return [{"id": call.id, "name": call.name, "arguments": to_json(call.arguments)} for call in calls]
+
+
+def stored_tool_calls(column: list[dict[str, Any]] | None) -> list[ToolCall] | None:
+    """`items.tool_calls` read back as the calls a scorer sees (`Sample.tool_calls`)."""
+    if column is None:
+        return None
+    return [
+        ToolCall(
+            id=call["id"],
+            name=call["name"],
+            arguments=None if call["arguments"] is None else json.loads(call["arguments"]),
+        )
+        for call in column
+    ]
 
 
 def failed_row(

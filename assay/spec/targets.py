@@ -18,6 +18,7 @@ from assay.calls.http import HttpURL
 from assay.calls.messages import TextPart, Turn
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
+from assay.spec._model_io import AnthropicThinking, OpenAIReasoning, RequestFields
 
 ParserName = Literal["jsonl", "claude-code", "codex", "text"]
 
@@ -89,7 +90,7 @@ def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
         raise ValueError("batch cannot be combined with stream or cache")
 
 
-class OpenAITarget(ModelEndpoint):
+class OpenAITarget(ModelEndpoint, RequestFields, OpenAIReasoning):
     """Any OpenAI-compatible chat-completions endpoint; its endpoint fields (`base_url`, the key,
     `timeout`, `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s.
 
@@ -129,9 +130,10 @@ class OpenAITarget(ModelEndpoint):
         check_cache(self.cache, self.temperature)
         _batch_alone(self)
         _check_messages(self)
-        if self.batch is not None and self.max_tokens is None:
+        if self.batch is not None and self.max_tokens is None and self.max_completion_tokens is None:
             raise ValueError(
-                "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
+                "batch needs max_tokens (or max_completion_tokens): it bounds what a batch may cost"
+                " until its results arrive"
             )
         return self
 
@@ -146,7 +148,7 @@ class OpenAITarget(ModelEndpoint):
         return _messages_entries(value)
 
 
-class AnthropicTarget(ModelEndpoint):
+class AnthropicTarget(ModelEndpoint, RequestFields, AnthropicThinking):
     """Anthropic's Messages API, natively (`POST {base_url}/messages`); its endpoint fields are
     `ModelEndpoint`'s, as for `openai`.
 
@@ -203,6 +205,13 @@ class AnthropicTarget(ModelEndpoint):
         _check_messages(self)
         if self.cache_system and self.system is None and not self._system_turns():
             raise ValueError("cache_system needs a `system` prompt (or system turns) to cache")
+        if self.response_format is not None:
+            if self.response_format.type == "json_object":
+                raise ValueError("response_format: the Messages API has no JSON mode; give a json_schema")
+            if self.tools is not None and self.response_format.structured:
+                raise ValueError(
+                    "response_format goes through a forced tool on anthropic: it cannot be combined with `tools`"
+                )
         return self
 
     def _system_turns(self) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from assay.calls.accounting import Usage
+from assay.calls.messages import ToolCall
 from assay.spec.dataset import Item
 
 
@@ -20,7 +21,8 @@ class TargetResult:
     """One successful target call.
 
     Args:
-        output: what the target answered.
+        output: what the target answered (a chat model's reply of tool calls, when they are its
+            answer: those calls as JSON objects).
         model: the model that answered, as the provider named it.
         usage: measured token usage.
         wire_ms: time of the attempt that succeeded, on the wire.
@@ -38,6 +40,10 @@ class TargetResult:
         trajectory: the agent's steps, as scorers see them (`Sample.trajectory`).
         steps: how many steps an agent took, where known (stored as the `gauge.steps` gauge).
         tool_calls: how many tool calls those steps made, where known (`gauge.tool_calls`).
+        calls: a chat model's tool calls, when they are its answer (the request offered tools):
+            stored as `items.tool_calls`, seen by scorers as `Sample.tool_calls`.
+        reasoning: a reasoning model's reasoning text or summary, kept apart from the output
+            (`items.reasoning`): scorers see the output only.
     """
 
     output: Any
@@ -57,6 +63,8 @@ class TargetResult:
     trajectory: list[dict[str, Any]] | None = None
     steps: int | None = None
     tool_calls: int | None = None
+    calls: list[ToolCall] | None = None
+    reasoning: str | None = None
 
 
 class Target(Protocol):

@@ -30,16 +30,18 @@ from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient
 from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.finish import Finish, not_an_answer
-from assay.calls.messages import Turn
+from assay.calls.messages import ToolCall, Turn
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
+from assay.spec._model_io import UNSET_OUTSIDE_IDENTITY
 from assay.spec.dataset import Item
 from assay.spec.targets import MessageEntry
 from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
+from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_problems
 
 # More lines than this about unfillable templates add nothing: the first show the pattern.
 _MAX_PROBLEMS = 20
@@ -66,6 +68,20 @@ class ChatKind(TargetKind[S]):
     # How a chat model is reached, paced, retried, cached, streamed or batched changes what a call
     # costs or how long it takes, not what it answers; a kind adds its own (`cache_system`, ...).
     operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch"}
+
+    def problems(self, spec: S, spec_dir: Path, where: str) -> list[str]:
+        """The tools it offers must resolve (a `module:function` imports and can be a tool)."""
+        return tool_problems(spec, spec_dir, where)
+
+    def identity(self, spec: S) -> dict[str, Any]:
+        """The spec without its operational fields, and without the request fields it leaves unset
+        (`messages`, `tools`, ...): a spec that sets none keeps the identity it had before they
+        existed."""
+        identity = super().identity(spec)
+        for name in ("messages", *UNSET_OUTSIDE_IDENTITY):
+            if identity.get(name) is None:
+                identity.pop(name, None)
+        return identity
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
         """Render every prompt once, so a template naming a missing field fails before anything
@@ -115,15 +131,7 @@ class ChatKind(TargetKind[S]):
                 said += [p.turn.text() for p in _conversation.item_turns(entries, item, "target")]
             return said
 
-        return Metered(chat.model, chat.max_tokens, texts, batch=chat.batch is not None)
-
-    def identity(self, spec: S) -> dict[str, Any]:
-        """The spec without operational fields; a spec without `messages` keeps the identity it
-        had before the field existed."""
-        config = super().identity(spec)
-        if config.get("messages", ()) is None:
-            del config["messages"]
-        return config
+        return Metered(chat.model, reply_limit(spec), texts, batch=chat.batch is not None)
 
     def fixture_files(self, spec: S, items: list[Item], spec_dir: Path) -> list[Path]:
         """The images and documents the conversations send by path: their bytes are part of the
@@ -193,6 +201,9 @@ class ChatTarget(ABC):
         )
         self._api = api
         self._batcher = _open_batcher(spec, api, context)
+        self.request_fields = request_fields(spec, api, None if context is None else context.spec_dir)
+        """What every request body carries beyond the conversation (tools, ...): each kind's
+        `request_body` adds it."""
 
     @abstractmethod
     def request_body(
@@ -242,6 +253,9 @@ class ChatTarget(ABC):
 
     async def _ask(self, body: dict[str, Any]) -> TargetResult:
         reply = await self._client.complete(body)
+        output, calls = answer_of(
+            self._spec, self._api, reply.content, reply.finish, self._api.tools_asked(body)
+        )
         self._check_answer(
             body,
             reply.content,
@@ -249,9 +263,12 @@ class ChatTarget(ABC):
             usage=reply.usage,
             request_id=reply.request_id,
             retries=reply.retries,
+            calls=calls,
         )
         return TargetResult(
-            output=reply.content,
+            output=output,
+            calls=calls,
+            reasoning=reply.reasoning,
             model=reply.model or self._spec.model,
             usage=reply.usage,
             wire_ms=reply.wire_ms,
@@ -271,6 +288,7 @@ class ChatTarget(ABC):
         usage: Usage,
         request_id: str | None,
         retries: int,
+        calls: list[ToolCall] | None = None,
     ) -> None:
         """Raise the item's `TargetFailure` when the reply is no answer, keeping what it held.
 
@@ -281,9 +299,10 @@ class ChatTarget(ABC):
             usage: its tokens (a reply, if no answer: billed).
             request_id: the provider's id of the reply.
             retries: failed attempts before it.
+            calls: its tool calls, when they are its answer (then a null content is no fault).
         """
         verdict = not_an_answer(finish, tools_asked=self._api.tools_asked(body))
-        if verdict is None and content is None:
+        if verdict is None and content is None and not calls:
             verdict = FailureKind.PROTOCOL, "the reply holds no answer: its content is null"
         if verdict is None:
             return
@@ -310,7 +329,7 @@ class ChatTarget(ABC):
             body,
             api=self._api,
             model=self._spec.model,
-            max_tokens=self._spec.max_tokens,
+            max_tokens=reply_limit(self._spec),
         )
         try:
             self._api.check(message)
@@ -321,9 +340,14 @@ class ChatTarget(ABC):
                 provider=self._client.provider,
             ) from None
         content, finish = self._api.content(message), self._api.finish(message)
-        self._check_answer(body, content, finish, usage=usage, request_id=message.get("id"), retries=0)
+        output, calls = answer_of(self._spec, self._api, content, finish, self._api.tools_asked(body))
+        self._check_answer(
+            body, content, finish, usage=usage, request_id=message.get("id"), retries=0, calls=calls
+        )
         return TargetResult(
-            output=content,
+            output=output,
+            calls=calls,
+            reasoning=self._api.reasoning(message),
             model=message.get("model") or self._spec.model,
             usage=usage,
             wire_ms=(time.perf_counter() - started) * 1000,

@@ -31,7 +31,8 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
         problem = model_pin_problem(spec.model)
-        return [] if problem is None else [f"{where}.model: {problem}"]
+        pinned = [] if problem is None else [f"{where}.model: {problem}"]
+        return [*pinned, *super().problems(spec, spec_dir, where)]
 
     def open(self, spec: AnthropicTarget, context: TargetContext) -> AnthropicMessagesTarget:
         return AnthropicMessagesTarget(spec, concurrency=context.concurrency, context=context)
@@ -65,7 +66,7 @@ class AnthropicMessagesTarget(ChatTarget):
             messages = self.messages(item, prompt, history)
         else:
             system, messages = anthropic_messages(self.conversation(item, prompt, history), system)
-        return messages_body(
+        body = messages_body(
             model=spec.model,
             max_tokens=spec.max_tokens,
             messages=messages,
@@ -74,3 +75,4 @@ class AnthropicMessagesTarget(ChatTarget):
             temperature=spec.temperature,
             stop_sequences=spec.stop_sequences,
         )
+        return {**body, **self.request_fields} if self.request_fields else body

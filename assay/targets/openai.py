@@ -56,4 +56,5 @@ class OpenAIChatTarget(ChatTarget):
             body["temperature"] = self._spec.temperature
         if self._spec.max_tokens is not None:
             body["max_tokens"] = self._spec.max_tokens
+        body.update(self.request_fields)
         return body

@@ -67,11 +67,13 @@ def _types() -> dict[str, Any]:
     }
 
 
-def check_request(api: Api, body: Any) -> None:
+def check_request(api: Api, body: Any, extra_body: frozenset[str] = frozenset()) -> None:
     """Raise `ValueError` (`TypeError`: not an object) unless `body` is a request the SDK could have sent: its create-params
-    TypedDict (streaming or not, by `stream`), every nested value validated, no key it lacks."""
+    TypedDict (streaming or not, by `stream`), every nested value validated, no key it lacks —
+    but the `extra_body` keys, which the SDK sends as given (a server's own fields: vLLM's `top_k`)."""
     if not isinstance(body, dict):
         raise TypeError(f"the request body is not a JSON object: {body!r:.200}")
+    body = {key: value for key, value in body.items() if key not in extra_body}
     params = _types()[(api, "request", body.get("stream") is True)]
     unknown = sorted(set(body) - set(params.__required_keys__) - set(params.__optional_keys__))
     if unknown:
@@ -114,7 +116,10 @@ def _check_messages_event(data: Any) -> None:
 
 
 # How the two wire formats differ, by API (a table, not a test of which API it is).
-_CHECK_EVENT: dict[str, Callable[[Any], None]] = {"openai": _check_chat_event, "anthropic": _check_messages_event}
+_CHECK_EVENT: dict[str, Callable[[Any], None]] = {
+    "openai": _check_chat_event,
+    "anthropic": _check_messages_event,
+}
 _ERROR_NESTED: dict[str, bool] = {"openai": True, "anthropic": False}  # OpenAI's ErrorObject is under `error`
 _NAMED_EVENTS: dict[str, bool] = {"openai": False, "anthropic": True}  # Anthropic's SSE carry `event:` lines
 
@@ -176,6 +181,8 @@ class ScriptedServer(UvicornThread):
         requests: every request received, in order, as (path, JSON body).
         problems: what was wrong with requests the SDK's types refused (answered 400), or
             with a request that came when nothing was scripted (answered 500).
+        extra_body: body keys let through unchecked, as the SDK's `extra_body` sends them (the
+            fields of a server that speaks the API and more: vLLM's `top_k`, `guided_json`).
     """
 
     thread_name = "scripted-server"
@@ -185,6 +192,7 @@ class ScriptedServer(UvicornThread):
         self._lock = threading.Lock()
         self.requests: list[tuple[str, Any]] = []
         self.problems: list[str] = []
+        self.extra_body: frozenset[str] = frozenset()
 
     @property
     def base_url(self) -> str:
@@ -210,6 +218,7 @@ class ScriptedServer(UvicornThread):
             self._script.clear()
             self.requests.clear()
             self.problems.clear()
+            self.extra_body = frozenset()
 
     def _next(self, path: str, body: Any) -> Reply | Stream | None:
         text = json.dumps(body)
@@ -234,7 +243,7 @@ class ScriptedServer(UvicornThread):
                 body = None
             reply = self._next(request.url.path, body)
             try:
-                check_request(api, body)
+                check_request(api, body, self.extra_body)
             except (TypeError, ValueError) as exc:
                 self.problems.append(f"{request.url.path}: {exc}")
                 return _error(api, 400, f"invalid request: {exc}")
