@@ -6,6 +6,8 @@ and the bad value, as a `SpecError` (exit status 2); nothing is written before i
     models.py    EvalSpec (the top level) and DatasetSpec
     targets.py   one model per target kind (openai, anthropic, python, http_agent, container +
                  AgentSpec)
+    _model_io.py the chat targets' request fields beyond the conversation: tools, response_format,
+                 reasoning, params
     dataset.py   the dataset file read into `Item`s
     _hub.py      a Hugging Face dataset's commit and files (huggingface_hub, imported only for it)
     load.py      YAML in, `EvalSpec` out;  _errors.py: every problem in words

@@ -13,6 +13,8 @@ checks, preflight snapshot, fixture files, identity, whether it makes containers
     container/        ContainerKind, and ContainerAgent with its agent adapters (Docker)
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
     _chat             ChatKind, ChatTarget: what the two chat kinds share
+    _model_io         the request fields on the wire (tools, response_format, reasoning, params)
+                      and a reply of tool calls as the item's answer
     _conversation     an item's conversation (`messages:`): spec turns and a field's, checked per row
     _base             TargetResult, the Target protocols, render
     atif              ATIF trajectories: wire models, validation, conversion to and from steps
