@@ -361,7 +361,14 @@ def _two_dask_runs(cluster: DaskCluster, spec: Path, tmp_path: Path) -> list[dic
     """Two `assay run --dask` drivers started together on `spec`; their summaries."""
     drivers = [
         start_assay(
-            "run", str(spec), "--store", str(tmp_path / f"store{i}"), "--json", "-q", "--dask", cluster.address
+            "run",
+            str(spec),
+            "--store",
+            str(tmp_path / f"store{i}"),
+            "--json",
+            "-q",
+            "--dask",
+            cluster.address,
         )
         for i in range(2)
     ]

@@ -258,7 +258,9 @@ def test_a_rescore_is_labelled_as_one_in_show_and_ls(tmp_path, mock, capsys):
     spec, store = priced_spec(tmp_path, mock.base_url), str(tmp_path / "s")
     assert main(["run", str(spec), "--store", store, "--json"]) == 0
     source = json.loads(capsys.readouterr().out)["run_id"]
-    assert main(["rescore", source, "--scorer", "{kind: includes, value: '2'}", "--store", store, "--json"]) == 0
+    assert (
+        main(["rescore", source, "--scorer", "{kind: includes, value: '2'}", "--store", store, "--json"]) == 0
+    )
     rescore = json.loads(capsys.readouterr().out)["run_id"]
 
     assert main(["show", rescore, "--store", store]) == 0

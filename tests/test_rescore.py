@@ -145,9 +145,7 @@ def captured_source(tmp_path, mock, capsys):
     return store, summary["run_id"]
 
 
-def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(
-    captured_source, mock, capsys
-):
+def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(captured_source, mock, capsys):
     """As the seed: capture `unavailable`, with a reason, and no reference to a record that is
     not there."""
     import shutil
@@ -159,7 +157,9 @@ def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(
     assert code == 0
     record = Store(store).read_run(summary["run_id"])
     assert record["capture_status"] == "unavailable"
-    assert record["capture_reason"] == f"the source run {source_id}'s captured requests are no longer available"
+    assert (
+        record["capture_reason"] == f"the source run {source_id}'s captured requests are no longer available"
+    )
     items = Store(store).run_items(summary["run_id"])
     assert items["operation_ids"].null_count() == items.height, "no dangling reference"
 
@@ -201,7 +201,9 @@ def test_a_rescore_takes_its_own_budget_and_concurrency_and_records_the_source_g
     assert spec["budget"] == "$0.000001" and spec["concurrency"] == 1
     assert record["budget_limit_usd"] == 0.000001 and record["budget_status"] == "closed"
     scores = Store(store).run_scores(summary["run_id"])
-    assert sorted(scores["outcome"].to_list()) == ["budget_skipped"] * 3 + ["scored"], "one judge, then closed"
+    assert sorted(scores["outcome"].to_list()) == ["budget_skipped"] * 3 + ["scored"], (
+        "one judge, then closed"
+    )
     # The source's generation beside this run's own judging, never added to it.
     assert record["source_generation_usd"] == pytest.approx(source["cost_generation_usd"])
     assert record["source_generation_completeness"] == "complete"

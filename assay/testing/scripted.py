@@ -117,7 +117,10 @@ def _check_messages_event(data: Any) -> None:
 
 
 # How the two wire formats differ, by API (a table, not a test of which API it is).
-_CHECK_EVENT: dict[str, Callable[[Any], None]] = {"openai": _check_chat_event, "anthropic": _check_messages_event}
+_CHECK_EVENT: dict[str, Callable[[Any], None]] = {
+    "openai": _check_chat_event,
+    "anthropic": _check_messages_event,
+}
 _ERROR_NESTED: dict[str, bool] = {"openai": True, "anthropic": False}  # OpenAI's ErrorObject is under `error`
 _NAMED_EVENTS: dict[str, bool] = {"openai": False, "anthropic": True}  # Anthropic's SSE carry `event:` lines
 
