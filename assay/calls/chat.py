@@ -52,7 +52,15 @@ from assay.calls.http import (
     refused,
     response_headers,
 )
-from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
+from assay.calls.transport import (
+    Client,
+    RequestError,
+    Transport,
+    open_client,
+    parsed_url,
+    reason,
+    standard_error,
+)
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
@@ -104,6 +112,8 @@ class ChatClient:
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
+        transport: what answers instead of the network (`assay.calls.transport.Transport`:
+            tests), if not None.
     """
 
     def __init__(
@@ -116,8 +126,10 @@ class ChatClient:
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
+        transport: Transport | None = None,
     ) -> None:
         self._cache = cache
+        self._transport = transport
         self._gate = gate
         if gate is not None and on_response is None:
             on_response = gate.observe
@@ -151,7 +163,11 @@ class ChatClient:
     def _open(self) -> Client:
         """The client, opened on first use (by then the run's loop is running)."""
         self._client = open_client(
-            self._url, headers=self._headers, timeout=self._timeout, connections=self._concurrency
+            self._url,
+            headers=self._headers,
+            timeout=self._timeout,
+            connections=self._concurrency,
+            transport=self._transport,
         )
         self._parsed_url = parsed_url(self._url)
         return self._client
