@@ -17,6 +17,7 @@ from assay.store import Store
 from assay.targets.atif import Agent, read_atif, to_atif
 from assay.testing.harness import HarnessServer
 from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_json, assay_out
 
 ATIF: dict[str, Any] = {
     "schema_version": "ATIF-v1.4",
@@ -135,13 +136,12 @@ def _spec(tmp_path: Path, base_url: str) -> Path:
 
 
 def _run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)["run_id"]
+    return assay_json(capsys, "run", spec, "--store", store)["run_id"]
 
 
 def _export(run_id: str, store: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    assert main(["trajectories", "export", run_id, "--store", str(store)]) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    printed = assay_out(capsys, "trajectories", "export", run_id, "--store", store)
+    return [json.loads(line) for line in printed.out.splitlines()]
 
 
 def test_an_atif_trajectory_is_validated_stored_scored_and_exported(tmp_path, harness, capsys) -> None:
