@@ -52,21 +52,14 @@ from assay.calls.http import (
     refused,
     response_headers,
 )
-from assay.calls.transport import (
-    Client,
-    RequestError,
-    Transport,
-    open_client,
-    parsed_url,
-    reason,
-    standard_error,
-)
+from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 
 if TYPE_CHECKING:
     from assay.calls.aimd import RateController
+    from assay.calls.transport import Transport
 
 
 # Not frozen: one is made per item, and a frozen one costs three times as much.
