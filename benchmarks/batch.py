@@ -193,7 +193,9 @@ def _target_case(mock: MockAnthropicServer, root: Path, items: int) -> dict[str,
         print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
     folder = root / "killed"
     folder.mkdir()
-    _, results["killed"] = _killed(mock, folder, _spec(folder, mock.base_url, items, _batch(items)), "3 batches")
+    _, results["killed"] = _killed(
+        mock, folder, _spec(folder, mock.base_url, items, _batch(items)), "3 batches"
+    )
     online, batch, killed = results["online"], results["batch"], results["killed"]
     results["checks"] = {
         "batch_cost_ratio": round(batch["cost_usd"] / online["cost_usd"], 4),

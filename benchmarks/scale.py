@@ -84,7 +84,9 @@ def main() -> int:
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--share", choices=("local", "dask", "cluster", "prefect"), default="local")
-    parser.add_argument("--burst", type=float, help="requests the account's bucket holds (default: 1 s of rpm)")
+    parser.add_argument(
+        "--burst", type=float, help="requests the account's bucket holds (default: 1 s of rpm)"
+    )
     parser.add_argument(
         "--headers", choices=("all", "refusals"), default="all", help="which replies carry x-ratelimit-*"
     )
@@ -286,7 +288,9 @@ def dask_cpu(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "cpu_scorer.py").write_text(_CPU_SCORER)
-        spec = _echo_spec(folder, args.items, {"kind": "user_code", "name": "cpu", "function": "cpu_scorer:burn"})
+        spec = _echo_spec(
+            folder, args.items, {"kind": "user_code", "name": "cpu", "function": "cpu_scorer:burn"}
+        )
         print(f"before: {_load()}")
         for workers in (1, 2):
             with DaskCluster(workers=workers, env=env, preload=_PRELOAD) as cluster:
@@ -317,7 +321,13 @@ def dask_s3(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     with S3Server(bucket="scale") as s3, tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, **s3.env, "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO_ROOT), "ASSAY_TEST_DELAY_S": "0"}
+        env = {
+            **os.environ,
+            **s3.env,
+            "DO_NOT_TRACK": "1",
+            "PYTHONPATH": str(REPO_ROOT),
+            "ASSAY_TEST_DELAY_S": "0",
+        }
         env.pop("PREFECT_API_URL", None)
         spec = _echo_spec(Path(tmp), args.items, {"kind": "exact_match"})
         print(f"before: {_load()}")

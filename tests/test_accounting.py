@@ -13,19 +13,14 @@ from assay.errors import SpecError
 from assay.outcomes import SpendKind
 from assay.store import Store
 from tests.conftest import mock_target, openai_spec
+from tests.helpers.cli import assay_json
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
 
 
-def run(capsys, spec, store) -> tuple[int, dict]:
-    code = main(["run", str(spec), "--store", str(store), "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_exact_cost_from_the_price_table(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=5, prices=PRICES)
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     expected = [
         (i * 10.0 + o * 30.0) / 1e6
@@ -44,7 +39,7 @@ def test_exact_cost_from_the_price_table(tmp_path, mock, capsys):
 
 def test_an_unpriced_model_is_incomplete_never_free(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3)  # mock-1 is not in the shipped table
-    _, summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     record = Store(tmp_path / "s").read_run(summary["run_id"])
     assert record["cost_completeness"] == "incomplete"
     assert json.loads(record["cost_reasons"]) == {"unpriced": 3}
@@ -61,7 +56,7 @@ def test_a_lost_call_is_an_unknown_operation(tmp_path, mock, capsys):
         target=mock_target(mock.base_url, timeout=0.3, max_retries=0),
         fail_on_item_error_rate=1,
     )
-    _, summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     lost = Store(tmp_path / "s").run_items(summary["run_id"]).filter(pl.col("item_id") == "q0").to_dicts()[0]
     assert lost["outcome"] == "failed" and lost["operations_unknown"] == 1
     assert lost["cost_completeness"] == "incomplete" and json.loads(lost["cost_reasons"]) == {
@@ -72,7 +67,7 @@ def test_a_lost_call_is_an_unknown_operation(tmp_path, mock, capsys):
 def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys):
     # Each call: 5 input and 5 output tokens -> (5*10 + 5*30) / 1e6 = $0.0002.
     spec = openai_spec(tmp_path, mock.base_url, n=10, prices=PRICES, budget="$0.0007", concurrency=1)
-    code, summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     items = Store(tmp_path / "s").run_items(summary["run_id"]).sort("item_index")
     assert items["outcome"].to_list() == ["completed"] * 4 + ["budget_skipped"] * 6
     assert mock.stats()["requests"] == 4
@@ -86,14 +81,13 @@ def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys)
     assert record["budget_limit_usd"] == 0.0007 and record["budget_spent_usd"] == pytest.approx(0.0008)
     assert record["n_budget_skipped"] == 6
     assert summary["item_error_rate"] == 0.0, "budget-stopped items are not attempted"
-    assert code == 0
     assert Store(tmp_path / "s").run_scores(summary["run_id"]).filter(pl.col("item_id") == "q9").height == 0
 
 
 def test_a_call_waiting_to_retry_is_interrupted_by_the_budget(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 429, "times": 1, "retry_after": 0.5, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, budget="$0.0001", concurrency=2)
-    _, summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     outcomes = dict(items.select("item_id", "outcome").iter_rows())
     assert outcomes["q0"] == "budget_interrupted", outcomes

@@ -17,9 +17,9 @@ from assay.cli import main
 from assay.errors import TargetFailure
 from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
-from assay.store import Store
 from assay.targets import AnthropicMessagesTarget, TargetResult
 from tests.conftest import arithmetic_rows, write_jsonl, write_spec
+from tests.helpers.cli import assay_run
 from tests.test_sessions import THREE_PROMPTS, session_spec, write_policy
 
 MODEL = "claude-sonnet-4-5-20250929"
@@ -50,11 +50,6 @@ def call(base_url: str, item: Item = ITEM, **spec: Any) -> TargetResult:
             await target.aclose()
 
     return asyncio.run(go())
-
-
-def run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Store]:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out), Store(store)
 
 
 def arithmetic_spec(folder: Path, target: dict[str, Any], n: int = 4, **overrides: Any) -> Path:
@@ -108,7 +103,7 @@ def test_an_anthropic_run_passes_the_adaptive_rate_controller(tmp_path, claude, 
     as a 429 does for `openai`; the run stores that controller's counts and history."""
     claude.configure(faults=[{"status": 529, "times": 2, "retry_after": 0.3}])
     target = target_spec(claude.base_url, rate_limits={"rpm": 6000})
-    summary, store = run(arithmetic_spec(tmp_path, target, n=6, concurrency=3), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, arithmetic_spec(tmp_path, target, n=6, concurrency=3), tmp_path / "s")
     assert summary["items"]["completed"] == 6
     rate = json.loads(store.read_run(summary["run_id"])["rate_control"])
     assert rate["endpoint"] == f"{claude.base_url} {MODEL}" and rate["rpm"] == 6000
@@ -149,7 +144,7 @@ def test_a_moving_alias_is_refused_before_the_run(tmp_path, claude, alias, capsy
 def test_cache_system_writes_then_reads_and_each_is_priced_at_its_rate(tmp_path, claude, capsys):
     system = "You are a careful calculator. Reply with the number only."  # 10 words
     target = target_spec(claude.base_url, system=system, cache_system=True, temperature=0.0)
-    summary, store = run(arithmetic_spec(tmp_path, target, n=3), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, arithmetic_spec(tmp_path, target, n=3), tmp_path / "s")
     body = claude.stats()["bodies"][0]
     assert body["system"] == [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
 
@@ -173,7 +168,7 @@ def test_a_policy_continues_one_conversation_with_an_anthropic_target(tmp_path, 
     claude.configure(answers={"Are you sure?": "yes", "Final answer?": "4"})
     policy = write_policy(tmp_path, THREE_PROMPTS)
     target = target_spec(claude.base_url, system="Be brief.")
-    summary, store = run(session_spec(tmp_path, target, n=1, policy=policy), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, session_spec(tmp_path, target, n=1, policy=policy), tmp_path / "s")
     assert [b["messages"] for b in claude.stats()["bodies"]][-1] == [
         {"role": "user", "content": "What is 0 + 0?"},
         {"role": "assistant", "content": "What is 0 + 0?"},
@@ -205,7 +200,7 @@ def test_an_anthropic_judge_grades_with_the_messages_api(tmp_path, claude, mock,
         n=2,
         scorers=[judge],
     )
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     bodies = claude.stats()["bodies"]
     assert len(bodies) == 2 and bodies[0]["system"] == "You grade answers."
     assert bodies[0]["max_tokens"] == 512 and bodies[0]["temperature"] == 0.0

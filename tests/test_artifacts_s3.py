@@ -15,7 +15,8 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing._background import BackgroundServer
 from assay.testing.harness import HarnessServer
-from tests.conftest import run_assay, write_jsonl, write_spec
+from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_json, assay_process_json
 from tests.test_remote_scorer import Evaluator
 
 
@@ -29,13 +30,6 @@ def harness() -> Iterator[HarnessServer]:
 def evaluator() -> Iterator[BackgroundServer[Evaluator]]:
     with BackgroundServer(Evaluator(), name="evaluator") as server:
         yield server
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
 
 
 def test_an_http_agent_run_keeps_its_artifacts_in_the_bucket(
@@ -58,7 +52,7 @@ def test_an_http_agent_run_keeps_its_artifacts_in_the_bucket(
         scorers=[judge],
         trials=2,
     )
-    run_id = cli(capsys, "run", str(spec), "--store", url)["run_id"]
+    run_id = assay_json(capsys, "run", str(spec), "--store", url)["run_id"]
     store = Store(url)
     items = store.run_items(run_id).sort("item_id", "trial")
     assert items["outcome"].to_list() == ["completed"] * 4
@@ -86,14 +80,14 @@ def test_an_http_agent_run_keeps_its_artifacts_in_the_bucket(
     # A rescore never calls the agent: its scorer gets the trajectories kept in the bucket.
     evaluator.app.bodies.clear()
     scorer = f"{{kind: remote, name: again, url: 'http://127.0.0.1:{evaluator.port}/evaluate'}}"
-    rescore = cli(capsys, "rescore", run_id, "--scorer", scorer, "--store", url)
+    rescore = assay_json(capsys, "rescore", run_id, "--scorer", scorer, "--store", url)
     assert len(evaluator.app.bodies) == 4 and all(len(b["trajectory"]) == 2 for b in evaluator.app.bodies)
     assert store.run_scores(rescore["run_id"])["score"].to_list() == [1.0] * 4
 
     # The report links the kept files where they are: relative inside the bucket, by URL outside.
-    assert cli(capsys, "report", run_id, "--store", url)["path"] == f"{url}/reports/{run_id}.html"
+    assert assay_json(capsys, "report", run_id, "--store", url)["path"] == f"{url}/reports/{run_id}.html"
     page = tmp_path / "report.html"
-    cli(capsys, "report", run_id, "--store", url, "--out", str(page))
+    assay_json(capsys, "report", run_id, "--store", url, "--out", str(page))
     assert f'"artifacts":"{url}/artifacts"}}' in page.read_text()
 
     # Deleting the run (nightly retention) removes its artifacts; the rescore's run keeps nothing.
@@ -152,9 +146,7 @@ def test_a_container_run_on_s3_keeps_its_workspace_and_a_rescore_reads_it(s3, re
 
     url = s3.url(request.node.name)
     spec = _eval(tmp_path, busybox_image(engine()), "mkdir -p out; echo 42 > out/answer.txt; echo 42")
-    result = run_assay("run", str(spec), "--store", url, "--json")
-    assert result.returncode == 0, result.stderr
-    run_id = json.loads(result.stdout)["run_id"]
+    run_id = assay_process_json("run", str(spec), "--store", url)["run_id"]
     store = Store(url)
     (row,) = store.run_items(run_id).iter_rows(named=True)
     assert row["outcome"] == "completed" and row["artifacts"]
@@ -173,7 +165,6 @@ def test_a_container_run_on_s3_keeps_its_workspace_and_a_rescore_reads_it(s3, re
     (tmp_path / "rescore.yaml").write_text(
         "scorers:\n  - {kind: user_code, function: 'graders:answer_file'}\n"
     )
-    rescore = run_assay("rescore", run_id, "--store", url, "--json", "--spec", str(tmp_path / "rescore.yaml"))
-    assert rescore.returncode == 0, rescore.stderr
-    scores = store.run_scores(json.loads(rescore.stdout)["run_id"])
+    rescore = assay_process_json("rescore", run_id, "--store", url, "--spec", str(tmp_path / "rescore.yaml"))
+    scores = store.run_scores(rescore["run_id"])
     assert scores["score"].to_list() == [1.0], scores["error"].to_list()

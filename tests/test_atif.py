@@ -17,6 +17,7 @@ from assay.store import Store
 from assay.targets.atif import Agent, read_atif, to_atif
 from assay.testing.harness import HarnessServer
 from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_json, assay_out
 
 ATIF: dict[str, Any] = {
     "schema_version": "ATIF-v1.4",
@@ -30,11 +31,23 @@ ATIF: dict[str, Any] = {
             "source": "agent",
             "message": "Searching.",
             "reasoning_content": "I need the price.",
-            "tool_calls": [{"tool_call_id": "call_1", "function_name": "search", "arguments": {"q": "GOOGL"}}],
+            "tool_calls": [
+                {"tool_call_id": "call_1", "function_name": "search", "arguments": {"q": "GOOGL"}}
+            ],
             "observation": {"results": [{"source_call_id": "call_1", "content": "185.35"}]},
-            "metrics": {"prompt_tokens": 520, "completion_tokens": 80, "cached_tokens": 200, "cost_usd": 0.0045},
+            "metrics": {
+                "prompt_tokens": 520,
+                "completion_tokens": 80,
+                "cached_tokens": 200,
+                "cost_usd": 0.0045,
+            },
         },
-        {"step_id": 3, "source": "agent", "message": "It trades at $185.35.", "metrics": {"cost_usd": 0.0033}},
+        {
+            "step_id": 3,
+            "source": "agent",
+            "message": "It trades at $185.35.",
+            "metrics": {"cost_usd": 0.0033},
+        },
     ],
 }
 
@@ -79,7 +92,11 @@ def test_assay_steps_become_a_valid_atif_trajectory() -> None:
     steps = [
         {"role": "user", "content": "fix it"},
         {"role": "reasoning", "content": "look first"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "name": "bash", "arguments": {"c": "ls"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "t1", "name": "bash", "arguments": {"c": "ls"}}],
+        },
         {"role": "tool", "content": "a.py", "tool_call_id": "t1", "is_error": False},
         {"role": "assistant", "content": "done", "tokens": {"input": 10, "output": 5}, "cost_usd": 0.01},
         {"role": "tool", "content": "orphan output", "tool_call_id": "t9"},
@@ -119,13 +136,12 @@ def _spec(tmp_path: Path, base_url: str) -> Path:
 
 
 def _run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)["run_id"]
+    return assay_json(capsys, "run", spec, "--store", store)["run_id"]
 
 
 def _export(run_id: str, store: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    assert main(["trajectories", "export", run_id, "--store", str(store)]) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    printed = assay_out(capsys, "trajectories", "export", run_id, "--store", store)
+    return [json.loads(line) for line in printed.out.splitlines()]
 
 
 def test_an_atif_trajectory_is_validated_stored_scored_and_exported(tmp_path, harness, capsys) -> None:
@@ -139,7 +155,13 @@ def test_an_atif_trajectory_is_validated_stored_scored_and_exported(tmp_path, ha
     assert items[0]["caller_cost_usd"] == pytest.approx(0.0078)
     # Scorers see ATIF's steps in Assay's shape: the user, the reasoning, the call, its result.
     scores = store.run_scores(run_id).filter(scorer="steps").sort("item_id").to_dicts()
-    assert json.loads(scores[0]["metadata"])["roles"] == ["user", "reasoning", "assistant", "tool", "assistant"]
+    assert json.loads(scores[0]["metadata"])["roles"] == [
+        "user",
+        "reasoning",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     # The document itself is stored as validated, beside the steps.
     stored = [a for a in items[0]["artifacts"] if a.endswith("/atif.json")]
     assert len(stored) == 1
@@ -163,7 +185,9 @@ def test_a_run_of_harness_steps_exports_as_atif(tmp_path, harness, capsys) -> No
         assert costs == [0.02, 0.02, 0.02]
 
 
-def test_partial_and_unavailable_trajectories_are_fetched_again_before_scoring(tmp_path, harness, capsys) -> None:
+def test_partial_and_unavailable_trajectories_are_fetched_again_before_scoring(
+    tmp_path, harness, capsys
+) -> None:
     harness.configure(
         behaviors={
             "t1": {"trajectory_sequence": ["partial", "partial", None]},  # complete at the third fetch

@@ -28,6 +28,7 @@ from tests.conftest import (
     write_jsonl,
     write_spec,
 )
+from tests.helpers.cli import assay_run
 from tests.test_anthropic import MODEL, target_spec
 
 BATCH = {"max_requests": 5, "max_wait_s": 0.2, "poll_s": 0.05}
@@ -46,18 +47,13 @@ def spec_of(folder: Path, base_url: str, n: int, **target: Any) -> Path:
     )
 
 
-def run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Store]:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out), Store(store)
-
-
 def answers(n: int) -> dict[str, str]:
     return {f"What is {i} + {i}?": str(2 * i) for i in range(n)}
 
 
 def test_items_go_through_batches_at_batch_prices(tmp_path, claude, capsys):
     claude.configure(batch_delay_ms=200, answers=answers(12))
-    summary, store = run(spec_of(tmp_path, claude.base_url, 12, batch=BATCH), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec_of(tmp_path, claude.base_url, 12, batch=BATCH), tmp_path / "s")
     stats = claude.stats()
     assert stats["requests"] == 0, "no online call"
     # 12 requests, 5 at most a batch; `concurrency: 2` does not cap what a batch gathers.
@@ -91,7 +87,7 @@ def test_a_model_without_a_batch_price_is_unpriced_in_batch_mode(tmp_path, claud
     spec = spec_of(tmp_path, claude.base_url, 2, batch=BATCH)
     text = spec.read_text() + f"prices:\n  {MODEL}: {{input: 3, output: 15}}\n"
     spec.write_text(text)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     items = store.run_items(summary["run_id"])
     assert items["cost_completeness"].to_list() == ["incomplete"] * 2
     assert [json.loads(r) for r in items["cost_reasons"]] == [{"unpriced": 1}] * 2, (
@@ -101,7 +97,7 @@ def test_a_model_without_a_batch_price_is_unpriced_in_batch_mode(tmp_path, claud
 
 def test_errored_and_expired_requests_fail_their_items(tmp_path, claude, capsys):
     claude.configure(expire="1 + 1", faults=[{"status": 529, "match": "2 + 2", "message": "Overloaded"}])
-    summary, store = run(spec_of(tmp_path, claude.base_url, 4, batch=BATCH), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec_of(tmp_path, claude.base_url, 4, batch=BATCH), tmp_path / "s")
     items = store.run_items(summary["run_id"]).sort("item_index")
     assert items["outcome"].to_list() == ["completed", "failed", "failed", "completed"]
     assert items["error"][1] == "batch request expired"
@@ -185,7 +181,7 @@ def test_budget_counts_a_submitted_request_at_its_maximum_cost_until_its_result(
     claude.configure(batch_delay_ms=300)
     spec = spec_of(tmp_path, claude.base_url, 8, batch=BATCH)
     spec.write_text(spec.read_text() + "budget: '$0.002'\n")
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     submitted = sum(claude.stats()["batch_requests"].values())
     held, admitted = 0.0, 0
     for i in range(8):  # items start in order; each is admitted while what is held fits
@@ -235,7 +231,7 @@ def openai_spec(folder: Path, base_url: str, n: int, **target: Any) -> Path:
 
 def test_openai_items_go_through_the_batch_api_at_batch_prices(tmp_path, mock, capsys):
     mock.configure(batch_delay_ms=200, answers=answers(12))
-    summary, store = run(openai_spec(tmp_path, mock.base_url, 12, batch=BATCH), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, openai_spec(tmp_path, mock.base_url, 12, batch=BATCH), tmp_path / "s")
     stats = mock.batch_stats()
     assert stats["batch_submissions"] == 3 and sorted(stats["batch_requests"].values()) == [1] * 12
     items = store.run_items(summary["run_id"])
@@ -251,7 +247,7 @@ def test_openai_items_go_through_the_batch_api_at_batch_prices(tmp_path, mock, c
 
 def test_openai_errored_and_expired_requests_fail_their_items(tmp_path, mock, capsys):
     mock.configure(expire="1 + 1", faults=[{"status": 500, "match": "2 + 2"}])
-    summary, store = run(openai_spec(tmp_path, mock.base_url, 4, batch=BATCH), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, openai_spec(tmp_path, mock.base_url, 4, batch=BATCH), tmp_path / "s")
     items = store.run_items(summary["run_id"]).sort("item_index")
     assert items["outcome"].to_list() == ["completed", "failed", "failed", "completed"]
     assert items["error"][1] == "batch request expired"

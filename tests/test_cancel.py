@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,11 +16,11 @@ from tests.conftest import (
     only_run_id,
     openai_spec,
     paced_spec,
-    run_assay,
     start_run,
     start_run_until_committed,
     wait_for,
 )
+from tests.helpers.cli import assay_process_json
 
 pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
@@ -48,9 +47,7 @@ def test_ctrl_c_records_cancelled_and_resume_finishes(tmp_path, mock):
     assert record["n_cancelled"] == N - items.height and record["n_completed"] == items.height
     mock.reset()
 
-    resumed = run_assay("resume", run_id, "--store", str(store), "--json")
-    assert resumed.returncode == 0, resumed.stderr
-    summary = json.loads(resumed.stdout)
+    summary = assay_process_json("resume", run_id, "--store", str(store))
     assert summary["status"] == "completed" and summary["items"]["completed"] == N
     assert summary["items"]["cancelled"] == 0
     assert mock.stats()["requests"] == N - items.height

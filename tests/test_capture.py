@@ -11,13 +11,9 @@ from assay.calls.capture import Redactor
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import openai_spec, run_assay
+from tests.helpers.cli import assay_json
 
 SECRET = "sk-test-0123456789abcdef-SECRET"
-
-
-def run(capsys, spec, store) -> dict:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out)
 
 
 def judged(tmp_path, base_url, **extra):
@@ -39,7 +35,7 @@ def test_every_call_is_captured_and_linked(tmp_path, mock, capsys, monkeypatch):
         faults=[{"status": 429, "times": 1, "retry_after": 0, "match": "What is 1 + 1?"}],
     )
     spec = judged(tmp_path, mock.base_url)
-    summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     store = Store(tmp_path / "s")
     requests = store.run_requests(summary["run_id"])
     items = store.run_items(summary["run_id"])
@@ -83,7 +79,7 @@ def test_every_call_is_captured_and_linked(tmp_path, mock, capsys, monkeypatch):
 def test_configured_patterns_and_bearer_tokens_are_redacted(tmp_path, mock, capsys):
     mock.configure(answers={"*": "reply mentions Bearer abcdefghijklmnop and ACCT-99881"})
     spec = openai_spec(tmp_path, mock.base_url, n=2, capture_requests=True, redact=[r"ACCT-\d+"])
-    summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     responses = Store(tmp_path / "s").run_requests(summary["run_id"]).filter(pl.col("phase") == "attempt")
     text = " ".join(responses["response"])
     assert "ACCT-99881" not in text and "abcdefghijklmnop" not in text and "[REDACTED]" in text
@@ -98,7 +94,7 @@ def test_limits_are_hard_and_said(tmp_path, mock, capsys):
         concurrency=1,
         capture_requests={"max_record_bytes": 2048, "max_run_bytes": 6000, "max_queue_bytes": 1_000_000},
     )
-    summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     store = Store(tmp_path / "s")
     requests = store.run_requests(summary["run_id"])
     record = store.read_run(summary["run_id"])
@@ -114,7 +110,7 @@ def test_limits_are_hard_and_said(tmp_path, mock, capsys):
 @pytest.mark.slow
 def test_export_validate_and_rescore_carry_forward(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3, capture_requests=True)
-    summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     exported = run_assay("requests", "export", summary["run_id"], "--store", str(tmp_path / "s"))
     assert exported.returncode == 0, exported.stderr
     lines = exported.stdout.splitlines()

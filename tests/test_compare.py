@@ -11,10 +11,11 @@ import pytest
 
 from assay.analysis.compare import Comparison, GateResult, ScorerComparison
 from assay.analysis.stats import PairedEstimate
-from assay.cli import main
+from assay.cli import EXIT_GATE, EXIT_INPUT, EXIT_OK, main
 from assay.outcomes import Gate
 from assay.store import Store
 from tests.conftest import openai_spec, write_jsonl, write_spec
+from tests.helpers.cli import assay_json, assay_out
 
 N = 200
 SOLVERS = """
@@ -82,16 +83,20 @@ def evals(tmp_path_factory):
     return store, run_ids
 
 
-def compare_json(capsys, store, *argv):
-    code = main(["compare", *argv, "--store", store, "--json", "--resamples", "2000"])
-    captured = capsys.readouterr()
-    return code, (json.loads(captured.out) if captured.out else None), captured.err
+def compare_json(capsys, store, *argv, code=EXIT_OK):
+    """`assay compare ARGV --json` on `store` at 2000 resamples: asserts it exits `code`; its JSON."""
+    return assay_json(capsys, "compare", *argv, "--store", store, "--resamples", "2000", code=code)
+
+
+def compare_refused(capsys, store, *argv) -> str:
+    """`assay compare ARGV` refused as bad input (exit 2): what it says."""
+    return assay_out(capsys, "compare", *argv, "--store", store, "--json", code=EXIT_INPUT).err
 
 
 def test_a_regression_is_found_gated_and_stored(evals, capsys):
     store, runs = evals
-    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"])
-    assert code == 1 and doc["passed"] is False
+    doc = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"], code=EXIT_GATE)
+    assert doc["passed"] is False
     assert set(doc) == set(get_type_hints(Comparison))
     (row,) = doc["scorers"]
     estimate = {f.name for f in fields(PairedEstimate)} - {"n"}
@@ -116,8 +121,8 @@ def test_a_regression_is_found_gated_and_stored(evals, capsys):
 
 def test_identical_runs_are_unchanged_and_repeats_average(evals, capsys):
     store, runs = evals
-    code, doc, _ = compare_json(capsys, store, runs["right"], runs["right2"], "--candidate", runs["right"])
-    assert code == 0 and doc["passed"]
+    doc = compare_json(capsys, store, runs["right"], runs["right2"], "--candidate", runs["right"])
+    assert doc["passed"]
     (row,) = doc["scorers"]
     assert row["verdict"] == "unchanged" and row["delta"] == 0 and row["n_pairs"] == N
     assert doc["baseline"] == [runs["right"], runs["right2"]]
@@ -125,28 +130,31 @@ def test_identical_runs_are_unchanged_and_repeats_average(evals, capsys):
 
 def test_item_error_rate_gate_names_side_run_and_figures(evals, capsys):
     store, runs = evals
-    code, doc, _ = compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"])
-    assert code == 1
+    doc = compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"], code=EXIT_GATE)
     gate = next(g for g in doc["gates"] if g["gate"] == "item_error_rate" and g["side"] == "candidate")
     assert gate["passed"] is False and 0.2 < gate["value"] < 0.4
     assert runs["flaky"] in gate["message"] and "failed of 200 attempted" in gate["message"]
     (row,) = doc["scorers"]
     assert row["unscored_candidate"] == N - row["n_pairs"] > 0, "failed items are unscored, not zeros"
     assert row["verdict"] == "unchanged", "what the flaky run did answer, it answered right"
-    code, doc, _ = compare_json(
-        capsys, store, runs["right"], "--candidate", runs["flaky"], "--max-item-error-rate", "1"
-    )
-    assert code == 0
+    compare_json(capsys, store, runs["right"], "--candidate", runs["flaky"], "--max-item-error-rate", "1")
 
 
 def test_item_error_rate_gate_is_per_run_and_names_the_run(evals, capsys):
     """A baseline run failing 10 % beside a clean repeat pools to exactly 5 % and would pass a
     5 % gate; the seed evaluates each run, so the failing run fails the gate, by name."""
     store, runs = evals
-    code, doc, _ = compare_json(
-        capsys, store, runs["right"], runs["tenth"], "--candidate", runs["right"], runs["right2"]
+    doc = compare_json(
+        capsys,
+        store,
+        runs["right"],
+        runs["tenth"],
+        "--candidate",
+        runs["right"],
+        runs["right2"],
+        code=EXIT_GATE,
     )
-    assert code == 1 and doc["passed"] is False
+    assert doc["passed"] is False
     gates = [g for g in doc["gates"] if g["gate"] == "item_error_rate"]
     assert [(g["side"], g["runs"]) for g in gates] == [
         ("baseline", [runs["right"]]),
@@ -163,24 +171,18 @@ def test_item_error_rate_gate_is_per_run_and_names_the_run(evals, capsys):
 
 def test_fail_on_inconclusive_and_thresholds(evals, capsys):
     store, runs = evals
-    code, doc, _ = compare_json(
-        capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact=0.5"
-    )
+    doc = compare_json(capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact=0.5")
     assert doc["scorers"][0]["threshold"] == 0.5
     assert doc["scorers"][0]["verdict"] == "unchanged", "the CI lies inside ±0.5"
-    assert code == 0
 
 
 def test_bad_input_exits_2(evals, capsys):
     store, runs = evals
-    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", runs["other"])
-    assert code == 2 and "different datasets" in err and runs["other"] in err
-    code, _, err = compare_json(capsys, store, "nope", "--candidate", runs["right"])
-    assert code == 2 and "no run 'nope'" in err
-    code, _, err = compare_json(
-        capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact"
-    )
-    assert code == 2 and "NAME=NUMBER" in err
+    err = compare_refused(capsys, store, runs["right"], "--candidate", runs["other"])
+    assert "different datasets" in err and runs["other"] in err
+    assert "no run 'nope'" in compare_refused(capsys, store, "nope", "--candidate", runs["right"])
+    err = compare_refused(capsys, store, runs["right"], "--candidate", runs["worse"], "--threshold", "exact")
+    assert "NAME=NUMBER" in err
 
 
 def test_power_from_one_run(evals, capsys):
@@ -200,13 +202,10 @@ def test_power_from_one_run(evals, capsys):
 
 def test_nothing_paired_is_bad_input(evals, capsys):
     store, runs = evals
-    assert (
-        main(["rescore", runs["right"], "--scorer", "{kind: token_f1, name: f1}", "--store", store, "--json"])
-        == 0
+    rescore = assay_json(
+        capsys, "rescore", runs["right"], "--scorer", "{kind: token_f1, name: f1}", "--store", store
     )
-    rescore_id = json.loads(capsys.readouterr().out)["run_id"]
-    code, _, err = compare_json(capsys, store, runs["right"], "--candidate", rescore_id)
-    assert code == 2 and "nothing paired" in err
+    assert "nothing paired" in compare_refused(capsys, store, runs["right"], "--candidate", rescore["run_id"])
 
 
 def test_the_terminal_labels_the_comparison_id(evals, capsys):
@@ -234,8 +233,7 @@ def _priced_run(capsys, folder, mock, store, **overrides) -> str:
         "def not_q3(output, input, annotations):\n    return '3 + 3' not in input\n"
     )
     spec = openai_spec(folder, mock.base_url, n=10, prices=PRICES, fail_on_item_error_rate=1, **overrides)
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out)["run_id"]
+    return assay_json(capsys, "run", spec, "--store", store)["run_id"]
 
 
 def test_cost_is_certified_only_when_every_run_did_the_same_work(tmp_path, mock, capsys):
@@ -244,7 +242,7 @@ def test_cost_is_certified_only_when_every_run_did_the_same_work(tmp_path, mock,
     store = str(tmp_path / "store")
     full = _priced_run(capsys, tmp_path / "full", mock, store)
     again = _priced_run(capsys, tmp_path / "again", mock, store)
-    _, doc, _ = compare_json(capsys, store, full, "--candidate", again)
+    doc = compare_json(capsys, store, full, "--candidate", again)
     assert doc["cost"]["certified"] is True and doc["cost"]["reason"] is None
     assert doc["cost"]["change_pct"] == 0
 
@@ -259,7 +257,7 @@ def test_cost_is_certified_only_when_every_run_did_the_same_work(tmp_path, mock,
             {"kind": "regex", "name": "digits", "pattern": "\\d+", "applies": "skips:not_q3"},
         ],
     )
-    _, doc, _ = compare_json(capsys, store, full, "--candidate", skipping)
+    doc = compare_json(capsys, store, full, "--candidate", skipping)
     assert doc["cost"]["certified"] is False
     assert doc["cost"]["reason"] == (
         f"scorer coverage differs for 'digits' at q3 trial 0: only baseline run {full} produced a score"
@@ -268,7 +266,7 @@ def test_cost_is_certified_only_when_every_run_did_the_same_work(tmp_path, mock,
     # A budget-stopped repeat on the baseline: pooled, the side completed every item; per run, it
     # did not, and its side's mean cost per run is no measure of the target.
     stopped = _priced_run(capsys, tmp_path / "stopped", mock, store, budget="$0.0007", concurrency=1)
-    _, doc, _ = compare_json(capsys, store, full, stopped, "--candidate", again)
+    doc = compare_json(capsys, store, full, stopped, "--candidate", again)
     assert doc["cost"]["certified"] is False
     assert doc["cost"]["reason"] == (
         f"item coverage differs at q4 trial 0: only baseline run {full} completed it"

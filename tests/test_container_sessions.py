@@ -168,7 +168,9 @@ def test_a_policy_drives_the_agent_in_its_live_container_and_checks_between_prom
     assert not [c for c in engine().containers.list(all=True) if c.labels.get("assay.run_id") == run_id]
 
 
-def test_each_attempt_gets_a_fresh_container(tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_attempt_gets_a_fresh_container(
+    tmp_path: Path, fake_claude: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("BOX_LOG", str(tmp_path / "box.jsonl"))
     run_id, store = _run(_spec(tmp_path, fake_claude, _repair(needed=2), attempts=3), tmp_path / "store")

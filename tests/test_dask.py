@@ -23,6 +23,7 @@ from assay.store import Store
 from assay.testing.dask_cluster import DaskCluster
 from assay.testing.s3 import S3Server
 from tests.conftest import REPO, openai_spec, paced_spec, run_assay, start_assay, write_jsonl, write_spec
+from tests.helpers.cli import assay_process_json
 
 pytestmark = [pytest.mark.slow]  # processes, a cluster, seconds each
 
@@ -69,11 +70,8 @@ def test_a_run_through_dask_on_s3_has_the_rows_and_summary_of_a_local_run(
 ):
     spec = openai_spec(tmp_path, mock.base_url, n=120)
     local_url, dask_url = s3.url(f"{request.node.name}-local"), s3.url(f"{request.node.name}-dask")
-    local = run_assay("run", str(spec), "--store", local_url, "--json")
-    assert local.returncode == 0, local.stderr
-    on_dask = run_assay("run", str(spec), "--store", dask_url, "--json", "--dask", cluster.address)
-    assert on_dask.returncode == 0, on_dask.stderr
-    a, b = json.loads(local.stdout), json.loads(on_dask.stdout)
+    a = assay_process_json("run", str(spec), "--store", local_url)
+    b = assay_process_json("run", str(spec), "--store", dask_url, "--dask", cluster.address)
     for key in ("status", "planned", "items", "failures", "item_error_rate", "gate_passed", "scorers"):
         assert a[key] == b[key], key
 
@@ -127,9 +125,8 @@ def test_a_driver_killed_mid_run_is_resumed_on_the_cluster_exactly_once(s3, clus
     driver.wait(timeout=30)
     run_id = _run_id(store)
     assert store.run_items(run_id).height < 400
-    resumed = run_assay("resume", run_id, "--store", url, "--json", "--dask", cluster.address, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["items"]["completed"] == 400
+    resumed = assay_process_json("resume", run_id, "--store", url, "--dask", cluster.address, timeout=300)
+    assert resumed["items"]["completed"] == 400
     _exactly_once(store, run_id, 400, 1)
 
 
@@ -167,9 +164,8 @@ def test_a_budget_on_dask_is_the_runs_across_its_workers(cluster, tmp_path, mock
     prices = {"mock-1": {"input": 10.0, "output": 30.0}}
     spec = openai_spec(tmp_path, mock.base_url, n=200, budget="$0.004", prices=prices)
     store = tmp_path / "store"
-    done = run_assay("run", str(spec), "--store", str(store), "--json", "-q", "--dask", cluster.address)
-    assert done.returncode == 0, done.stderr[-3000:]
-    run_id = json.loads(done.stdout)["run_id"]
+    done = assay_process_json("run", str(spec), "--store", str(store), "-q", "--dask", cluster.address)
+    run_id = done["run_id"]
     items = Store(store).run_items(run_id)
     assert items.height == 200 and items["item_id"].n_unique() == 200
     outcomes = dict(items["outcome"].value_counts().iter_rows())
@@ -296,9 +292,8 @@ def test_under_prefect_each_shard_is_a_task_run_on_the_cluster(s3, tmp_path, req
     # A budget, kept by the scheduler for the shards' task runs too (the python target spends
     # nothing), and a sequential compare with a baseline run first, fed from the shards' reports
     # (`stop: never`: every item runs, the verdict is recorded).
-    baseline = run_assay("run", str(spec), "--store", url, "--json", "-q", env=s3.env)
-    assert baseline.returncode == 0, baseline.stderr[-3000:]
-    base_id = json.loads(baseline.stdout)["run_id"]
+    baseline = assay_process_json("run", str(spec), "--store", url, "-q", env=s3.env)
+    base_id = baseline["run_id"]
     spec.write_text(spec.read_text() + f"budget: $5\ncompare_to: {{baseline: {base_id}, stop: never}}\n")
     home = tmp_path / "prefect-home"
     with prefect_server(home) as api:
@@ -361,7 +356,14 @@ def _two_dask_runs(cluster: DaskCluster, spec: Path, tmp_path: Path) -> list[dic
     """Two `assay run --dask` drivers started together on `spec`; their summaries."""
     drivers = [
         start_assay(
-            "run", str(spec), "--store", str(tmp_path / f"store{i}"), "--json", "-q", "--dask", cluster.address
+            "run",
+            str(spec),
+            "--store",
+            str(tmp_path / f"store{i}"),
+            "--json",
+            "-q",
+            "--dask",
+            cluster.address,
         )
         for i in range(2)
     ]

@@ -157,7 +157,9 @@ def test_a_base_url_with_a_trailing_slash_reaches_the_chat_path(mock):
     async def ask() -> str:
         client = ChatClient(Endpoint(base_url=mock.base_url + "/", max_retries=0), concurrency=1)
         try:
-            return (await client.complete({"model": "m", "messages": [{"role": "user", "content": "2+2?"}]})).content
+            return (
+                await client.complete({"model": "m", "messages": [{"role": "user", "content": "2+2?"}]})
+            ).content
         finally:
             await client.aclose()
 

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from assay.analysis.estimate import count_tokens
 from assay.cli import main
 from tests.conftest import mock_target, openai_spec
+from tests.helpers.cli import assay_json
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
-
-
-def estimate(capsys, spec, store) -> dict:
-    assert main(["estimate", str(spec), "--store", str(store), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
@@ -26,7 +20,7 @@ def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
         prices=PRICES,
         target=mock_target(mock.base_url, max_tokens=50),
     )
-    before = estimate(capsys, spec, tmp_path / "s")
+    before = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
     (line,) = before["lines"]
     assert line["calls"] == 20 and line["priced"] and line["model"] == "mock-1"
     assert line["input_tokens"] == sum(count_tokens(f"What is {i} + {i}?") for i in range(20))
@@ -35,7 +29,7 @@ def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
     assert mock.stats()["requests"] == 0, "estimating spends nothing"
 
     assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
-    after = estimate(capsys, spec, tmp_path / "s")
+    after = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
     (line,) = after["lines"]
     # The mock echoes the prompt, five words: the stored run's mean output length is used now.
     assert line["output_tokens_expected"] == 5 * 20 and "stored run" in line["note"]
@@ -44,7 +38,7 @@ def test_estimate_before_and_after_a_run(tmp_path, mock, capsys):
 
 def test_unpriced_models_are_named(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
-    report = estimate(capsys, spec, tmp_path / "s")
+    report = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
     assert report["unpriced_models"] == ["mock-1"] and report["lines"][0]["cost_usd_expected"] is None
     assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
     assert "cost unknown: mock-1 is unpriced" in capsys.readouterr().out
@@ -54,15 +48,18 @@ def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, cap
     (tmp_path / "policies.py").write_text(
         "async def twice(session):\n    await session.start(session.prompt)\n"
     )
-    one = estimate(
+    one = assay_json(
         capsys,
+        "estimate",
         openai_spec(
             tmp_path, mock.base_url, n=4, prices=PRICES, target=mock_target(mock.base_url, max_tokens=10)
         ),
+        "--store",
         tmp_path / "s",
     )["lines"][0]
-    three = estimate(
+    three = assay_json(
         capsys,
+        "estimate",
         openai_spec(
             tmp_path,
             mock.base_url,
@@ -72,6 +69,7 @@ def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, cap
             attempts=3,
             policy="policies:twice",
         ),
+        "--store",
         tmp_path / "s",
     )["lines"][0]
     assert three["calls"] == one["calls"] == 4 and three["calls_max"] == 12
@@ -84,14 +82,17 @@ def test_attempts_multiply_the_maximum_and_a_policy_is_noted(tmp_path, mock, cap
 def test_without_max_tokens_there_is_no_maximum_cost_not_the_expected_one(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES)
     assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0  # an observed length
-    report = estimate(capsys, spec, tmp_path / "s")
+    report = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
     (line,) = report["lines"]
     assert line["cost_usd_expected"] > 0 and line["output_tokens_expected"] == 5 * 4
     assert line["cost_usd_max"] is None and line["output_tokens_max"] is None and not line["bounded"]
     assert report["cost_usd_max"] is None and report["cost_usd_max_bounded"] is False
     assert report["cost_usd_expected"] == line["cost_usd_expected"]
     with_attempts = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, attempts=2)
-    assert estimate(capsys, with_attempts, tmp_path / "s")["lines"][0]["cost_usd_max"] is None
+    assert (
+        assay_json(capsys, "estimate", with_attempts, "--store", tmp_path / "s")["lines"][0]["cost_usd_max"]
+        is None
+    )
 
     assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
     out = capsys.readouterr().out
@@ -116,8 +117,12 @@ def _judged_spec(tmp_path, target: dict) -> object:
 
 
 def test_an_unmeasured_targets_calls_are_counted_and_its_judges_estimated(tmp_path, capsys):
-    report = estimate(
-        capsys, _judged_spec(tmp_path, {"kind": "python", "function": "solver:solve"}), tmp_path / "s"
+    report = assay_json(
+        capsys,
+        "estimate",
+        _judged_spec(tmp_path, {"kind": "python", "function": "solver:solve"}),
+        "--store",
+        tmp_path / "s",
     )
     generation, judging = report["lines"]
     assert generation["kind"] == "generation" and generation["model"] is None and generation["calls"] == 3
@@ -130,6 +135,6 @@ def test_an_unmeasured_targets_calls_are_counted_and_its_judges_estimated(tmp_pa
 def test_an_http_agents_model_is_not_metered(tmp_path, capsys):
     # The harness runs the model and reports its own spend: there is no price to demand.
     target = {"kind": "http_agent", "base_url": "http://127.0.0.1:9", "model": "agent-model-1"}
-    report = estimate(capsys, _judged_spec(tmp_path, target), tmp_path / "s")
+    report = assay_json(capsys, "estimate", _judged_spec(tmp_path, target), "--store", tmp_path / "s")
     assert report["lines"][0]["model"] is None and report["unpriced_models"] == []
     assert "http_agent target: its spend is not measured" in report["lines"][0]["note"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from assay.cli import main
+from tests.helpers.cli import assay_json
 
 # The target answers with the class of the loop it was called on.
 _TARGET = """
@@ -39,8 +40,7 @@ def _loop_of_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     import polars as pl
 
     store = tmp_path / "store"
-    main(["run", str(_spec(tmp_path)), "--store", str(store), "--json"])
-    summary = json.loads(capsys.readouterr().out)
+    summary = assay_json(capsys, "run", _spec(tmp_path), "--store", store)
     assert summary["items"]["completed"] == 1, summary
     return pl.read_parquet(store / "items" / "**" / "*.parquet")["output_text"][0]
 

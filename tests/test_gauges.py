@@ -3,17 +3,17 @@ written only when known, and never read as a scorer by summaries, compares, gate
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import polars as pl
 import pytest
 
-from assay.cli import main
+from assay.cli import EXIT_GATE, main
 from assay.outcomes import RowKind
 from assay.store import Store
 from assay.testing.harness import HarnessServer
 from tests.conftest import openai_spec, write_jsonl, write_spec
+from tests.helpers.cli import assay_json
 
 SOLVERS = """
 import time
@@ -34,11 +34,6 @@ def picky(output):
 """
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
-    code = main([*argv, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def python_spec(folder, function: str = "solve", inputs=("0", "1", "2", "3", "boom")):
     (folder / "gauge_solvers.py").write_text(SOLVERS)
     write_jsonl(folder / "d.jsonl", [{"id": f"i{x}", "input": x, "expected": f"{x}{x}"} for x in inputs])
@@ -57,8 +52,8 @@ def python_spec(folder, function: str = "solve", inputs=("0", "1", "2", "3", "bo
 
 def test_a_python_target_gets_a_duration_gauge_only_and_scorers_ignore_it(tmp_path, capsys):
     spec = python_spec(tmp_path)
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0 and summary["items"]["completed"] == 4 and summary["items"]["failed"] == 1
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert summary["items"]["completed"] == 4 and summary["items"]["failed"] == 1
     store = Store(tmp_path / "s")
     items = store.run_items(summary["run_id"])
     gauges = store.run_scores(summary["run_id"], kind=RowKind.GAUGE)
@@ -103,8 +98,7 @@ def test_an_openai_target_gets_measured_tokens_and_a_cost_only_when_complete(tmp
     priced = tmp_path / "priced"
     priced.mkdir()
     spec = openai_spec(priced, mock.base_url, n=3, prices={"mock-1": {"input": 10.0, "output": 30.0}})
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     store = Store(tmp_path / "s")
     items = store.run_items(summary["run_id"])
     gauges = store.run_scores(summary["run_id"], kind=RowKind.GAUGE)
@@ -127,10 +121,9 @@ def test_an_openai_target_gets_measured_tokens_and_a_cost_only_when_complete(tmp
 
     unpriced = tmp_path / "unpriced"
     unpriced.mkdir()
-    code, summary = run_json(
+    summary = assay_json(
         capsys, "run", str(openai_spec(unpriced, mock.base_url, n=3)), "--store", str(tmp_path / "s")
     )
-    assert code == 0
     names = set(store.run_scores(summary["run_id"], kind=RowKind.GAUGE)["scorer"])
     assert names == {"gauge.duration_ms", "gauge.tokens_input", "gauge.tokens_output"}, (
         "an unpriced model's $0 is not a cost"
@@ -161,8 +154,8 @@ def test_an_http_agent_gets_steps_and_tool_calls_from_its_trajectory(tmp_path, h
         target={"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01},
         scorers=[{"kind": "includes", "name": "echo", "value": "task"}],
     )
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0 and summary["items"]["completed"] == 4
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert summary["items"]["completed"] == 4
     gauges = Store(tmp_path / "s").run_scores(summary["run_id"], kind=RowKind.GAUGE)
     values = {(r["item_id"], r["scorer"]): r["value"] for r in gauges.iter_rows(named=True)}
     assert values[("t0", "gauge.steps")] == 2 and values[("t0", "gauge.tool_calls")] == 2
@@ -186,11 +179,10 @@ def test_compare_reports_gauges_beside_the_verdicts_and_never_gates_on_them(tmp_
         folder = tmp_path / function
         folder.mkdir()
         spec = python_spec(folder, function, inputs=("0", "1", "2", "3"))
-        code, summary = run_json(capsys, "run", str(spec), "--store", store)
-        assert code == 0
+        summary = assay_json(capsys, "run", str(spec), "--store", store)
         run_ids[function] = summary["run_id"]
 
-    code, doc = run_json(
+    doc = assay_json(
         capsys,
         "compare",
         run_ids["solve"],
@@ -200,8 +192,8 @@ def test_compare_reports_gauges_beside_the_verdicts_and_never_gates_on_them(tmp_
         store,
         "--resamples",
         "200",
+        code=EXIT_GATE,  # picky fails on 1 of 4 items on each side: its error-rate gate fails
     )
-    assert code == 1, "picky fails on 1 of 4 items on each side: its error-rate gate fails"
     assert [row["scorer"] for row in doc["scorers"]] == ["exact", "picky"]
     assert doc["scorers_only_in"] == {"baseline": [], "candidate": []}
     gated = {gate.get("scorer") for gate in doc["gates"]}
@@ -222,16 +214,15 @@ def test_compare_reports_gauges_beside_the_verdicts_and_never_gates_on_them(tmp_
     )
     assert "gauge.duration_ms" in capsys.readouterr().out
 
-    code, power = run_json(capsys, "power", run_ids["solve"], "--mde", "0.1", "--store", store)
-    assert code == 0 and [row["scorer"] for row in power["scorers"]] == ["exact", "picky"]
+    power = assay_json(capsys, "power", run_ids["solve"], "--mde", "0.1", "--store", store)
+    assert [row["scorer"] for row in power["scorers"]] == ["exact", "picky"]
 
 
 def test_a_rescore_carries_its_sources_gauges_forward(tmp_path, capsys):
     spec = python_spec(tmp_path)
     store = str(tmp_path / "s")
-    code, source = run_json(capsys, "run", str(spec), "--store", store)
-    assert code == 0
-    code, rescore = run_json(
+    source = assay_json(capsys, "run", str(spec), "--store", store)
+    rescore = assay_json(
         capsys,
         "rescore",
         source["run_id"],
@@ -240,7 +231,6 @@ def test_a_rescore_carries_its_sources_gauges_forward(tmp_path, capsys):
         "--scorer",
         "{kind: includes, name: has, value: '1'}",
     )
-    assert code == 0
     columns = ["item_id", "trial", "scorer", "value", "kind", "outcome"]
     before = Store(store).run_scores(source["run_id"], kind=RowKind.GAUGE).select(columns).sort(columns)
     after = Store(store).run_scores(rescore["run_id"], kind=RowKind.GAUGE).select(columns).sort(columns)

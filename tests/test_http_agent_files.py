@@ -486,7 +486,11 @@ def test_a_run_id_reused_after_a_sigkill_and_resume_fails_the_item(tmp_path, har
     )
     store_path = tmp_path / "store"
     process = start_run(spec, store_path)
-    wait_for(lambda: len(list(store_path.glob("items/run_id=*/part-*.parquet"))) == 2, "q0 and q1 committed", process)
+    wait_for(
+        lambda: len(list(store_path.glob("items/run_id=*/part-*.parquet"))) == 2,
+        "q0 and q1 committed",
+        process,
+    )
     process.send_signal(signal.SIGKILL)
     process.wait()
     run_id = only_run_id(store_path)

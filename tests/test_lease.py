@@ -30,6 +30,7 @@ from tests.conftest import (
     start_run_until_committed,
     wait_for,
 )
+from tests.helpers.cli import assay_process_json
 
 pytestmark = [pytest.mark.slow]  # subprocesses, signals, leases: seconds each
 
@@ -109,9 +110,8 @@ def test_a_second_process_is_refused_then_takes_over_once_the_holder_dies(tmp_pa
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     # The holder died on this host: its lease is taken over at once, no time to live to wait out.
-    resumed = run_assay("resume", run_id, "--store", str(store), "--json")
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["items"]["completed"] == 200
+    resumed = assay_process_json("resume", run_id, "--store", str(store))
+    assert resumed["items"]["completed"] == 200
     _assert_each_item_once(store, run_id, 200, 2)
     assert _newest(store, run_id)["released"], "released when the run finished"
 
@@ -119,14 +119,12 @@ def test_a_second_process_is_refused_then_takes_over_once_the_holder_dies(tmp_pa
 def test_a_lease_from_another_host_is_refused_until_it_expires(tmp_path, mock):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
     store = tmp_path / "store"
-    first = run_assay("run", str(spec), "--store", str(store), "--json")
-    run_id = json.loads(first.stdout)["run_id"]
+    run_id = assay_process_json("run", str(spec), "--store", str(store))["run_id"]
     _take_by_force(store, run_id, renewed=time.time())
     refused = run_assay("resume", run_id, "--store", str(store))
     assert refused.returncode == 2 and "held by elsewhere:1" in refused.stderr
     _take_by_force(store, run_id, renewed=time.time() - 31)
-    taken = run_assay("resume", run_id, "--store", str(store))
-    assert taken.returncode == 0, taken.stderr
+    assay_process_json("resume", run_id, "--store", str(store))
     assert Store(store).read_run(run_id)["status"] == "completed"
 
 
@@ -141,8 +139,7 @@ def test_a_paused_holder_whose_run_was_taken_over_stops_and_commits_nothing_more
     run_id = only_run_id(store)
     try:
         _wait_expired(store, run_id)
-        resumed = run_assay("resume", run_id, "--store", str(store), "--json", env=SHORT_TTL)
-        assert resumed.returncode == 0, resumed.stderr
+        assay_process_json("resume", run_id, "--store", str(store), env=SHORT_TTL)
         finished = Store(store).read_run(run_id)
     finally:
         paused.send_signal(signal.SIGCONT)
@@ -190,8 +187,7 @@ def test_a_holder_paused_between_its_check_and_its_commit_leaves_no_duplicate(tm
     run_id = only_run_id(store)
     try:
         _wait_expired(store, run_id)
-        resumed = run_assay("resume", run_id, "--store", str(store), "--json", env=PACED)
-        assert resumed.returncode == 0, resumed.stderr
+        assay_process_json("resume", run_id, "--store", str(store), env=PACED)
         finished = Store(store).read_run(run_id)
         assert finished["status"] == "completed" and finished["n_completed"] == 300
     finally:

@@ -19,6 +19,7 @@ from assay.evaluators import LlmJudge, Sample, ScorerSpec, evaluate
 from assay.spec import parse_spec
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_json
 
 PRICES = {"mock-judge": {"input": 1.0, "output": 2.0}}
 
@@ -342,18 +343,13 @@ def judged_spec(
     )
 
 
-def run(capsys, spec: Path, store: Path) -> tuple[int, dict]:
-    code = main(["run", str(spec), "--store", str(store), "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_a_run_accounts_the_judges_spend(tmp_path, mock, capsys):
     mock.configure(
         answers={"Grade SAY 1 for say 1.": "Score: 4/10 - terse", "*": '{"score": 10, "explanation": "ok"}'}
     )
     spec = judged_spec(tmp_path, mock.base_url, n=4, prices=PRICES, concurrency=2)
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0 and summary["items"]["completed"] == 4
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    assert summary["items"]["completed"] == 4
     store = Store(tmp_path / "s")
     items = store.run_items(summary["run_id"])
     scores = store.run_scores(summary["run_id"])
@@ -391,7 +387,7 @@ def test_a_run_accounts_the_judges_spend(tmp_path, mock, capsys):
 def test_an_unpriced_judge_is_incomplete_never_free(tmp_path, mock, capsys):
     mock.configure(answers={"*": "Score: 9"})
     spec = judged_spec(tmp_path, mock.base_url, n=2)
-    _, summary = run(capsys, spec, tmp_path / "s")
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     judged = Store(tmp_path / "s").run_scores(summary["run_id"]).filter(pl.col("scorer") == "judge")
     assert judged["outcome"].to_list() == ["scored"] * 2
     assert judged["cost_usd"].to_list() == [0.0] * 2
@@ -403,8 +399,8 @@ def test_an_unpriced_judge_is_incomplete_never_free(tmp_path, mock, capsys):
 def test_a_failing_judge_fails_its_scorer_not_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 500, "times": -1}])
     spec = judged_spec(tmp_path, mock.base_url, n=3, prices=PRICES, judge={"max_retries": 0})
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0 and summary["items"]["completed"] == 3 and summary["item_error_rate"] == 0
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    assert summary["items"]["completed"] == 3 and summary["item_error_rate"] == 0
     scores = Store(tmp_path / "s").run_scores(summary["run_id"])
     judged = scores.filter(pl.col("scorer") == "judge")
     assert judged["outcome"].to_list() == ["failed"] * 3 and judged["score"].null_count() == 3
@@ -427,8 +423,7 @@ def test_the_judges_spend_closes_the_budget(tmp_path, mock, capsys):
     # later item is not started: the stop point is exact.
     mock.configure(answers={"*": '{"score": 10, "explanation": "ok"}'})
     spec = judged_spec(tmp_path, mock.base_url, n=6, prices=PRICES, budget="$0.000001", concurrency=1)
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     store = Store(tmp_path / "s")
     items = store.run_items(summary["run_id"]).sort("item_index")
     scores = store.run_scores(summary["run_id"]).sort("item_index", "scorer")
@@ -473,8 +468,7 @@ def test_on_a_closed_budget_deterministic_scorers_still_score(tmp_path, mock, ca
         "import time\n\ndef solve(x):\n    time.sleep(0.05 if x == 'say 0' else 0.8)\n    return x.upper()\n"
     )
     spec.write_text(spec.read_text().replace("judged_solver_0ms:solve", "uneven_solver:solve"))
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     scores = Store(tmp_path / "s").run_scores(summary["run_id"]).sort("item_index", "scorer")
     assert scores.select("item_id", "scorer", "outcome").rows() == [
         ("q0", "exact", "scored"),
@@ -497,8 +491,8 @@ def test_a_judge_on_the_targets_model_shares_its_rate_window(tmp_path, mock, cap
     raw = yaml.safe_load(spec.read_text())
     raw["target"] = {"kind": "openai", "base_url": mock.base_url, "model": "mock-judge"}
     spec.write_text(yaml.safe_dump(raw))
-    code, summary = run(capsys, spec, tmp_path / "s")
-    assert code == 0 and summary["items"]["completed"] == 6
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    assert summary["items"]["completed"] == 6
     rate = json.loads(Store(tmp_path / "s").read_run(summary["run_id"])["rate_control"])
     assert rate["endpoint"] == f"{mock.base_url} mock-judge"
     assert rate["responses"] == 6 + 6 + 1 and rate["rate_limited"] == 1 and rate["paused_s"] >= 0.15

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 import pytest
 
-from assay.cli import main
+from assay.cli import EXIT_GATE
 from assay.store import Store
 from tests.conftest import openai_spec
-
-
-def nightly(capsys, spec, store, *extra) -> tuple[int, dict]:
-    code = main(["nightly", str(spec), "--store", str(store), "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+from tests.helpers.cli import assay_json
 
 
 @pytest.mark.slow
@@ -22,21 +16,21 @@ def test_nights_compare_with_the_last_good_one_and_old_ones_are_pruned(tmp_path,
     spec = openai_spec(tmp_path, mock.base_url, n=30, fail_on_item_error_rate=1)
     store = tmp_path / "s"
 
-    code, first = nightly(capsys, spec, store, "--retention", "2")
+    first = assay_json(capsys, "nightly", spec, "--store", store, "--retention", "2")
     (night,) = first["specs"]
-    assert code == 0 and night["baseline"] is None and "first night" in night["note"]
+    assert night["baseline"] is None and "first night" in night["note"]
     assert "nightly" in Store(store).read_run(night["run_id"])["tags"]
 
-    code, second = nightly(capsys, spec, store, "--retention", "2")
+    second = assay_json(capsys, "nightly", spec, "--store", store, "--retention", "2")
     (night2,) = second["specs"]
-    assert code == 0 and night2["baseline"] == night["run_id"]
+    assert night2["baseline"] == night["run_id"]
     assert {row["verdict"] for row in night2["comparison"]["scorers"]} == {"unchanged"}
 
     # Tonight the model answers worse: the comparison regresses and the nightly fails.
     mock.configure(answers={f"What is {i} + {i}?": "no idea" for i in range(30)})
-    code, third = nightly(capsys, spec, store, "--retention", "2")
+    third = assay_json(capsys, "nightly", spec, "--store", store, "--retention", "2", code=EXIT_GATE)
     (night3,) = third["specs"]
-    assert code == 1 and third["passed"] is False
+    assert third["passed"] is False
     assert night3["baseline"] == night2["run_id"]
     assert any("regressed" in failure for failure in third["failures"])
     # Retention 2: the first night is gone from every dataset, never half.
@@ -47,7 +41,7 @@ def test_nights_compare_with_the_last_good_one_and_old_ones_are_pruned(tmp_path,
 
     # A failed night is no baseline: the next night compares with night 2, the last good one.
     mock.reset()
-    code, fourth = nightly(capsys, spec, store, "--retention", "5")
+    fourth = assay_json(capsys, "nightly", spec, "--store", store, "--retention", "5")
     assert fourth["specs"][0]["baseline"] == night2["run_id"]
     scores = Store(store).scores().filter(pl.col("run_id") == night["run_id"]).collect()
     assert scores.height == 0

@@ -120,7 +120,9 @@ def test_a_flow_run_logs_its_run_store_progress_summary_and_failures(api: Prefec
     assert "item error rate 25.0% is above the gate's 5.0% (fail_on_item_error_rate)" in (state.message or "")
 
 
-def test_a_users_tasks_flows_and_evaluators_beside_the_spec_under_prefect(api: PrefectAPI, tmp_path: Path) -> None:
+def test_a_users_tasks_flows_and_evaluators_beside_the_spec_under_prefect(
+    api: PrefectAPI, tmp_path: Path
+) -> None:
     """Under Prefect the flow imports Assay's flows and tasks before the spec's folder goes on
     `sys.path`: the user's `tasks:solve` and `evaluators:graded` must still be the user's."""
     spec = shadowing_spec(tmp_path)

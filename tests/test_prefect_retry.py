@@ -187,7 +187,9 @@ def test_sigkilled_flow_run_resumes_on_prefect_retry(tmp_path: Path, mock: Any) 
         try:
             _prefect(env, "work-pool", "create", "assay", "--type", "process")
             _prefect(env, "--no-prompt", "deploy", "--all")
-            params = json.dumps({"request": {"spec": str(spec.resolve()), "store": str(store_path.resolve())}})
+            params = json.dumps(
+                {"request": {"spec": str(spec.resolve()), "store": str(store_path.resolve())}}
+            )
             _prefect(env, "deployment", "run", "assay-run/assay-run", "--params", params)
             flow_run_id = _only_flow_run_id(api)
 

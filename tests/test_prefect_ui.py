@@ -29,7 +29,12 @@ PREFECT = str(Path(sys.executable).with_name("prefect"))
 def _prefect(api: str, env: dict[str, str], *args: str) -> str:
     """A `prefect` command against the server; its output."""
     done = subprocess.run(
-        [PREFECT, *args], env={**env, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=60, check=True
+        [PREFECT, *args],
+        env={**env, "PREFECT_API_URL": api},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return done.stdout
 

@@ -18,6 +18,7 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import openai_spec
+from tests.helpers.cli import assay_json
 
 
 def _chat(client: httpx.Client, base_url: str) -> httpx.Response:
@@ -202,8 +203,7 @@ def _paced_run(
             "rate_limits": paced,
         }
         spec = openai_spec(tmp_path, mock.base_url, n=n, concurrency=8, target=target)
-        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--json"]) == 0
-        return json.loads(capsys.readouterr().out), mock.stats()
+        return assay_json(capsys, "run", spec, "--store", tmp_path / "s"), mock.stats()
 
 
 def test_rate_limits_rpm_paces_the_calls(tmp_path, capsys):

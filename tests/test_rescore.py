@@ -8,14 +8,10 @@ import sys
 import polars as pl
 import pytest
 
-from assay.cli import main
+from assay.cli import EXIT_GATE, main
 from assay.store import Store
 from tests.conftest import openai_spec, run_assay
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
-    code = main([*argv, "--json"])
-    return code, json.loads(capsys.readouterr().out)
+from tests.helpers.cli import assay_json
 
 
 @pytest.fixture
@@ -27,15 +23,14 @@ def source(tmp_path, mock, capsys):
     )
     spec = openai_spec(tmp_path, mock.base_url, n=6, fail_on_item_error_rate=1)
     store = str(tmp_path / "store")
-    code, summary = run_json(capsys, "run", str(spec), "--store", store)
-    assert code == 0
+    summary = assay_json(capsys, "run", str(spec), "--store", store)
     mock.reset()
     return store, summary["run_id"]
 
 
 def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, capsys):
     store, source_id = source
-    code, summary = run_json(
+    summary = assay_json(
         capsys,
         "rescore",
         source_id,
@@ -46,7 +41,6 @@ def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, 
         "--scorer",
         "{kind: includes, name: has}",
     )
-    assert code == 0
     assert mock.stats()["requests"] == 0, "a rescore never calls the target"
     record = Store(store).read_run(summary["run_id"])
     assert record["kind"] == "rescore" and record["source_run_id"] == source_id
@@ -74,14 +68,13 @@ def test_rescore_scores_stored_outputs_without_calling_the_target(source, mock, 
 def test_rescore_from_a_spec_file_and_resume(source, tmp_path, capsys):
     store, source_id = source
     (tmp_path / "rescore.yaml").write_text("scorers:\n  - {kind: token_f1, name: f1}\n")
-    code, summary = run_json(
+    summary = assay_json(
         capsys, "rescore", source_id, "--store", store, "--spec", str(tmp_path / "rescore.yaml")
     )
-    assert code == 0
     first = Store(store).run_scores(summary["run_id"])
     assert first["scorer"].unique().to_list() == ["f1"] and first.height == 5
-    code, again = run_json(capsys, "resume", summary["run_id"], "--store", store)
-    assert code == 0 and again["run_id"] == summary["run_id"]
+    again = assay_json(capsys, "resume", summary["run_id"], "--store", store)
+    assert again["run_id"] == summary["run_id"]
     assert Store(store).run_scores(summary["run_id"]).height == 5, "resuming a finished rescore adds nothing"
 
 
@@ -139,15 +132,12 @@ def captured_source(tmp_path, mock, capsys):
     mock.configure(answers={"*": '{"score": 1, "explanation": "ok"}'})
     spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, capture_requests=True)
     store = str(tmp_path / "store")
-    code, summary = run_json(capsys, "run", str(spec), "--store", store)
-    assert code == 0
+    summary = assay_json(capsys, "run", str(spec), "--store", store)
     mock.reset()
     return store, summary["run_id"]
 
 
-def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(
-    captured_source, mock, capsys
-):
+def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(captured_source, mock, capsys):
     """As the seed: capture `unavailable`, with a reason, and no reference to a record that is
     not there."""
     import shutil
@@ -155,21 +145,21 @@ def test_a_rescore_whose_source_requests_are_gone_says_so_and_points_nowhere(
     store, source_id = captured_source
     assert Store(store).run_items(source_id)["operation_ids"].list.len().min() > 0
     shutil.rmtree(f"{store}/requests/run_id={source_id}")
-    code, summary = run_json(capsys, "rescore", source_id, "--scorer", "exact_match", "--store", store)
-    assert code == 0
+    summary = assay_json(capsys, "rescore", source_id, "--scorer", "exact_match", "--store", store)
     record = Store(store).read_run(summary["run_id"])
     assert record["capture_status"] == "unavailable"
-    assert record["capture_reason"] == f"the source run {source_id}'s captured requests are no longer available"
+    assert (
+        record["capture_reason"] == f"the source run {source_id}'s captured requests are no longer available"
+    )
     items = Store(store).run_items(summary["run_id"])
     assert items["operation_ids"].null_count() == items.height, "no dangling reference"
 
 
 def test_a_rescore_without_capture_carries_no_references(captured_source, mock, capsys):
     store, source_id = captured_source
-    code, summary = run_json(
+    summary = assay_json(
         capsys, "rescore", source_id, "--scorer", "exact_match", "--no-capture-requests", "--store", store
     )
-    assert code == 0
     assert Store(store).read_run(summary["run_id"])["capture_status"] == "off"
     assert Store(store).run_requests(summary["run_id"]).is_empty()
     assert Store(store).run_items(summary["run_id"])["operation_ids"].null_count() == 4
@@ -182,7 +172,7 @@ def test_a_rescore_takes_its_own_budget_and_concurrency_and_records_the_source_g
     source = Store(store).read_run(source_id)
     assert source["cost_generation_usd"] > 0 and source["cost_completeness"] == "complete"
     mock.configure(answers={"*": '{"score": 1, "explanation": "ok"}'})
-    code, summary = run_json(
+    summary = assay_json(
         capsys,
         "rescore",
         source_id,
@@ -195,19 +185,20 @@ def test_a_rescore_takes_its_own_budget_and_concurrency_and_records_the_source_g
         "--store",
         store,
     )
-    assert code == 0
     record = Store(store).read_run(summary["run_id"])
     spec = json.loads(record["spec_json"])
     assert spec["budget"] == "$0.000001" and spec["concurrency"] == 1
     assert record["budget_limit_usd"] == 0.000001 and record["budget_status"] == "closed"
     scores = Store(store).run_scores(summary["run_id"])
-    assert sorted(scores["outcome"].to_list()) == ["budget_skipped"] * 3 + ["scored"], "one judge, then closed"
+    assert sorted(scores["outcome"].to_list()) == ["budget_skipped"] * 3 + ["scored"], (
+        "one judge, then closed"
+    )
     # The source's generation beside this run's own judging, never added to it.
     assert record["source_generation_usd"] == pytest.approx(source["cost_generation_usd"])
     assert record["source_generation_completeness"] == "complete"
     assert record["cost_generation_usd"] == 0 and record["cost_judging_usd"] > 0
     # A rescore of that rescore still knows the generation it stands on.
-    code, again = run_json(capsys, "rescore", summary["run_id"], "--scorer", "exact_match", "--store", store)
+    again = assay_json(capsys, "rescore", summary["run_id"], "--scorer", "exact_match", "--store", store)
     assert Store(store).read_run(again["run_id"])["source_generation_usd"] == record["source_generation_usd"]
     # A bad setting is bad input, nothing written.
     runs = Store(store).runs().collect().height
@@ -220,7 +211,7 @@ def test_keep_scores_carries_the_source_scores_so_the_rescore_compares_with_it(s
     """`--keep-scores`: the scorers no new one replaces keep the source's rows (their spend zero),
     so `compare SOURCE --candidate RESCORE` shows the redone scorer's change beside no change."""
     store, source_id = source
-    code, summary = run_json(
+    summary = assay_json(
         capsys,
         "rescore",
         source_id,
@@ -232,7 +223,6 @@ def test_keep_scores_carries_the_source_scores_so_the_rescore_compares_with_it(s
         "{kind: numeric, name: num}",
         "--keep-scores",
     )
-    assert code == 0
     the = Store(store)
     rescore_id = summary["run_id"]
     assert the.read_run(rescore_id)["kept_scorers"] == ["digits"]
@@ -247,22 +237,24 @@ def test_keep_scores_carries_the_source_scores_so_the_rescore_compares_with_it(s
     assert kept.height == 5 and kept.equals(source_digits)
     assert scores.filter(pl.col("scorer") == "digits")["cost_usd"].to_list() == [0.0] * 5
 
-    code, comparison = run_json(capsys, "compare", source_id, "--candidate", rescore_id, "--store", store)
+    # The source's one failed item of 6 fails compare's item-error-rate gate (5%).
+    comparison = assay_json(
+        capsys, "compare", source_id, "--candidate", rescore_id, "--store", store, code=EXIT_GATE
+    )
     verdicts = {row["scorer"]: (row["verdict"], row.get("n_pairs")) for row in comparison["scorers"]}
     assert verdicts["digits"] == ("unchanged", 5)
     assert verdicts["exact"] == ("improved", 5), comparison["scorers"]
 
     # A resume keeps the choice and adds nothing.
-    code, _ = run_json(capsys, "resume", rescore_id, "--store", store)
-    assert code == 0 and the.read_run(rescore_id)["kept_scorers"] == ["digits"]
+    assay_json(capsys, "resume", rescore_id, "--store", store)
+    assert the.read_run(rescore_id)["kept_scorers"] == ["digits"]
     assert the.run_scores(rescore_id).height == scores.height
 
 
 def test_without_keep_scores_a_rescore_holds_only_its_new_scores(source, capsys):
     store, source_id = source
-    code, summary = run_json(
+    summary = assay_json(
         capsys, "rescore", source_id, "--store", store, "--scorer", "{kind: numeric, name: num}"
     )
-    assert code == 0
     assert Store(store).read_run(summary["run_id"])["kept_scorers"] is None
     assert set(Store(store).run_scores(summary["run_id"])["scorer"]) == {"num"}

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import mock_target, openai_spec
+from tests.helpers.cli import assay_json
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
-
-
-def run(capsys, spec, store) -> dict:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_a_second_run_is_served_from_the_cache_for_free(tmp_path, mock, capsys):
@@ -26,9 +20,9 @@ def test_a_second_run_is_served_from_the_cache_for_free(tmp_path, mock, capsys):
         prices=PRICES,
         target=mock_target(mock.base_url, cache=True, temperature=0),
     )
-    first = run(capsys, spec, tmp_path / "s")
+    first = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     assert mock.stats()["requests"] == 5
-    second = run(capsys, spec, tmp_path / "s")
+    second = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     assert mock.stats()["requests"] == 5, "every call of the second run was a cache hit"
 
     store = Store(tmp_path / "s")
@@ -45,7 +39,7 @@ def test_a_second_run_is_served_from_the_cache_for_free(tmp_path, mock, capsys):
         .replace('prompt: "{question}"', 'prompt: "Q: {question}"')
         .replace("prompt: '{question}'", "prompt: 'Q: {question}'")
     )
-    run(capsys, spec, tmp_path / "s")
+    assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     assert mock.stats()["requests"] == 10
 
 
@@ -58,15 +52,15 @@ def test_cache_true_needs_temperature_zero(tmp_path, mock, capsys):
     spec = openai_spec(
         tmp_path, mock.base_url, n=2, target=mock_target(mock.base_url, cache="always", temperature=0.7)
     )
-    run(capsys, spec, tmp_path / "s")
-    run(capsys, spec, tmp_path / "s")
+    assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     assert mock.stats()["requests"] == 2
 
 
 def test_without_cache_nothing_is_cached(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=3)
-    run(capsys, spec, tmp_path / "s")
-    run(capsys, spec, tmp_path / "s")
+    assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     assert mock.stats()["requests"] == 6
     assert not (tmp_path / "s" / "cache").exists()
     items = Store(tmp_path / "s").items().collect()

@@ -7,14 +7,13 @@ see exactly one current row per item x trial.
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 import pytest
 
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import mock_target, openai_spec
+from tests.helpers.cli import assay_json
 
 PRICES = {"mock-1": {"input": 10.0, "output": 30.0}}
 # q1: refused for good, its account's quota used up (a 429 no wait cures: not waited out as a
@@ -24,12 +23,6 @@ FAULTS = [
     {"delay_ms": 3000, "times": -1, "match": "What is 2 + 2?"},
     {"status": 400, "times": -1, "match": "What is 3 + 3?"},
 ]
-
-
-def _json_out(capsys, *argv: str) -> tuple[int, dict]:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else {}
 
 
 @pytest.fixture
@@ -44,8 +37,8 @@ def failed_run(tmp_path, mock, capsys):
         fail_on_item_error_rate=1,
     )
     store = str(tmp_path / "store")
-    code, summary = _json_out(capsys, "run", str(spec), "--store", store)
-    assert code == 0 and summary["items"]["failed"] == 3
+    summary = assay_json(capsys, "run", str(spec), "--store", store)
+    assert summary["items"]["failed"] == 3
     kinds = Store(store).run_items(summary["run_id"]).sort("item_id")["failure_kind"].to_list()
     assert kinds == [None, "http", "timeout", "http", None, None]
     mock.configure(faults=[])
@@ -56,10 +49,9 @@ def failed_run(tmp_path, mock, capsys):
 def test_retry_failed_of_some_kinds_keeps_history_and_one_current_row(failed_run, mock, capsys):
     store_path, run_id = failed_run
     store = Store(store_path)
-    code, summary = _json_out(
+    summary = assay_json(
         capsys, "resume", run_id, "--store", store_path, "--retry-failed", "timeout,rate_limit"
     )
-    assert code == 0
     assert mock.stats()["requests"] == 2, "only q1 (429) and q2 (timeout) ran again"
     assert summary["items"]["completed"] == 5 and summary["items"]["failed"] == 1
 
@@ -94,8 +86,8 @@ def test_retry_failed_of_some_kinds_keeps_history_and_one_current_row(failed_run
     assert scanned.height == 6 and sorted(scanned["outcome"].to_list()) == sorted(current["outcome"])
 
     # Every kind: q3 too, after its failure.
-    code, summary = _json_out(capsys, "resume", run_id, "--store", store_path, "--retry-failed")
-    assert code == 0 and summary["items"]["completed"] == 6 and mock.stats()["requests"] == 3
+    summary = assay_json(capsys, "resume", run_id, "--store", store_path, "--retry-failed")
+    assert summary["items"]["completed"] == 6 and mock.stats()["requests"] == 3
     q3 = store.run_items(run_id, history=True).filter(pl.col("item_id") == "q3").sort("retry")
     assert q3["outcome"].to_list() == ["failed", "completed"] and q3["retry_of"].to_list() == [None, 0]
 
@@ -109,6 +101,6 @@ def test_a_plain_resume_does_not_retry_and_bad_kinds_are_refused(failed_run, moc
     assert code == 2 and "--retry-failed: unknown failure kind 'flaky'" in err and "rate_limit" in err
     assert store.runs().filter(pl.col("run_id") == run_id).collect().height == revisions, "nothing written"
 
-    code, summary = _json_out(capsys, "resume", run_id, "--store", store_path)
-    assert code == 0 and summary["items"]["failed"] == 3 and mock.stats()["requests"] == 0
+    summary = assay_json(capsys, "resume", run_id, "--store", store_path)
+    assert summary["items"]["failed"] == 3 and mock.stats()["requests"] == 0
     assert store.run_items(run_id, history=True).height == 6

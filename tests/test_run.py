@@ -8,23 +8,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from assay.cli import main
+from assay.cli import EXIT_GATE, main
 from assay.store import Store
 from tests.conftest import openai_spec, write_jsonl, write_spec
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out)
+from tests.helpers.cli import assay_json
 
 
 def test_openai_run_stores_items_scores_and_usage(tmp_path, mock, capsys):
     mock.configure(answers={"What is 3 + 3?": "6", "What is 4 + 4?": "eight"})
     spec = openai_spec(tmp_path, mock.base_url, n=6)
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
 
-    assert code == 0
     assert summary["status"] == "completed"
     assert summary["items"]["completed"] == 6
     store = Store(tmp_path / "store")
@@ -46,9 +40,9 @@ def test_openai_run_stores_items_scores_and_usage(tmp_path, mock, capsys):
 def test_failures_are_outcomes_not_scores_and_trip_the_gate(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 400, "times": -1, "match": "What is 1 + 1?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=5)
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+    # 1 failed of 5 attempted is 20% > the default 5% limit.
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"), code=EXIT_GATE)
 
-    assert code == 1, "1 failed of 5 attempted is 20% > the default 5% limit"
     assert summary["status"] == "failed_gate" and summary["item_error_rate"] == pytest.approx(0.2)
     store = Store(tmp_path / "store")
     failed = store.run_items(summary["run_id"]).filter(pl.col("outcome") == "failed")
@@ -65,8 +59,8 @@ def test_failures_are_outcomes_not_scores_and_trip_the_gate(tmp_path, mock, caps
 def test_gate_limit_of_one_disables_it(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 400, "times": -1}])
     spec = openai_spec(tmp_path, mock.base_url, n=3, fail_on_item_error_rate=1)
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
-    assert code == 0 and summary["items"]["failed"] == 3 and summary["status"] == "completed"
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "store"))
+    assert summary["items"]["failed"] == 3 and summary["status"] == "completed"
 
 
 def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
@@ -88,8 +82,7 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
         trials=2,
         fail_on_item_error_rate=1,
     )
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     assert items.height == 4
     ok = items.filter(pl.col("outcome") == "completed").sort("trial")
@@ -106,7 +99,7 @@ def test_python_target_caller_report_and_exceptions(tmp_path, capsys):
     assert bad.height == 2 and bad["error"][0] == "RuntimeError: solver exploded"
     assert bad["failure_kind"][0] == "exception"
     # Without an id field, ids are content hashes, stable across runs.
-    code, again = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    again = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     ids_again = Store(tmp_path / "s").run_items(again["run_id"])["item_id"].sort().to_list()
     assert ids_again == items["item_id"].sort().to_list()
 
@@ -130,8 +123,8 @@ def test_an_invalid_caller_cost_is_ignored_with_a_warning(tmp_path, capsys, capl
         scorers=[{"kind": "exact_match"}],
     )
     with caplog.at_level("WARNING", logger="assay.targets.python"):
-        code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0 and summary["items"]["completed"] == 4
+        summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert summary["items"]["completed"] == 4
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     assert items["caller_cost_usd"].to_list() == [None] * 4
     warnings = sorted(r.getMessage() for r in caplog.records if r.name == "assay.targets.python")
@@ -171,8 +164,8 @@ def test_the_timing_summary_is_over_completed_items(tmp_path, capsys):
         scorers=[{"kind": "exact_match"}],
         fail_on_item_error_rate=1,
     )
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0 and summary["items"] == {**summary["items"], "completed": 3, "failed": 2}
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    assert summary["items"] == {**summary["items"], "completed": 3, "failed": 2}
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     done = items.filter(pl.col("outcome") == "completed")["duration_ms"]
     assert items.filter(pl.col("outcome") == "failed")["duration_ms"].min() >= 300
@@ -183,7 +176,7 @@ def test_the_timing_summary_is_over_completed_items(tmp_path, capsys):
 def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"delay_ms": 3000, "times": 1, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=3, item_timeout=0.5, fail_on_item_error_rate=1)
-    _code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     items = Store(tmp_path / "s").run_items(summary["run_id"])
     slow = items.filter(pl.col("item_id") == "q0").to_dicts()[0]
     assert slow["outcome"] == "failed" and slow["failure_kind"] == "timeout"
@@ -194,9 +187,9 @@ def test_item_timeout_fails_the_item(tmp_path, mock, capsys):
 def test_show_and_ls(tmp_path, mock, capsys):
     spec = openai_spec(tmp_path, mock.base_url, n=2)
     store = str(tmp_path / "s")
-    _, summary = run_json(capsys, "run", str(spec), "--store", store)
-    code, shown = run_json(capsys, "show", summary["run_id"], "--store", store)
-    assert code == 0 and shown["items"] == summary["items"] and shown["scorers"] == summary["scorers"]
+    summary = assay_json(capsys, "run", str(spec), "--store", store)
+    shown = assay_json(capsys, "show", summary["run_id"], "--store", store)
+    assert shown["items"] == summary["items"] and shown["scorers"] == summary["scorers"]
     assert main(["ls", "--store", store, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [r["run_id"] for r in listed] == [summary["run_id"]] and listed[0]["n_completed"] == 2
@@ -209,8 +202,7 @@ def test_api_key_comes_from_env_and_is_never_stored(tmp_path, mock, capsys, monk
     spec = openai_spec(tmp_path, mock.base_url, n=2)
     doc = spec.read_text().replace("prompt:", "api_key_env: ASSAY_TEST_KEY\n  prompt:")
     spec.write_text(doc)
-    code, _summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0
+    assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     assert mock.stats()["last_authorization"] == "Bearer sk-secret-value-123"
     for path in Path(tmp_path / "s").rglob("*.parquet"):
         assert b"sk-secret-value-123" not in path.read_bytes()
@@ -264,8 +256,8 @@ def test_a_crash_ends_the_run_as_failed_and_resume_finishes_it(tmp_path, capsys)
     assert record["status"] == "failed" and record["error"] == "Crash: disk on fire"
     assert (record["n_completed"], record["n_cancelled"], record["n_planned"]) == (20, 5, 25)
 
-    code, summary = run_json(capsys, "resume", run_id, "--store", str(store))
-    assert code == 0 and summary["status"] == "completed" and summary["error"] is None
+    summary = assay_json(capsys, "resume", run_id, "--store", str(store))
+    assert summary["status"] == "completed" and summary["error"] is None
     assert summary["items"]["completed"] == 25
     assert Store(store).run_items(run_id)["item_id"].n_unique() == 25
 
@@ -282,8 +274,7 @@ def test_scores_are_stored_at_full_precision(tmp_path, capsys):
         target={"kind": "python", "function": "third_scorer:third"},
         scorers=[{"kind": "user_code", "name": "third", "function": "third_scorer:third"}],
     )
-    code, summary = run_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
-    assert code == 0
+    summary = assay_json(capsys, "run", str(spec), "--store", str(tmp_path / "s"))
     scores = Store(tmp_path / "s").run_scores(summary["run_id"])
     assert scores["score"].to_list() == [1 / 3] and scores["value"].to_list() == [1 / 3]
     assert summary["scorers"][0]["mean"] == 1 / 3

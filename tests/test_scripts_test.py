@@ -35,6 +35,8 @@ def test_a_second_run_installs_nothing_and_starts_pytest_at_once() -> None:
     took = time.monotonic() - started
     assert again.returncode == 0, again.stderr
     assert "installing" not in again.stderr and "starting dockerd" not in again.stderr
-    assert "test images: assay-test/busybox:1, assay-test/python:bookworm-1, assay-test/agents:" in again.stdout
+    assert (
+        "test images: assay-test/busybox:1, assay-test/python:bookworm-1, assay-test/agents:" in again.stdout
+    )
     assert "tests/test_quickstart.py: 1" in again.stdout  # pytest got the arguments
     assert took < 30, f"the set-up checks took {took:.1f} s"

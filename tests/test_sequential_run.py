@@ -3,7 +3,6 @@ a candidate run that stops admitting items once its confidence sequence decides 
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 from pathlib import Path
@@ -12,11 +11,12 @@ import pytest
 
 from assay.analysis.monitor import compare_line, sequence_of
 from assay.analysis.summary import summarise
-from assay.cli import main
+from assay.cli import EXIT_GATE, main
 from assay.report import build_report
 from assay.run.compare_to import seeded_key
 from assay.store import Store
 from tests.conftest import only_run_id, run_assay, start_run, wait_for, write_jsonl, write_spec
+from tests.helpers.cli import assay_json
 
 N_ITEMS = 2000
 
@@ -66,12 +66,6 @@ def _spec(folder: Path, function: str, **extra: object) -> Path:
     )
 
 
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
-    code = main([*args, "--json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else {}
-
-
 @pytest.fixture(scope="module")
 def baseline_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The baseline run (2,000 items), run once for the module."""
@@ -94,8 +88,8 @@ def baseline(tmp_path: Path, baseline_store: tuple[Path, str]) -> tuple[Path, st
 def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, baseline) -> None:
     store_path, base_id = baseline
     spec = _spec(tmp_path, "worse")
-    code, summary = _run(capsys, "run", str(spec), "--store", str(store_path), "--compare-to", base_id)
-    assert code == 0, summary
+    # summary
+    summary = assay_json(capsys, "run", str(spec), "--store", str(store_path), "--compare-to", base_id)
     store = Store(store_path)
     run_id = summary["run_id"]
     record = store.read_run(run_id)
@@ -115,14 +109,26 @@ def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, bas
     assert seeded[:50] != [f"i{n}" for n in range(50)]
 
     # `assay compare` on it: the same verdict and interval, from the run's own sequence.
-    code, comparison = _run(capsys, "compare", base_id, "--candidate", run_id, "--store", str(store_path))
+    # A regression fails the comparison's gate.
+    comparison = assay_json(
+        capsys, "compare", base_id, "--candidate", run_id, "--store", str(store_path), code=EXIT_GATE
+    )
     (row,) = comparison["scorers"]
     assert row["verdict"] == "regressed" and row["ci_method"] == "betting_cs"
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((record["compare_low"], record["compare_high"]))
     assert row["sequential_pairs"] == record["compare_items"]
     assert "betting_cs over the first" in comparison["lines"][0]
-    code, adjusted = _run(
-        capsys, "compare", base_id, "--candidate", run_id, "--store", str(store_path), "--adjust", "holm"
+    adjusted = assay_json(
+        capsys,
+        "compare",
+        base_id,
+        "--candidate",
+        run_id,
+        "--store",
+        str(store_path),
+        "--adjust",
+        "holm",
+        code=EXIT_GATE,
     )
     (row,) = adjusted["scorers"]
     assert row["adjustment"] == "holm" and row["p_adjusted"] == row["p_value"]  # a family of one
@@ -142,8 +148,8 @@ def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, bas
     )
 
     # Resumed, it stays decided: no item runs again, the record keeps its verdict.
-    code, again = _run(capsys, "resume", run_id, "--store", str(store_path))
-    assert code == 0 and again["status"] == "stopped_early"
+    again = assay_json(capsys, "resume", run_id, "--store", str(store_path))
+    assert again["status"] == "stopped_early"
     assert (spec.parent / "calls.log").read_text().split() == executed
     assert store.read_run(run_id)["compare_items"] == record["compare_items"]
 
@@ -151,8 +157,8 @@ def test_a_clear_regression_stops_early_and_compare_agrees(tmp_path, capsys, bas
 def test_monitor_only_runs_every_item_and_records_the_verdict(tmp_path, capsys, baseline) -> None:
     store_path, base_id = baseline
     spec = _spec(tmp_path, "worse", compare_to={"baseline": base_id, "stop": "never", "threshold": 0.05})
-    code, summary = _run(capsys, "run", str(spec), "--store", str(store_path))
-    assert code == 0 and summary["status"] == "completed"
+    summary = assay_json(capsys, "run", str(spec), "--store", str(store_path))
+    assert summary["status"] == "completed"
     record = Store(store_path).read_run(summary["run_id"])
     assert record["n_completed"] == N_ITEMS and record["compare_items"] == N_ITEMS
     assert record["compare_verdict"] == "regressed" and record["compare_threshold"] == 0.05

@@ -33,6 +33,7 @@ from tests.conftest import (
     write_jsonl,
     write_spec,
 )
+from tests.helpers.cli import assay_run
 
 SCORERS = [{"kind": "exact_match", "name": "exact"}]
 
@@ -62,11 +63,6 @@ def session_spec(folder: Path, target: dict[str, Any], n: int = 1, **overrides: 
     return write_spec(folder, **spec)
 
 
-def run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Store]:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out), Store(store)
-
-
 THREE_PROMPTS = """
 async def policy(session):
     await session.start(session.prompt)
@@ -80,7 +76,7 @@ def test_a_policy_continues_one_conversation_with_an_openai_target(tmp_path, moc
     policy = write_policy(tmp_path, THREE_PROMPTS)
     target = mock_target(mock.base_url, system="Be brief.")
     spec = session_spec(tmp_path, target, n=3, policy=policy)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
 
     bodies = [b for b in mock.stats()["bodies"] if b["messages"][1]["content"] == "What is 2 + 2?"]
     assert [b["messages"] for b in bodies][-1] == [
@@ -115,7 +111,7 @@ def test_a_policy_continues_one_conversation_with_an_openai_target(tmp_path, moc
 
 def test_a_plain_run_writes_no_turns(tmp_path, mock, capsys):
     spec = session_spec(tmp_path, mock_target(mock.base_url), n=2)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     assert store.run_turns(summary["run_id"]).height == 0
     assert not (tmp_path / "s" / "turns").exists()
     assert store.run_items(summary["run_id"])["attempt"].null_count() == 2
@@ -136,7 +132,7 @@ def test_an_http_agent_session_continues_on_the_harness(tmp_path, capsys):
         harness.configure(behaviors={"*": {"answer_history": True}})
         target = {"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01}
         spec = session_spec(tmp_path, target, n=2, policy=policy)
-        summary, store = run(spec, tmp_path / "s", capsys)
+        summary, store = assay_run(capsys, spec, tmp_path / "s")
         stats = harness.stats()
 
     items = store.run_items(summary["run_id"]).sort("item_index")
@@ -160,7 +156,7 @@ def test_a_harness_without_sessions_can_start_but_not_resume(tmp_path, capsys):
         caps = {**DEFAULT_CAPABILITIES, "accepts": {**DEFAULT_CAPABILITIES["accepts"], "sessions": False}}
         harness.configure(capabilities=caps)
         target = {"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01}
-        summary, store = run(session_spec(tmp_path, target, policy=policy), tmp_path / "s", capsys)
+        summary, store = assay_run(capsys, session_spec(tmp_path, target, policy=policy), tmp_path / "s")
         assert "session_id" not in harness.stats()["bodies"][0]
     item = store.run_items(summary["run_id"]).row(0, named=True)
     assert item["outcome"] == "failed" and item["failure_kind"] == "protocol"
@@ -183,8 +179,8 @@ def test_overlapping_calls_fail_the_attempt(tmp_path, mock, capsys):
             await first
         """,
     )
-    summary, store = run(
-        session_spec(tmp_path, mock_target(mock.base_url), policy=policy), tmp_path / "s", capsys
+    summary, store = assay_run(
+        capsys, session_spec(tmp_path, mock_target(mock.base_url), policy=policy), tmp_path / "s"
     )
     assert "requires sequential start/resume calls" in module_of(policy).SEEN[0]
     item = store.run_items(summary["run_id"]).row(0, named=True)
@@ -205,8 +201,8 @@ def test_a_call_after_the_policy_returned_is_refused_as_settled(tmp_path, mock, 
             session.start(session.prompt)  # not awaited: the session awaits it before settling
         """,
     )
-    summary, store = run(
-        session_spec(tmp_path, mock_target(mock.base_url), policy=policy), tmp_path / "s", capsys
+    summary, store = assay_run(
+        capsys, session_spec(tmp_path, mock_target(mock.base_url), policy=policy), tmp_path / "s"
     )
     item = store.run_items(summary["run_id"]).row(0, named=True)
     assert item["outcome"] == "completed" and item["output_text"] == "What is 0 + 0?"
@@ -236,7 +232,7 @@ def test_cancellation_stops_the_policy_sets_its_signal_and_cancels_the_prompt_in
     )
     spec = session_spec(tmp_path, mock_target(mock.base_url), policy=policy, item_timeout=0.5)
     started = time.monotonic()
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     assert time.monotonic() - started < 4
     item = store.run_items(summary["run_id"]).row(0, named=True)
     assert item["outcome"] == "failed" and item["failure_kind"] == "timeout"
@@ -269,7 +265,7 @@ def test_a_broken_answer_marks_tokens_unknown(tmp_path, mock, capsys):
         """,
     )
     target = mock_target(mock.base_url, max_retries=1)
-    summary, store = run(session_spec(tmp_path, target, n=2, policy=policy), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, session_spec(tmp_path, target, n=2, policy=policy), tmp_path / "s")
     items = {r["item_id"]: r for r in store.run_items(summary["run_id"]).iter_rows(named=True)}
     turns = store.run_turns(summary["run_id"]).sort("item_id", "index")
     by_item = {k: g for (k,), g in turns.group_by("item_id")}
@@ -305,7 +301,7 @@ def solve(question, item_id, history):
 def test_attempts_stop_at_the_first_pass_and_keep_every_attempt(tmp_path, mock, capsys):
     target_ref = write_policy(tmp_path, ATTEMPT_TARGET, name="solve")
     spec = session_spec(tmp_path, {"kind": "python", "function": target_ref}, n=3, attempts=3)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
 
     items = {r["item_id"]: r for r in store.run_items(summary["run_id"]).iter_rows(named=True)}
     assert module_of(target_ref).CALLS == {"q0": 3, "q1": 3, "q2": 2}
@@ -338,7 +334,7 @@ def test_a_python_target_receives_the_history(tmp_path, capsys):
     )
     policy = write_policy(tmp_path, THREE_PROMPTS)
     spec = session_spec(tmp_path, {"kind": "python", "function": target_ref}, policy=policy)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     turns = store.run_turns(summary["run_id"]).sort("index")
     assert [json.loads(o) for o in turns["output"]] == [
         "What is 0 + 0? after 0",
@@ -367,7 +363,7 @@ def test_resume_refuses_a_changed_policy_or_attempts(tmp_path, mock, capsys):
     first = write_policy(tmp_path, THREE_PROMPTS)
     second = write_policy(tmp_path, THREE_PROMPTS)
     spec = session_spec(tmp_path, mock_target(mock.base_url), policy=first, attempts=2)
-    summary, _ = run(spec, tmp_path / "s", capsys)
+    summary, _ = assay_run(capsys, spec, tmp_path / "s")
     session_spec(tmp_path, mock_target(mock.base_url), policy=second, attempts=3)
     assert main(["resume", summary["run_id"], "--store", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
@@ -515,7 +511,7 @@ def test_the_budget_stops_a_session_between_its_prompts(tmp_path, mock, capsys):
         budget="$0.000001",
         prices={"mock-1": {"input": 10.0, "output": 30.0}},
     )
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     items = store.run_items(summary["run_id"]).sort("item_index")
     # The first prompt's cost closes the budget: the session's next prompt is refused before it is
     # sent, and no later item starts.

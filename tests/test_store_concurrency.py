@@ -33,7 +33,7 @@ import polars as pl
 import pyarrow.dataset as ds
 import pytest
 
-from assay.cli import main
+from assay.cli import EXIT_OK, main
 from assay.store import STAGING, Store
 from tests.conftest import REPO, run_assay, write_jsonl, write_spec
 from tests.helpers import store_writer
@@ -272,11 +272,12 @@ def doc_snippets(store: Path, *headings: str) -> dict[str, Read]:
 
 
 def cli(*args: str) -> str:
-    """`assay ARGS` in this process; its standard output (it must succeed)."""
+    """`assay ARGS` in this process; its standard output (it must succeed). Not `tests.helpers.cli`:
+    it runs on the readers' threads, beside each other, where `capsys` would mix their outputs."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(list(args))
-    assert code in (0, 1), f"assay {' '.join(args)} exited {code}"
+    assert code == EXIT_OK, f"assay {' '.join(args)} exited {code}: {out.getvalue()}"
     return out.getvalue()
 
 

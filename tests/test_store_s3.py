@@ -20,24 +20,17 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from assay.cli import main
 from assay.errors import InputError, RunHeldError
 from assay.store import Store
 from assay.store.lease import Lease
 from assay.testing.s3 import S3Server
 from tests.conftest import REPO, openai_spec, run_assay
+from tests.helpers.cli import assay_json
 
 
 def _url(s3: S3Server, request: pytest.FixtureRequest) -> str:
     """A prefix of its own per test."""
     return s3.url(request.node.name.replace("[", "-").replace("]", ""))
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
 
 
 def test_put_if_absent_is_a_conditional_put(s3, request):
@@ -105,24 +98,24 @@ def test_run_resume_rescore_compare_report_show_on_s3(s3, request, tmp_path, moc
     url = _url(s3, request)
     mock.configure(answers={"What is 3 + 3?": "6"})
     spec = openai_spec(tmp_path, mock.base_url, n=12)
-    first = cli(capsys, "run", str(spec), "--store", url)
+    first = assay_json(capsys, "run", str(spec), "--store", url)
     assert first["status"] == "completed" and first["items"]["completed"] == 12
     store = Store(url)
     assert store.run_items(first["run_id"]).height == 12
     assert store.run_scores(first["run_id"]).height == 24
     assert not (tmp_path / "assay-store").exists()
 
-    resumed = cli(capsys, "resume", first["run_id"], "--store", url)
+    resumed = assay_json(capsys, "resume", first["run_id"], "--store", url)
     assert resumed["items"]["completed"] == 12 and store.run_items(first["run_id"]).height == 12
 
-    second = cli(capsys, "run", str(spec), "--store", url)
-    rescored = cli(
+    second = assay_json(capsys, "run", str(spec), "--store", url)
+    rescored = assay_json(
         capsys, "rescore", first["run_id"], "--scorer", "{kind: token_f1, name: f1}", "--store", url
     )
     assert rescored["status"] == "completed"
     assert set(store.run_scores(rescored["run_id"])["scorer"]) == {"f1"}
 
-    comparison = cli(
+    comparison = assay_json(
         capsys,
         "compare",
         first["run_id"],
@@ -135,11 +128,11 @@ def test_run_resume_rescore_compare_report_show_on_s3(s3, request, tmp_path, moc
     )
     assert comparison["comparison_id"] and store.location.names("comparisons")
 
-    report = cli(capsys, "report", first["run_id"], "--store", url)
+    report = assay_json(capsys, "report", first["run_id"], "--store", url)
     assert report["path"] == f"{url}/reports/{first['run_id']}.html"
     assert b"<html" in store.location.read(f"reports/{first['run_id']}.html")
 
-    shown = cli(capsys, "show", first["run_id"], "--store", url)
+    shown = assay_json(capsys, "show", first["run_id"], "--store", url)
     assert shown["run_id"] == first["run_id"]
     listed = store.runs().collect()
     assert set(listed["run_id"]) == {first["run_id"], second["run_id"], rescored["run_id"]}
@@ -163,10 +156,10 @@ def test_response_cache_lives_in_the_bucket(s3, request, tmp_path, mock, capsys)
         "temperature": 0,
     }
     spec = openai_spec(tmp_path, mock.base_url, n=5, target=target)
-    cli(capsys, "run", str(spec), "--store", url)
+    assay_json(capsys, "run", str(spec), "--store", url)
     assert mock.stats()["requests"] == 5
     assert Store(url).location.names("cache/responses")
-    again = cli(capsys, "run", str(spec), "--store", url)
+    again = assay_json(capsys, "run", str(spec), "--store", url)
     assert mock.stats()["requests"] == 5 and again["items"]["completed"] == 5
 
 
@@ -206,7 +199,7 @@ def test_the_analysts_s3_snippet_runs_against_the_bucket(s3, request, tmp_path, 
     """docs/analysts.md's `python s3` block, with its STORE pointed at this test's prefix."""
     url = _url(s3, request)
     spec = openai_spec(tmp_path, mock.base_url, n=6)
-    run = cli(capsys, "run", str(spec), "--store", url)
+    run = assay_json(capsys, "run", str(spec), "--store", url)
     text = (REPO / "docs" / "analysts.md").read_text()
     (code,) = re.findall(r"```python s3\n(.*?)```", text, flags=re.DOTALL)
     assert 'STORE = "s3://evals/assay"' in code

@@ -16,20 +16,15 @@ from aiohttp import web
 from assay.calls.accounting import Usage
 from assay.cli import main
 from assay.errors import TargetFailure
-from assay.store import Store
 from assay.testing._background import BackgroundServer, listen
 from tests.conftest import arithmetic_rows, mock_target, write_jsonl, write_spec
+from tests.helpers.cli import assay_run
 from tests.test_anthropic import call, target_spec
 from tests.test_report import browser  # noqa: F401 - the fixture
 
 LATENCY_MS = 60
 TOKEN_DELAY_MS = 15
 ANSWER = "one two three four five six"  # 6 words: 5 gaps of TOKEN_DELAY_MS after the first
-
-
-def run(spec: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Store]:
-    assert main(["run", str(spec), "--store", str(store), "--json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out), Store(store)
 
 
 def spec_of(folder: Path, target: dict[str, Any], n: int = 4, **overrides: Any) -> Path:
@@ -57,7 +52,7 @@ def assert_timed(items: pl.DataFrame) -> None:
 def test_openai_stream_times_first_token_reads_usage_and_captures_the_assembled_reply(tmp_path, mock, capsys):
     mock.configure(latency_ms=LATENCY_MS, token_delay_ms=TOKEN_DELAY_MS, answers={"*": ANSWER})
     spec = spec_of(tmp_path, mock_target(mock.base_url, stream=True), capture_requests=True)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     body = mock.stats()["bodies"][-1]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
@@ -86,7 +81,7 @@ def test_openai_stream_times_first_token_reads_usage_and_captures_the_assembled_
 
 
 def test_unstreamed_calls_have_no_first_token_time(tmp_path, mock, capsys):
-    summary, store = run(spec_of(tmp_path, mock_target(mock.base_url), n=2), tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec_of(tmp_path, mock_target(mock.base_url), n=2), tmp_path / "s")
     assert store.run_items(summary["run_id"])["first_token_ms"].to_list() == [None, None]
     (timing,) = summary["timing_by_model"]
     assert timing["first_token_ms_p50"] is None and timing["total_ms_p50"] is not None
@@ -122,7 +117,7 @@ def test_a_stream_cut_mid_way_is_retried(provider, mock, claude):
 def test_a_stream_cut_for_good_fails_with_its_tokens_unknown(tmp_path, claude, capsys):
     claude.configure(answers={"*": ANSWER}, faults=[{"drop": True, "times": -1}])
     spec = spec_of(tmp_path, target_spec(claude.base_url, stream=True, max_retries=1), n=1)
-    summary, store = run(spec, tmp_path / "s", capsys)
+    summary, store = assay_run(capsys, spec, tmp_path / "s")
     (item,) = store.run_items(summary["run_id"]).iter_rows(named=True)
     assert item["outcome"] == "failed" and item["failure_kind"] == "connection" and item["failure_retryable"]
     assert item["failure_provider"].startswith("anthropic:")
@@ -209,7 +204,9 @@ def test_a_stream_that_ends_before_its_final_event_is_a_retryable_failure():
 def streamed_run(tmp_path: Path, mock: Any, capsys: pytest.CaptureFixture[str]) -> tuple[str, float, float]:
     """A run of 6 streamed calls; its id and its first-token p50 and p95 (ms)."""
     mock.configure(latency_ms=LATENCY_MS, token_delay_ms=TOKEN_DELAY_MS, answers={"*": ANSWER})
-    summary, _ = run(spec_of(tmp_path, mock_target(mock.base_url, stream=True), n=6), tmp_path / "s", capsys)
+    summary, _ = assay_run(
+        capsys, spec_of(tmp_path, mock_target(mock.base_url, stream=True), n=6), tmp_path / "s"
+    )
     (timing,) = summary["timing_by_model"]
     assert timing["streamed_calls"] == 6
     return summary["run_id"], timing["first_token_ms_p50"], timing["first_token_ms_p95"]
@@ -229,7 +226,7 @@ def test_first_token_p50_p95_per_model_in_show_and_in_the_report(tmp_path, mock,
     assert "first-token" in (tmp_path / "r.html").read_text()
 
     (tmp_path / "plain").mkdir()
-    plain, _ = run(spec_of(tmp_path / "plain", mock_target(mock.base_url), n=2), tmp_path / "s", capsys)
+    plain, _ = assay_run(capsys, spec_of(tmp_path / "plain", mock_target(mock.base_url), n=2), tmp_path / "s")
     assert main(["show", plain["run_id"], "--store", str(tmp_path / "s")]) == 0
     assert "first token" not in capsys.readouterr().out
     out = str(tmp_path / "p.html")

@@ -12,9 +12,9 @@ import json
 import pytest
 
 from assay.analysis.summary import RunRows, summarise
-from assay.cli import main
 from assay.store import Store
 from tests.conftest import mock_target, openai_spec
+from tests.helpers.cli import assay_json
 
 PICKY = """
 def picky(output):
@@ -37,13 +37,6 @@ def store_url(request, tmp_path) -> str:
         return str(tmp_path / "store")
     s3 = request.getfixturevalue("s3")  # the session's server (conftest), asked for only here
     return s3.url(request.node.name.replace("[", "-").rstrip("]"))
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
 
 
 def _same_either_way(store: Store, run_id: str) -> dict:
@@ -80,11 +73,11 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
         capture_requests=True,
         fail_on_item_error_rate=1,
     )
-    run_id = _cli(capsys, "run", str(spec), "--store", store_url)["run_id"]
+    run_id = assay_json(capsys, "run", str(spec), "--store", store_url)["run_id"]
     store = Store(store_url)
     _same_either_way(store, run_id)  # no retries yet: every row is current
     # q3 fails again, q4 answers now: their failed rows stay as history.
-    closed = _cli(capsys, "resume", run_id, "--store", store_url, "--retry-failed")
+    closed = assay_json(capsys, "resume", run_id, "--store", store_url, "--retry-failed")
     lazy = _same_either_way(store, run_id)
 
     # What it covers, so that the equality is not of empty statistics.

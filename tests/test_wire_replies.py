@@ -21,6 +21,7 @@ from assay.store import Store
 from assay.testing.scripted import Reply, ScriptedServer, Stream
 from tests import test_anthropic, test_openai_target
 from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_run
 from tests.wire_payloads import (
     CLAUDE,
     OPENAI_MODEL,
@@ -102,8 +103,7 @@ def _run(folder: Path, target: dict[str, Any], capsys: pytest.CaptureFixture[str
         capture_requests=True,
     )
     store = folder / "store"
-    assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
-    return json.loads(capsys.readouterr().out), Store(store)
+    return assay_run(capsys, spec, store)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

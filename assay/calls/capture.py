@@ -337,7 +337,8 @@ def carry_forward(
     """A rescore's copy of its source's records: whole operations, in order, up to 75 % of the
     rescore's own run byte bound (the rest of the bound is for its judge calls)."""
     limit = settings.max_run_bytes * 3 // 4
-    kept, used = [], 0
+    kept: list[dict[str, Any]] = []
+    used = 0
     by_operation: dict[str, list[dict[str, Any]]] = {}
     for record in source:
         by_operation.setdefault(record["operation_id"], []).append(record)

@@ -59,6 +59,7 @@ from assay.outcomes import FailureKind, RequestOutcome
 
 if TYPE_CHECKING:
     from assay.calls.aimd import RateController
+    from assay.calls.transport import Transport
 
 
 # Not frozen: one is made per item, and a frozen one costs three times as much.
@@ -107,6 +108,8 @@ class ChatClient:
         on_response: called with every attempt's status and headers (`assay.calls.http`).
         gate: the endpoint's rate controller (`assay.calls.rate`): each attempt takes one of its
             slots, and it observes every attempt's status and headers.
+        transport: what answers instead of the network (`assay.calls.transport.Transport`:
+            tests), if not None.
     """
 
     def __init__(
@@ -119,8 +122,10 @@ class ChatClient:
         gate: RateController | None = None,
         api: ChatAPI = OPENAI,
         stream: bool = False,
+        transport: Transport | None = None,
     ) -> None:
         self._cache = cache
+        self._transport = transport
         self._gate = gate
         if gate is not None and on_response is None:
             on_response = gate.observe
@@ -154,7 +159,11 @@ class ChatClient:
     def _open(self) -> Client:
         """The client, opened on first use (by then the run's loop is running)."""
         self._client = open_client(
-            self._url, headers=self._headers, timeout=self._timeout, connections=self._concurrency
+            self._url,
+            headers=self._headers,
+            timeout=self._timeout,
+            connections=self._concurrency,
+            transport=self._transport,
         )
         self._parsed_url = parsed_url(self._url)
         return self._client

@@ -142,7 +142,7 @@ class _SchedulerHandler:
         handler: the handler's name.
     """
 
-    def __init__(self, address: str, plugin: type[SchedulerPlugin], handler: str) -> None:
+    def __init__(self, address: str, plugin: type[RateShareHost | BudgetHost], handler: str) -> None:
         self.address = address
         self._plugin = plugin
         self._handler = handler

@@ -319,9 +319,10 @@ class PrefectLink:
     async def _write_pause(self, client: PrefectClient, seat: _Seat, until: float) -> None:
         value = {"paused_until": until, "threshold": seat.mirror.threshold}
         seat.paused_until = max(seat.paused_until, until)
-        path = "/variables/name/{name}"
         try:
-            await client.request("PATCH", path, path_params={"name": seat.variable}, json={"value": value})
+            await client.request(
+                "PATCH", "/variables/name/{name}", path_params={"name": seat.variable}, json={"value": value}
+            )
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code != 404:
                 raise

@@ -141,10 +141,7 @@ class ResponseHeaders(BaseModel):
     def before(self, names: ResponseHeaders) -> ResponseHeaders:
         """These names, then those of `names` not among them."""
         return ResponseHeaders(
-            **{
-                hint: (*mine, *(n for n in getattr(names, hint) if n not in mine))
-                for hint, mine in self
-            }
+            **{hint: (*mine, *(n for n in getattr(names, hint) if n not in mine)) for hint, mine in self}
         )
 
     def first(self, hint: str, headers: Mapping[str, str]) -> str | None:
@@ -205,6 +202,7 @@ _RATE_HINTS = ("retry_after", "limit_requests", "remaining_requests", "reset_req
 def response_headers(names: ResponseHeaders | None) -> ResponseHeaders:
     """The names a spec's `response_headers` adds, before the documented ones (`HEADERS`)."""
     return HEADERS if names is None else names.before(HEADERS)
+
 
 if TYPE_CHECKING:
     import ssl

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import Any, cast
 
 
 def api_key(env: str | None, secret: str | None) -> str | None:
@@ -50,7 +50,8 @@ def secret_value(name: str) -> str:
 
     try:
         # `_sync`: a client is made in sync code that may run inside the flow's event loop.
-        block = Secret.load(name, _sync=True)  # type: ignore[call-arg]
+        # `_sync=True` returns the block itself, not the coroutine `sync_compatible`'s type allows.
+        block = cast(Secret, Secret.load(name, _sync=True))  # type: ignore[call-arg]
     except ValueError:  # Prefect's word for "no block document of that name"
         raise KeyError(f"no Prefect Secret block named {name!r}") from None
     except httpx.HTTPError as exc:

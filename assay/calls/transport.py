@@ -12,6 +12,7 @@ reads (`is_timeout`, `refused`): nothing of pyreqwest reaches a caller.
     reason(status)          the status's reason phrase (pyreqwest gives none)
     multipart(fields, ...)  a multipart form: text fields, and bytes as a file
     parsed_url(url)         a URL parsed once, for a client that sends many requests to it
+    Transport               a stand-in for the network: a handler that answers each request itself
 """
 
 from __future__ import annotations
@@ -19,18 +20,43 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from http import HTTPStatus
 from typing import Any
 
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import RequestError
+from pyreqwest.middleware import Next
+from pyreqwest.request import Request
+from pyreqwest.response import Response
 
-__all__ = ["Client", "RequestError", "multipart", "open_client", "parsed_url", "reason", "standard_error"]
+__all__ = [
+    "Client",
+    "RequestError",
+    "Transport",
+    "multipart",
+    "open_client",
+    "parsed_url",
+    "reason",
+    "standard_error",
+]
+
+Transport = Callable[[Request], Awaitable[Response]]
+"""Answers a client's every request in place of the network, as `httpx.MockTransport` does: a
+reply built with pyreqwest's `ResponseBuilder`, or a raised `RequestError` for a request that got
+none. The client's own work (headers, body, reading the reply) runs as it does against a server;
+only the socket is left out. Tests stand it in for a server when they test `assay.calls.http`'s
+behaviour (retries, waits, failures' words) without one."""
 
 
 def open_client(
-    url: str, *, headers: dict[str, str], timeout: float, connections: int | None = None
+    url: str,
+    *,
+    headers: dict[str, str],
+    timeout: float,
+    connections: int | None = None,
+    transport: Transport | None = None,
 ) -> Client:
     """A client for one endpoint.
 
@@ -41,6 +67,7 @@ def open_client(
             httpx's `Timeout(t)`; no limit on a whole reply, which a slow but live model may take
             long to send.
         connections: requests in flight at once (None: no limit).
+        transport: what answers the requests instead of the network (tests), if not None.
     """
     span = timedelta(seconds=timeout)
     builder = (
@@ -56,7 +83,18 @@ def open_client(
         for pem in _certificates():
             with contextlib.suppress(Exception):  # a file of SSL_CERT_DIR that is not a certificate
                 builder = builder.add_root_certificate_pem(pem)
+    if transport is not None:
+        builder = builder.with_middleware(_answered_by(transport))
     return builder.build()
+
+
+def _answered_by(transport: Transport) -> Callable[[Request, Next], Awaitable[Response]]:
+    """A pyreqwest middleware that hands each request to `transport` and never sends it on."""
+
+    async def answer(request: Request, _next: Next) -> Response:
+        return await transport(request)
+
+    return answer
 
 
 def standard_error(exc: RequestError) -> OSError:

@@ -7,6 +7,7 @@ import difflib
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from assay.evaluators import SCORER_KINDS, ScorerSpec
 from assay.spec.models import DatasetSpec, EvalSpec
@@ -68,7 +69,7 @@ def _kinds_of(cls: type[BaseModel]) -> tuple[Any, ...]:
     return get_args(cls.model_fields["kind"].annotation)
 
 
-def _describe(error: dict[str, Any], data: Any = None) -> str:
+def _describe(error: ErrorDetails, data: Any = None) -> str:
     """One line for one pydantic error: the field's path, what is wrong, and the bad value."""
     path, parent = _readable_loc(tuple(error["loc"]), data)
     where = ".".join(str(p) for p in path) or "(top level)"
@@ -86,11 +87,11 @@ def _describe(error: dict[str, Any], data: Any = None) -> str:
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         discriminator = str(ctx.get("discriminator", "kind")).strip("'\"")
         kinds = SCORER_KINDS if path[:1] == ["scorers"] else TARGET_KINDS
-        allowed = ", ".join(kinds)
+        one_of = ", ".join(kinds)
         if kind == "union_tag_not_found":
-            return f"{where}.{discriminator}: required field is missing; one of: {allowed}"
+            return f"{where}.{discriminator}: required field is missing; one of: {one_of}"
         tag = value.get(discriminator) if isinstance(value, dict) else ctx.get("tag")
-        return f"{where}.{discriminator}: unknown {discriminator} {short(tag)}; one of: {allowed}"
+        return f"{where}.{discriminator}: unknown {discriminator} {short(tag)}; one of: {one_of}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"{where}: expected a mapping of fields, got {short(value)}"
     if kind == "list_type":

@@ -29,7 +29,7 @@ class LocalFolder:
         root: the folder (made by the first write).
     """
 
-    storage_options = None
+    storage_options: dict[str, str] | None = None
     local = True
 
     def __init__(self, root: Path) -> None:

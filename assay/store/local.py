@@ -74,7 +74,7 @@ import os
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import IO, TYPE_CHECKING, Any, cast, overload
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -195,7 +195,8 @@ class Store:
             data = None
         if data is None:
             raise RunNotFoundError(f"no run {run_id!r} in store {str(self.root)!r}")
-        rows = scan_parts(_schema.RUNS, [io.BytesIO(data)]).collect().to_dicts()
+        record: list[IO[bytes]] = [io.BytesIO(data)]
+        rows = scan_parts(_schema.RUNS, record).collect().to_dicts()
         if len(rows) != 1:
             raise StoreError(f"run {run_id!r}'s record holds {len(rows)} rows, expected 1")
         return cast(_schema.RunRecord, {"run_id": run_id, **rows[0]})
@@ -509,7 +510,7 @@ class Store:
             if partition.startswith("run_id=")
             for name in self.location.names(f"{dataset}/{partition}")
         ):
-            schema = pl.from_arrow(getattr(_schema, dataset.upper()).empty_table()).schema
+            schema = _frame(getattr(_schema, dataset.upper()).empty_table()).schema
             return pl.LazyFrame(schema={"run_id": pl.String, **schema})
         return _with_defaults(
             dataset,
@@ -550,9 +551,15 @@ def _polars_schema(schema: pa.Schema) -> pl.Schema:
     return _converted_schema(schema).copy()
 
 
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """`pl.from_arrow` of a table, typed as the DataFrame it is (pyarrow has no types, so Polars'
+    overloads cannot tell a table from an array, which makes a Series)."""
+    return cast(pl.DataFrame, pl.from_arrow(table))
+
+
 @cache
 def _converted_schema(schema: pa.Schema) -> pl.Schema:
-    return pl.from_arrow(schema.empty_table()).schema
+    return _frame(schema.empty_table()).schema
 
 
 def read_parts(
@@ -602,7 +609,7 @@ def _read_files(
 
 def scan_parts(
     schema: pa.Schema,
-    parts: list[str] | list[io.BytesIO],
+    parts: list[str] | list[IO[bytes]],
     *,
     hive: bool = False,
     storage_options: dict[str, str] | None = None,
@@ -665,7 +672,7 @@ def stored_form(run_id: str, record: Mapping[str, Any]) -> _schema.RunRecord:
     """A run record as `Store.read_run` would return it once written: every column of `runs`,
     each value as read back (a writer that holds the record need not read it again)."""
     table = pa.Table.from_pylist([dict(record)], schema=_schema.RUNS)
-    (row,) = _with_defaults("runs", pl.from_arrow(table).lazy()).collect().to_dicts()
+    (row,) = _with_defaults("runs", _frame(table).lazy()).collect().to_dicts()
     return cast(_schema.RunRecord, {"run_id": run_id, **row})
 
 

@@ -83,8 +83,10 @@ class RateLimits:
         if headers not in _HEADERS_ON:
             raise ValueError(f"rate_limits.headers must be one of {list(_HEADERS_ON)}, got {headers!r}")
         for key, value in raw.items():
-            if key != "headers" and value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            if (
+                key != "headers"
+                and value is not None
+                and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0)
             ):
                 raise ValueError(f"rate_limits.{key} must be a number > 0, got {value!r}")
         if raw.get("burst") is not None and not raw.get("rpm"):
