@@ -128,7 +128,7 @@ def _quiet_bar() -> type:
     """A progress bar that shows nothing: a dataset's few files are no reason for one on stderr."""
     from huggingface_hub.utils import tqdm
 
-    class Quiet(tqdm):  # type: ignore[misc]  # tqdm is untyped
+    class Quiet(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **{**kwargs, "disable": True})
 

@@ -34,7 +34,12 @@ class UvicornThread(Started):
         sock.bind((HOST, 0))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app(), loop="uvloop", http="httptools", lifespan="off", log_level="critical", access_log=False
+            self.app(),
+            loop="uvloop",
+            http="httptools",
+            lifespan="off",
+            log_level="critical",
+            access_log=False,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
