@@ -11,7 +11,7 @@ dozen dictionary look-ups), so a change made in this process — a test's `monke
 is seen, and nothing else re-reads them.
 
 Some `ASSAY_*` names are no user's settings, and live beside the code that owns them
-(`NOT_SETTINGS` lists them, and why; tests/test_settings.py checks that every `ASSAY_*` name in
+(`NOT_SETTINGS` lists them, and why; tests/house/test_settings.py checks that every `ASSAY_*` name in
 the code is one or the other).
 """
 

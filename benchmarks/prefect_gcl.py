@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.prefect_server import prefect_env, prefect_server
+from tests.helpers.prefect_server import prefect_env, prefect_server
 
 
 def _show(label: str, millis: list[float]) -> None:

@@ -1,5 +1,5 @@
 """Per-attempt overhead of the `container` target: create → exec → export → score → teardown,
-with the busybox test image (tests/sandbox_images.py), at concurrency 1 and 8.
+with the busybox test image (tests/helpers/sandbox_images.py), at concurrency 1 and 8.
 
 Each attempt copies a small fixture folder in, runs a one-line command that writes a file, has its
 workspace diffed and exported, is scored by one `code_exec` check run inside the live container,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from assay.flows.run import run_eval
 from assay.orchestrate.run import RunRequest
 from assay.store import Store
-from tests.sandbox_images import busybox_image, engine
+from tests.helpers.sandbox_images import busybox_image, engine
 
 
 def write_eval(folder: Path, image: str, attempts: int, concurrency: int) -> Path:

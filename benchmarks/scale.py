@@ -110,7 +110,7 @@ def main() -> int:
             cluster = stack.enter_context(DaskCluster(workers=2, env=cluster_env, preload=_PRELOAD))
             extra = ("--dask", cluster.address)
         elif args.share == "prefect":
-            from tests.prefect_server import prefect_env, prefect_server
+            from tests.helpers.prefect_server import prefect_env, prefect_server
 
             home = Path(tmp) / "prefect"
             api_url = stack.enter_context(prefect_server(home))

@@ -3,7 +3,7 @@
 
     .venv/bin/python docs/update_schema.py
 
-tests/test_vocabulary.py fails while the doc and the code disagree; this keeps the prose and replaces
+tests/house/test_vocabulary.py fails while the doc and the code disagree; this keeps the prose and replaces
 the tables.
 """
 

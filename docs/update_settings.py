@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/update_settings.py
 
-tests/test_settings.py fails while the doc and the model disagree; this keeps the prose and
+tests/house/test_settings.py fails while the doc and the model disagree; this keeps the prose and
 replaces the table between its markers.
 """
 

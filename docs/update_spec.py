@@ -6,7 +6,7 @@ changing a spec model, a scorer or the endpoint).
 Each field's meaning is its model's documentation: the field's own description when it has one,
 else its docstring (the string right under the field, inspect_ai's style), else its entry under
 `Args:` in the docstring of its class (or of the class it inherits it from).
-tests/test_spec_doc.py fails while docs/spec.md and the models disagree, and names every field
+tests/spec/test_spec_doc.py fails while docs/spec.md and the models disagree, and names every field
 left without a meaning. The page is written whole: its prose is the models' docstrings.
 """
 
@@ -35,7 +35,7 @@ DOC = Path(__file__).with_name("spec.md")
 HEAD = """# The eval spec: every field
 
 Generated from the spec's pydantic models by `docs/update_spec.py` (do not edit by hand: change the
-model's docstring and run it; `tests/test_spec_doc.py` fails while this page is stale). The README
+model's docstring and run it; `tests/spec/test_spec_doc.py` fails while this page is stale). The README
 shows a spec; docs/quickstart.md walks through one. A field not listed here is refused (exit 2,
 naming it), and so is a bad value.
 """

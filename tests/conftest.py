@@ -49,9 +49,9 @@ def mock_server() -> Iterator[MockOpenAIServer]:
 
 @pytest.fixture(scope="session")
 def analysts_store(tmp_path_factory: pytest.TempPathFactory, mock_server: MockOpenAIServer) -> Path:
-    """The store docs/analysts.md's snippets run against (tests/test_analysts_doc.py builds it),
+    """The store docs/analysts.md's snippets run against (tests/house/test_analysts_doc.py builds it),
     built once: read it, or copy it before writing to it."""
-    from tests.test_analysts_doc import build_store
+    from tests.house.test_analysts_doc import build_store
 
     return build_store(tmp_path_factory.mktemp("analysts"), mock_server)
 

@@ -41,7 +41,7 @@ _LAZY = ("REQUESTS", "RequestColumns")
 
 
 def __getattr__(name: str) -> Any:
-    # Not assay._lazy: this room sits beside it, in the same layer (tests/test_architecture.py).
+    # Not assay._lazy: this room sits beside it, in the same layer (tests/house/test_architecture.py).
     if name in _LAZY:
         return getattr(importlib.import_module(f"{__name__}._requests"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

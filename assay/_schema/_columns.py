@@ -71,7 +71,7 @@ def words(enum: type[StrEnum], *leave_out: StrEnum) -> str:
     return " | ".join(member.value for member in enum if member not in leave_out)
 
 
-# -- tokens: one column per `TokenKind` (tests/test_vocabulary.py checks that every kind has one) --
+# -- tokens: one column per `TokenKind` (tests/house/test_vocabulary.py checks that every kind has one) --
 
 TokensInput: TypeAlias = Annotated[
     int | None,

@@ -159,7 +159,7 @@ def item_error_rate(counts: dict[str, int]) -> float | None:
     return counts.get(ItemOutcome.FAILED, 0) / attempted if attempted else None
 
 
-# The columns of items, scores and requests that `summarise` reads (tests/test_summary.py
+# The columns of items, scores and requests that `summarise` reads (tests/analysis/test_summary.py
 # summarises a run that exercises every statistic through them).
 _SUMMARY_COLUMNS = (
     (

@@ -1,5 +1,5 @@
 """Simulated paired scores with a known true mean difference, for the statistics' simulations
-(tests/test_sequential.py) and benchmarks/sequential.py."""
+(tests/analysis/test_sequential.py) and benchmarks/sequential.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A process that writes a store through `assay.store` in a tight loop, as runs do but faster, for
-tests/test_store_concurrency.py.
+tests/store/test_store_concurrency.py.
 
     python -m tests.helpers.store_writer STORE ROUNDS [--batches] [--delete]
 

@@ -1,4 +1,4 @@
-"""User scorer functions for tests/test_scorers.py, referenced as `tests.helpers.user_scorers:name`."""
+"""User scorer functions for tests/evaluators/test_scorers.py, referenced as `tests.helpers.user_scorers:name`."""
 
 from __future__ import annotations
 
