@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from assay.cli import main
@@ -163,6 +164,7 @@ def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, pro
         _target(provider, scripted.base_url, stream=stream),
         [{"id": "one", "question": "weather in Paris and Oslo?"}],
         scorers=[{**TRAJECTORY, "expected": expected}],
+        capture_requests=True,
     )
     store = tmp_path / "store"
     run_id = _run(spec, store, capsys)
@@ -224,10 +226,25 @@ def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, pro
         f"{prefix}{n}" for n in (1, 2, 3)
     ]
 
+    # Each round's request was captured as the run's own, the tool results in its body.
+    requests = Store(store).run_requests(run_id)
+    sent = [json.loads(body) for body in requests.filter(pl.col("request").is_not_null())["request"]]
+    assert sorted(len(body["messages"]) for body in sent) == [1, 3, len(third["messages"])]
+    assert max(sent, key=lambda body: len(body["messages"]))["messages"] == third["messages"]
+
     # A rescore's scorer reads the kept trajectory, and `assay trajectories export` makes it ATIF.
     assert main(["rescore", run_id, "--spec", str(spec), "--store", str(store), "--json"]) == 0
     rescored = json.loads(capsys.readouterr().out)["run_id"]
     assert Store(store).run_scores(rescored).select("item_id", "score").rows() == [("one", 1.0)]
+    assert main(["trajectories", "export", run_id, "--store", str(store)]) == 0
+    [atif] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    agent = [step for step in atif["steps"] if step["source"] == "agent"]
+    assert [[c["function_name"] for c in step.get("tool_calls", [])] for step in agent] == [
+        ["get_weather"],
+        ["get_weather", "population"],
+        [],
+    ]
+    assert [r["source_call_id"] for r in agent[1]["observation"]["results"]] == [f"{prefix}2", f"{prefix}3"]
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
