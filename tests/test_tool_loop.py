@@ -351,3 +351,39 @@ def test_a_tool_loop_that_cannot_run_is_a_spec_error(tmp_path, capsys, fields, s
     err = capsys.readouterr().err
     assert said in err and "target" in err
     assert not (tmp_path / "store").exists()
+
+
+ERRORS = {
+    "openai": {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}},
+    "anthropic": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+}
+THOUGHT = {"type": "thinking", "thinking": "Paris first.", "signature": "EqQBCkYIBxgCKkA"}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_round_is_retried_as_any_call_and_a_thought_is_sent_back_signed(
+    tmp_path, scripted, capsys, provider
+):
+    prefix = {"openai": "call_", "anthropic": "toolu_"}[provider]
+    first = _calls(provider, (f"{prefix}1", "get_weather", "Paris"))
+    fields: dict[str, Any] = {"max_retries": 1}
+    if provider == "anthropic":  # extended thinking: the signed thought goes back with the call
+        first = anthropic([THOUGHT, _call(provider, f"{prefix}1", "get_weather", "Paris")], "tool_use")
+        fields |= {"thinking": {"budget_tokens": 1024}, "max_tokens": 2048}
+    scripted.script(first, Reply(provider, ERRORS[provider], status=503), _words(provider, "sunny"))
+    spec = _spec(
+        tmp_path,
+        _target(provider, scripted.base_url, **fields),
+        [{"id": "one", "question": "q-retried"}],
+        scorers=[{**TRAJECTORY, "expected": ["get_weather"]}],
+    )
+    store = tmp_path / "store"
+    run_id = _run(spec, store, capsys)
+
+    item = _items(store, run_id)["one"]
+    assert (item["outcome"], json.loads(item["output"]), item["retries"]) == ("completed", "sunny", 1)
+    _, retried, again = _bodies(scripted, "q-retried")
+    assert retried == again  # the same round's request, sent again
+    if provider == "anthropic":
+        assert again["messages"][1]["content"][0] == THOUGHT
+        assert item["reasoning"] == "Paris first."
