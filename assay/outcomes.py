@@ -101,12 +101,14 @@ class FailureKind(StrEnum):
 
     The first five are calls that got no usable reply: `http` (an error status or error event),
     `timeout`, `connection`, `protocol` (a reply off the wire format), `exception` (the target's
-    own code raised). The last three are replies that are *not an answer* (`FinishReason` says
+    own code raised). The next three are replies that are *not an answer* (`FinishReason` says
     why the model stopped): `refusal` (the model refused, or the provider's content filter
     withheld the answer), `length` (cut off by the length limit: `max_tokens`) and
     `unasked_tool_call` (the model called a tool though the request offered none; when tools
-    are asked for, a tool call is the answer). They are failures, not outcomes of their own, so
-    that everything that reads `failed` stays right without knowing them: they are never
+    are asked for, a tool call is the answer). The last, `max_tool_rounds`, is a chat target
+    running its tools (`tool_loop`) that ran them `max_tool_rounds` times and was still asked
+    for more: the model never answered in words. They are failures, not outcomes of their own,
+    so that everything that reads `failed` stays right without knowing them: they are never
     scored, they count against `fail_on_item_error_rate` (the scored mean covers only the
     answered items, as with any failure), a resume keeps them, `assay resume --retry-failed
     refusal,length` asks again, and the summary counts failures by kind (`failure_kinds`).
@@ -120,6 +122,7 @@ class FailureKind(StrEnum):
     REFUSAL = "refusal"
     LENGTH = "length"
     UNASKED_TOOL_CALL = "unasked_tool_call"
+    MAX_TOOL_ROUNDS = "max_tool_rounds"
 
 
 class FinishReason(StrEnum):

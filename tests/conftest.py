@@ -222,3 +222,20 @@ def start_run_until_committed(
 def only_run_id(store: Path) -> str:
     (partition,) = (store / "runs").glob("run_id=*")
     return partition.name.removeprefix("run_id=")
+
+
+@pytest.fixture(scope="module")
+def scripted_server() -> Iterator[Any]:
+    """The scripted SDK-checked server on uvicorn (`assay.testing.scripted`), one per module."""
+    from assay.testing.scripted import ScriptedServer  # FastAPI and the SDKs: only where used
+
+    with ScriptedServer() as server:
+        yield server
+
+
+@pytest.fixture
+def scripted(scripted_server: Any) -> Iterator[Any]:
+    """The scripted server, reset; every request Assay sent it passed the SDK's types."""
+    scripted_server.reset()
+    yield scripted_server
+    assert scripted_server.problems == []

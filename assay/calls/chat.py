@@ -80,6 +80,8 @@ class ChatReply:
             to its first answer token; None when not streamed (or no token came).
         reasoning: the reasoning text or summary the reply carried apart from its answer
             (`ChatAPI.reasoning`); None when it carried none.
+        body: the reply as it came (assembled, when streamed): what a tool loop sends back
+            (`ChatAPI.assistant_turn`).
     """
 
     content: Any
@@ -92,6 +94,7 @@ class ChatReply:
     finish: Finish
     first_token_ms: float | None = None
     reasoning: str | None = None
+    body: dict[str, Any] | None = None
 
 
 class ChatClient:
@@ -457,6 +460,7 @@ class ChatClient:
             finish=self._api.finish(reply),
             first_token_ms=first_token_ms,
             reasoning=self._api.reasoning(reply),
+            body=reply,
         )
 
     async def aclose(self) -> None:

@@ -4,8 +4,9 @@ it reads back of a reply, before either is put on a provider's wire (`assay.call
 The vocabulary: the tool call, which replies, stored items and scorers share; a conversation's
 turns and their content parts (text, images, documents), which a chat target's `messages:` lists
 and a dataset field may hold; the tools a request offers (`FunctionTool`, from a spec or a Python
-callable: `function_tool`), how the model may choose among them (`ToolChoice`), and what a reply
-must be (`ResponseFormat`: structured output).
+callable: `function_tool`), how the model may choose among them (`ToolChoice`), what a reply
+must be (`ResponseFormat`: structured output), and what running a call gave (`ToolResult`, which a
+tool loop sends back).
 """
 
 from __future__ import annotations
@@ -272,3 +273,21 @@ class ResponseFormat(BaseModel):
     def structured(self) -> bool:
         """Whether the reply is JSON (its content parsed into the item's output)."""
         return self.type != "text"
+
+
+# -- a tool's result, sent back to the model (the loop26 part: a tool loop) ----------------------
+
+
+class ToolResult(BaseModel):
+    """What running one of the model's tool calls gave, to be sent back to it (OpenAI a `tool`
+    message, Anthropic a `tool_result` block)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    """The id of the call it answers (`call_…`, `toolu_…`)."""
+    content: str
+    """The result as text (a tool's return value; JSON when it is not text), or the error."""
+    is_error: bool = False
+    """The tool raised or timed out: `content` says how (Anthropic's `is_error: true`; OpenAI has
+    no flag, the text says it)."""

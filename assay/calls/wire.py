@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 from assay.calls.accounting import Usage
 from assay.calls.finish import Finish, reason_of
-from assay.calls.messages import FunctionTool, NamedTool, ResponseFormat, ToolChoice
+from assay.calls.messages import FunctionTool, NamedTool, ResponseFormat, ToolChoice, ToolResult
 from assay.outcomes import FailureKind, FinishReason
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -147,6 +147,14 @@ class ChatAPI(ABC):
         whether it may make several calls at once (None: the provider's default)."""
 
     @abstractmethod
+    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """A reply of tool calls as the assistant's message of the next request (a tool loop's)."""
+
+    @abstractmethod
+    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """The messages that send the results of a reply's tool calls back to the model."""
+
+    @abstractmethod
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         """The request body asking for a stream (with usage in it, where that must be asked for)."""
 
@@ -258,6 +266,28 @@ class OpenAIChat(ChatAPI):
         if parallel is not None:
             fields["parallel_tool_calls"] = parallel
         return fields
+
+    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The message with its content and tool calls only (a server's own fields, such as
+        `reasoning_content`, are not sent back)."""
+        message = reply["choices"][0]["message"]
+        calls = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": call["function"].get("name"),
+                    "arguments": call["function"].get("arguments") or "{}",
+                },
+            }
+            for call in message.get("tool_calls") or []
+        ]
+        turn: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        return {**turn, "tool_calls": calls} if calls else turn
+
+    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """A `tool` message per result (an error is said in its text: the API has no flag)."""
+        return [{"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in results]
 
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         # Without `include_usage` a stream carries no usage at all: its tokens would be unknown.
@@ -496,6 +526,24 @@ class AnthropicMessages(ChatAPI):
             fields["tool_choice"] = how
         return fields
 
+    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The reply's blocks as sent: its text, its `tool_use` blocks, and its thinking blocks
+        with their signatures (which the API requires back, unchanged, after a tool call)."""
+        blocks = []
+        for block in reply["content"]:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in _ANTHROPIC_ECHOED:
+                blocks.append({key: block[key] for key in _ANTHROPIC_ECHOED[kind] if key in block})
+        return {"role": "assistant", "content": blocks}
+
+    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """One user message of `tool_result` blocks (`is_error: true` for a tool that failed)."""
+        blocks = []
+        for r in results:
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content}
+            blocks.append({**block, "is_error": True} if r.is_error else block)
+        return [{"role": "user", "content": blocks}]
+
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
 
@@ -537,6 +585,15 @@ def messages_body(
         body["stop_sequences"] = list(stop_sequences)
     return body
 
+
+# The blocks of a reply a tool loop sends back, and the fields each keeps (the rest, such as a
+# text block's `citations: null`, are the reply's, not a request's).
+_ANTHROPIC_ECHOED = {
+    "text": ("type", "text"),
+    "tool_use": ("type", "id", "name", "input"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+}
 
 # OpenAI's words for a tool choice, in Anthropic's (`required` is its `any`).
 _ANTHROPIC_CHOICE = {"auto": "auto", "none": "none", "required": "any"}

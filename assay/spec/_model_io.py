@@ -3,6 +3,8 @@ the tools it offers and how the model may choose among them, what its reply must
 output), how a reasoning model reasons, and any other field its server accepts (`params`).
 
     RequestFields       both chat kinds: tools, tool_choice, parallel_tool_calls, response_format, params
+    ToolLoop            both chat kinds: tool_loop (Assay runs the Python tools and feeds their
+                        results back), max_tool_rounds, tool_timeout
     OpenAIReasoning     `openai`: max_completion_tokens, reasoning_effort (and the families that
                         refuse `temperature` and `max_tokens`: `REASONING_MODELS`)
     AnthropicThinking   `anthropic`: thinking (extended thinking) and its rules
@@ -75,6 +77,9 @@ UNSET_OUTSIDE_IDENTITY = frozenset(
         "max_completion_tokens",
         "reasoning_effort",
         "thinking",
+        "tool_loop",
+        "max_tool_rounds",
+        "tool_timeout",
     }
 )
 """The fields of this module: left out of a run's identity while unset."""
@@ -120,6 +125,56 @@ class RequestFields(StrictModel):
         for key in self.params or {}:
             if key in modelled:
                 raise ValueError(f"params.{key}: Assay sets this field; use the target's `{modelled[key]}`")
+        return self
+
+
+DEFAULT_TOOL_ROUNDS = 8
+"""`max_tool_rounds` when a tool loop leaves it unset."""
+DEFAULT_TOOL_TIMEOUT = 30.0
+"""`tool_timeout` (seconds) when a tool loop leaves it unset."""
+
+
+class ToolLoop(StrictModel):
+    """Assay running the model's tool calls itself (`tool_loop: true`): each call of a
+    `module:function` tool is run (sync or async, under `tool_timeout`), its result sent back to
+    the model, and the model asked again, until it answers in words. The whole exchange is the
+    item's trajectory; every model call goes through the target's retries, rate control,
+    budget, capture and cache."""
+
+    tool_loop: bool | None = None
+    """`true`: run the model's calls of the `tools` (every one a `module:function`) and feed their
+    results back until the model answers in words; the answer is the item's output, the exchange
+    its trajectory (`Sample.trajectory`, kept as `trajectory.json`). A tool that raises or times
+    out sends the model its error. Not with `batch` (each round needs the last one's reply)."""
+    max_tool_rounds: int | None = Field(default=None, ge=1, strict=True)
+    """The most rounds of tool calls run for one item (default 8): a model still calling tools
+    after them fails the item with `failure_kind` `max_tool_rounds`. Needs `tool_loop`."""
+    tool_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds one tool call may take (default 30); past it the model is told the call timed
+    out. Needs `tool_loop`."""
+
+    @model_validator(mode="after")
+    def _tool_loop_rules(self) -> ToolLoop:
+        if not self.tool_loop:
+            for name in ("max_tool_rounds", "tool_timeout"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs `tool_loop: true`: no tools are run")
+            return self
+        tools = getattr(self, "tools", None)
+        if not tools:
+            raise ValueError("tool_loop needs `tools`: `module:function` references for Assay to run")
+        defined = [f"tools.{n} ({t.name})" for n, t in enumerate(tools) if isinstance(t, FunctionTool)]
+        if defined:
+            raise ValueError(
+                f"{', '.join(defined)}: tool_loop runs Python tools; give each as `module:function`"
+            )
+        choice = getattr(self, "tool_choice", None)
+        if choice == "required" or isinstance(choice, NamedTool):
+            raise ValueError(
+                "tool_loop with a tool_choice that forces a call: the model could never answer in words"
+            )
+        if getattr(self, "batch", None) is not None:
+            raise ValueError("tool_loop cannot be combined with batch: each round needs the last one's reply")
         return self
 
 

@@ -18,7 +18,7 @@ from assay.calls.http import HttpURL
 from assay.calls.messages import TextPart, Turn
 from assay.calls.response_cache import check_cache
 from assay.spec._base import StrictModel
-from assay.spec._model_io import AnthropicThinking, OpenAIReasoning, RequestFields
+from assay.spec._model_io import AnthropicThinking, OpenAIReasoning, RequestFields, ToolLoop
 
 ParserName = Literal["jsonl", "claude-code", "codex", "text"]
 
@@ -90,7 +90,7 @@ def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
         raise ValueError("batch cannot be combined with stream or cache")
 
 
-class OpenAITarget(ModelEndpoint, RequestFields, OpenAIReasoning):
+class OpenAITarget(ModelEndpoint, RequestFields, ToolLoop, OpenAIReasoning):
     """Any OpenAI-compatible chat-completions endpoint; its endpoint fields (`base_url`, the key,
     `timeout`, `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s.
 
@@ -148,7 +148,7 @@ class OpenAITarget(ModelEndpoint, RequestFields, OpenAIReasoning):
         return _messages_entries(value)
 
 
-class AnthropicTarget(ModelEndpoint, RequestFields, AnthropicThinking):
+class AnthropicTarget(ModelEndpoint, RequestFields, ToolLoop, AnthropicThinking):
     """Anthropic's Messages API, natively (`POST {base_url}/messages`); its endpoint fields are
     `ModelEndpoint`'s, as for `openai`.
 

@@ -15,6 +15,8 @@ checks, preflight snapshot, fixture files, identity, whether it makes containers
     _chat             ChatKind, ChatTarget: what the two chat kinds share
     _model_io         the request fields on the wire (tools, response_format, reasoning, params)
                       and a reply of tool calls as the item's answer
+    _tool_loop        `tool_loop: true`: the model's calls of the Python tools run, their results
+                      sent back, until it answers in words; the exchange as the trajectory
     _conversation     an item's conversation (`messages:`): spec turns and a field's, checked per row
     _base             TargetResult, the Target protocols, render
     atif              ATIF trajectories: wire models, validation, conversion to and from steps

@@ -8,6 +8,10 @@ with nothing in its place fail the item with a kind of their own (`refusal`, `le
 `unasked_tool_call`; `protocol`): they are never an empty answer scored. The call was made and
 is measured all the same.
 
+With `tool_loop: true` the target runs the model's calls of its Python tools and asks again
+until the model answers in words (`assay.targets._tool_loop`); every round is a call of the same
+client, and the exchange is the item's trajectory, kept as `trajectory.json` in its artifacts.
+
 Batch mode (`batch:` on the spec): an item's request goes through the provider's batch API
 (`assay.calls.batch`), priced at the model's batch rate and held against the budget at its
 maximum cost until its result arrives (`assay.calls.batch_mode`); each batch is recorded in the
@@ -16,6 +20,8 @@ store's `batches/`, so a resumed run re-attaches to it. A session's turns are se
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
 from abc import ABC, abstractmethod
@@ -24,10 +30,11 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from assay._files import write_atomic
 from assay.calls.accounting import Usage
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
-from assay.calls.chat import ChatClient
+from assay.calls.chat import ChatClient, ChatReply
 from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.finish import Finish, not_an_answer
 from assay.calls.messages import ToolCall, Turn
@@ -35,13 +42,14 @@ from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
-from assay.spec._model_io import UNSET_OUTSIDE_IDENTITY
+from assay.spec._model_io import DEFAULT_TOOL_ROUNDS, DEFAULT_TOOL_TIMEOUT, UNSET_OUTSIDE_IDENTITY
 from assay.spec.dataset import Item
 from assay.spec.targets import MessageEntry
 from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
-from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_problems
+from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_functions, tool_problems
+from assay.targets._tool_loop import Exchange, Toolbox, run_tool_loop
 
 # More lines than this about unfillable templates add nothing: the first show the pattern.
 _MAX_PROBLEMS = 20
@@ -204,6 +212,12 @@ class ChatTarget(ABC):
         self.request_fields = request_fields(spec, api, None if context is None else context.spec_dir)
         """What every request body carries beyond the conversation (tools, ...): each kind's
         `request_body` adds it."""
+        self._toolbox = None
+        if getattr(spec, "tool_loop", None):
+            functions = tool_functions(spec, None if context is None else context.spec_dir)
+            self._toolbox = Toolbox(functions, spec.tool_timeout or DEFAULT_TOOL_TIMEOUT)
+        self._store = None if context is None else context.store
+        self._run_id = None if context is None else context.run_id
 
     @abstractmethod
     def request_body(
@@ -244,27 +258,77 @@ class ChatTarget(ABC):
     async def __call__(self, item: Item, trial: int) -> TargetResult:
         if self._batcher is not None:
             return await self._batched(item, trial, self._batcher)
+        if self._toolbox is not None:
+            return await self._looped(self.request_body(item), self._toolbox, (item.item_id, trial))
         return await self._ask(self.request_body(item))
 
     async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
         """One prompt of a session: the conversation so far is sent with it, so the model sees
-        every earlier prompt and answer."""
-        return await self._ask(self.request_body(item, prompt, session.history))
+        every earlier prompt and answer (with a tool loop, a turn's tool exchange is its own:
+        the session's history keeps the prompts and answers)."""
+        body = self.request_body(item, prompt, session.history)
+        if self._toolbox is not None:
+            return await self._looped(body, self._toolbox, None)
+        return await self._ask(body)
+
+    async def _looped(
+        self, body: dict[str, Any], toolbox: Toolbox, kept_as: tuple[str, int] | None
+    ) -> TargetResult:
+        """The tool loop (`run_tool_loop`): its answer is the output, its exchange the trajectory
+        (kept in the item x trial's artifacts as `trajectory.json`), its rounds' usage summed."""
+
+        async def keep(steps: list[dict[str, Any]]) -> list[str] | None:
+            return await self._keep_trajectory(steps, kept_as)
+
+        exchange: Exchange = await run_tool_loop(
+            body,
+            complete=self._client.complete,
+            api=self._api,
+            toolbox=toolbox,
+            max_rounds=self._spec.max_tool_rounds or DEFAULT_TOOL_ROUNDS,
+            check=self._check_reply,
+            keep=keep,
+            provider=self._client.provider,
+        )
+        answer, replies = exchange.answer, exchange.replies
+        output, _ = answer_of(self._spec, self._api, answer.content, answer.finish, tools_asked=False)
+        reasoning = [r.reasoning for r in replies if r.reasoning]
+        return TargetResult(
+            output=output,
+            reasoning="\n\n".join(reasoning) if reasoning else None,
+            model=answer.model or self._spec.model,
+            usage=exchange.usage,
+            wire_ms=sum(r.wire_ms for r in replies),
+            first_token_ms=replies[0].first_token_ms,
+            retry_ms=sum(r.retry_ms for r in replies),
+            retries=sum(r.retries for r in replies),
+            finish_reason=_word(answer.finish),
+            finish_reason_raw=answer.finish.raw,
+            trajectory=exchange.steps,
+            steps=len(replies),
+            tool_calls=exchange.tool_calls,
+            artifacts=await self._keep_trajectory(exchange.steps, kept_as),
+        )
+
+    async def _keep_trajectory(
+        self, steps: list[dict[str, Any]], kept_as: tuple[str, int] | None
+    ) -> list[str] | None:
+        """Write the steps to the item x trial's `trajectory.json` (as a container agent's are
+        kept: what a rescore's scorers read, what `assay trajectories export` makes ATIF of);
+        None outside a run's store, or for a session's turn."""
+        if self._store is None or self._run_id is None or kept_as is None:
+            return None
+        path = self._store.artifacts_dir(self._run_id, *kept_as) / "trajectory.json"
+        document = json.dumps({"status": "valid", "steps": steps}, ensure_ascii=False, default=str)
+        await asyncio.to_thread(write_atomic, path, document.encode())
+        return [path.relative_to(self._store.artifacts_root).as_posix()]
 
     async def _ask(self, body: dict[str, Any]) -> TargetResult:
         reply = await self._client.complete(body)
         output, calls = answer_of(
             self._spec, self._api, reply.content, reply.finish, self._api.tools_asked(body)
         )
-        self._check_answer(
-            body,
-            reply.content,
-            reply.finish,
-            usage=reply.usage,
-            request_id=reply.request_id,
-            retries=reply.retries,
-            calls=calls,
-        )
+        self._check_reply(body, reply, calls)
         return TargetResult(
             output=output,
             calls=calls,
@@ -277,6 +341,18 @@ class ChatTarget(ABC):
             retries=reply.retries,
             finish_reason=_word(reply.finish),
             finish_reason_raw=reply.finish.raw,
+        )
+
+    def _check_reply(self, body: dict[str, Any], reply: ChatReply, calls: list[ToolCall] | None) -> None:
+        """`_check_answer` of a reply of the client."""
+        self._check_answer(
+            body,
+            reply.content,
+            reply.finish,
+            usage=reply.usage,
+            request_id=reply.request_id,
+            retries=reply.retries,
+            calls=calls,
         )
 
     def _check_answer(

@@ -8,6 +8,7 @@ target's function is, and described by its signature and docstring (`function_to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,14 @@ def resolve_tools(spec: Any, spec_dir: str | Path | None) -> list[FunctionTool]:
     if isinstance(choice, NamedTool) and choice.name not in names:
         raise ValueError(f"tool_choice: {choice.name!r} is none of the tools ({', '.join(names)})")
     return tools
+
+
+def tool_functions(spec: Any, spec_dir: str | Path | None) -> dict[str, Callable[..., Any]]:
+    """The spec's `module:function` tools' functions, by the name the model calls each (a tool
+    loop's; `resolve_tools` has checked they resolve)."""
+    folder = None if spec_dir is None else str(spec_dir)
+    functions = [resolve_callable(tool, folder) for tool in spec.tools or [] if isinstance(tool, str)]
+    return {function_tool(function).name: function for function in functions}
 
 
 def tool_problems(spec: Any, spec_dir: Path, where: str) -> list[str]:

@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +33,6 @@ PNG = base64.b64decode(
 )
 PDF_BYTES = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 PROVIDERS = ["openai", "anthropic"]
-
-
-@pytest.fixture(scope="module")
-def scripted_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
-def scripted(scripted_server: ScriptedServer) -> Iterator[ScriptedServer]:
-    """The scripted server, reset; every request Assay sent it passed the SDK's types."""
-    scripted_server.reset()
-    yield scripted_server
-    assert scripted_server.problems == []
 
 
 def target(provider: str, base_url: str, messages: Any, **options: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ of broken streams and JSON replies to streamed requests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +35,6 @@ from tests.helpers.wire_payloads import (
     text,
 )
 from tests.targets import test_anthropic, test_openai_target
-
-
-@pytest.fixture(scope="module")
-def scripted_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
-def scripted(scripted_server: ScriptedServer) -> Iterator[ScriptedServer]:
-    """The scripted server, reset; every request Assay sent it passed the SDK's types."""
-    scripted_server.reset()
-    yield scripted_server
-    assert scripted_server.problems == []
-
 
 # -- a reply that is no answer, end to end ------------------------------------------------------
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from assay.cli import main
 from assay.run.identity import identity_of
 from assay.spec import parse_spec
 from assay.store import Store
-from assay.testing.scripted import Reply, ScriptedServer, Stream
+from assay.testing.scripted import Reply, Stream
 from tests.conftest import write_jsonl, write_spec
 from tests.helpers.wire_payloads import (
     CLAUDE,
@@ -32,21 +31,6 @@ from tests.helpers.wire_payloads import (
     text,
     usage_chunk,
 )
-
-
-@pytest.fixture(scope="module")
-def scripted_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
-def scripted(scripted_server: ScriptedServer) -> Iterator[ScriptedServer]:
-    """The scripted server, reset; every request Assay sent it passed the SDK's types."""
-    scripted_server.reset()
-    yield scripted_server
-    assert scripted_server.problems == []
-
 
 CITY = {
     "type": "object",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,6 @@ from assay.store import Store
 from assay.testing.scripted import ScriptedServer
 from tests.conftest import write_jsonl, write_spec
 from tests.helpers.wire_payloads import CLAUDE, OPENAI_MODEL, anthropic, openai, text
-
-
-@pytest.fixture(scope="module")
-def scripted_server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
-def scripted(scripted_server: ScriptedServer) -> Iterator[ScriptedServer]:
-    """The scripted server, reset; every request Assay sent it passed the SDK's types."""
-    scripted_server.reset()
-    yield scripted_server
-    assert scripted_server.problems == []
-
 
 # A module of the spec's folder: a tool given as `module:function`, and a scorer reading the calls.
 TOOLS_MODULE = '''
