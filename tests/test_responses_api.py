@@ -22,6 +22,7 @@ from assay.spec import parse_spec
 from assay.store import Store
 from assay.testing.scripted import ScriptedServer, Stream
 from tests.conftest import write_jsonl, write_spec
+from tests.test_sessions import THREE_PROMPTS, write_policy
 from tests.wire_payloads import (
     REFUSAL,
     RESPONSES_MODEL,
@@ -379,3 +380,20 @@ def test_the_api_is_part_of_the_identity_only_when_it_is_not_the_default():
 
     assert digest(api="chat_completions") == digest()
     assert digest(api="responses") != digest()
+
+
+def test_a_session_sends_the_conversation_so_far_as_input_items(tmp_path, scripted, capsys):
+    """A policy's turns: each request's `input` holds every earlier prompt and answer."""
+    for said in ("4", "yes", "4"):
+        scripted.script(responses(response([output_message(said)])))
+    rows = [{"id": "a", "question": "2 + 2", "answer": "4"}]
+    _run(tmp_path, rows, _target(scripted.base_url), capsys, policy=write_policy(tmp_path, THREE_PROMPTS))
+    sent = [body["input"] for _, body in scripted.requests]
+    assert sent[0] == [{"role": "user", "content": "2 + 2"}]
+    assert sent[2] == [
+        {"role": "user", "content": "2 + 2"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "Are you sure?"},
+        {"role": "assistant", "content": "yes"},
+        {"role": "user", "content": "Final answer?"},
+    ]
