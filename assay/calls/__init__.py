@@ -7,6 +7,7 @@ One concern a module:
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
     wire            each provider's chat API on the wire: bodies, usage, streams assembled
+    responses       OpenAI's Responses API on the wire, a chat API beside those (`api: responses`)
     messages        a conversation's parts in one vocabulary for both APIs (`Turn`, `ToolCall`)
     media           images and documents in a turn: their type from their bytes, size limits, hash
     conversation    turns on each provider's wire

@@ -479,7 +479,7 @@ def _token_estimate(content: bytes, body: dict[str, Any]) -> int:
     """A request's tokens before it is sent, as providers count them against a `tpm` limit: the
     prompt at ~4 bytes a token (the JSON around it included: an over-estimate), plus the most the
     answer may take (`max_tokens`); corrected by the reply's usage (`RateController.settle`)."""
-    most = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    most = body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens") or 0
     return len(content) // 4 + (most if isinstance(most, int) else 0)
 
 

@@ -163,6 +163,11 @@ def _part_without_media(part: Any) -> Any:
     kind = part.get("type")
     if kind == "image_url" and str((part.get("image_url") or {}).get("url", "")).startswith("data:"):
         return {**part, "image_url": {**part["image_url"], "url": _data_url_digest(part["image_url"]["url"])}}
+    # The Responses API's parts: the data URL is the field itself.
+    if kind == "input_image" and str(part.get("image_url") or "").startswith("data:"):
+        return {**part, "image_url": _data_url_digest(part["image_url"])}
+    if kind == "input_file" and str(part.get("file_data") or "").startswith("data:"):
+        return {**part, "file_data": _data_url_digest(part["file_data"])}
     if kind == "file" and str((part.get("file") or {}).get("file_data", "")).startswith("data:"):
         return {**part, "file": {**part["file"], "file_data": _data_url_digest(part["file"]["file_data"])}}
     source = part.get("source")
@@ -173,10 +178,14 @@ def _part_without_media(part: Any) -> Any:
 
 def without_media(body: Any) -> Any:
     """`body` with the inline bytes of its messages' images and documents replaced by their
-    sha256 and size; the body itself when it holds none (a plain prompt is not copied)."""
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+    sha256 and size (a Responses request's `input` items' too); the body itself when it holds
+    none (a plain prompt is not copied)."""
+    if not isinstance(body, dict):
         return body
-    messages = body["messages"]
+    turns = "messages" if "messages" in body else "input"
+    if not isinstance(body.get(turns), list):
+        return body
+    messages = body[turns]
     changed = False
     out = []
     for message in messages:
@@ -187,4 +196,4 @@ def without_media(body: Any) -> Any:
                 message = {**message, "content": parts}
                 changed = True
         out.append(message)
-    return {**body, "messages": out} if changed else body
+    return {**body, turns: out} if changed else body

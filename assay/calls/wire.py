@@ -6,6 +6,9 @@
                         `input_tokens` (cache reads and writes *not* among them),
                         `cache_creation_input_tokens`, `cache_read_input_tokens`, `output_tokens`
 
+OpenAI's Responses API (`POST {base_url}/responses`) is a `ChatAPI` too, in a module of its own:
+`assay.calls.responses`.
+
 Each says where a request goes and with which headers, whether a reply has the shape it should,
 what its content and token usage are, and how a streamed reply (Server-Sent Events) is assembled
 back into the reply the same request would have had unstreamed — so caching, capture and
@@ -125,6 +128,11 @@ class ChatAPI(ABC):
         """Whether a request offers the model tools (both APIs name them `tools`; OpenAI's
         deprecated `functions` too)."""
         return bool(body.get("tools") or body.get("functions"))
+
+    def option_fields(self, name: str, value: Any) -> dict[str, Any]:
+        """The body's fields for the spec's field `name` set to `value` (`max_completion_tokens`,
+        `reasoning_effort`): under its own name, unless the API calls it otherwise."""
+        return {name: value}
 
     @abstractmethod
     def reasoning(self, reply: dict[str, Any]) -> str | None:

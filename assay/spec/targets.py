@@ -90,13 +90,39 @@ def _batch_alone(spec: OpenAITarget | AnthropicTarget) -> None:
         raise ValueError("batch cannot be combined with stream or cache")
 
 
+# The Responses API's words for fields the spec sets: `params` may not set them behind its back.
+_RESPONSES_MODELLED = {
+    "input": "prompt (or messages)",
+    "instructions": "system",
+    "max_output_tokens": "max_completion_tokens (or max_tokens)",
+    "reasoning": "reasoning_effort",
+    "text": "response_format",
+    "store": "api (a Responses request is never stored)",
+}
+
+
+def _responses_rules(spec: OpenAITarget) -> None:
+    if spec.batch is not None:
+        raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
+    for key in spec.params or {}:
+        if key in _RESPONSES_MODELLED:
+            raise ValueError(
+                f"params.{key}: Assay sets this field; use the target's `{_RESPONSES_MODELLED[key]}`"
+            )
+
+
 class OpenAITarget(ModelEndpoint, RequestFields, ToolLoop, OpenAIReasoning):
     """Any OpenAI-compatible chat-completions endpoint; its endpoint fields (`base_url`, the key,
     `timeout`, `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s.
 
     Args:
         kind: `openai`.
-        base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
+        base_url: e.g. `http://127.0.0.1:8000/v1`; `/chat/completions` is appended (`/responses`
+            with `api: responses`).
+        api: `chat_completions` (the default) or `responses`: OpenAI's Responses API
+            (docs/responses-api.md), the same fields sent in its words (`instructions`, `input`,
+            `text.format`, `reasoning.effort`, `max_output_tokens`); no `seed` (it takes none),
+            and not with `batch`.
         model: the exact model version (a moving alias makes runs unrepeatable).
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         messages: instead of `prompt`, the conversation sent (docs/conversations.md): turns
@@ -115,6 +141,7 @@ class OpenAITarget(ModelEndpoint, RequestFields, ToolLoop, OpenAIReasoning):
     """
 
     kind: Literal["openai"]
+    api: Literal["chat_completions", "responses"] = "chat_completions"
     model: str = Field(min_length=1)
     prompt: str = "{input}"
     messages: Messages = None
@@ -130,6 +157,8 @@ class OpenAITarget(ModelEndpoint, RequestFields, ToolLoop, OpenAIReasoning):
         check_cache(self.cache, self.temperature)
         _batch_alone(self)
         _check_messages(self)
+        if self.api == "responses":
+            _responses_rules(self)
         if self.batch is not None and self.max_tokens is None and self.max_completion_tokens is None:
             raise ValueError(
                 "batch needs max_tokens (or max_completion_tokens): it bounds what a batch may cost"

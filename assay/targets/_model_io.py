@@ -70,7 +70,7 @@ def request_fields(spec: Any, api: ChatAPI, spec_dir: str | Path | None) -> dict
         fields |= api.format_fields(spec.response_format)
     for name in ("max_completion_tokens", "reasoning_effort"):  # openai's
         if getattr(spec, name, None) is not None:
-            fields[name] = getattr(spec, name)
+            fields |= api.option_fields(name, getattr(spec, name))
     if getattr(spec, "thinking", None) is not None:  # anthropic's
         fields["thinking"] = {"type": "enabled", "budget_tokens": spec.thinking.budget_tokens}
     return fields | (spec.params or {})

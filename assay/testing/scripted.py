@@ -1,5 +1,6 @@
 """A scripted model server on uvicorn (FastAPI), as vLLM and LiteLLM serve: OpenAI's
-`POST /v1/chat/completions` and Anthropic's `POST /v1/messages`, each request answered by the next
+`POST /v1/chat/completions` and `POST /v1/responses`, and Anthropic's `POST /v1/messages`, each
+request answered by the next
 reply a test scripted — a whole body (`Reply`) or Server-Sent Events (`Stream`), cut short if
 asked. Every body it sends is checked against the official SDKs' types when it is scripted, and
 every request it receives when it arrives, so its payloads cannot drift from the real APIs:
@@ -7,10 +8,12 @@ every request it receives when it arrives, so its payloads cannot drift from the
     ScriptedServer     the server in a background thread on 127.0.0.1 (port 0); a context manager
     Reply / Stream     what one request is answered with
     check_request      a request body against the SDK's create-params (`openai.types.chat.
-                       completion_create_params`, `anthropic.types.message_create_params`)
-    check_reply        a reply or error body against `ChatCompletion` / `Message` (`ErrorObject`,
-                       `ErrorResponse` for an error)
-    check_event        one event's data against `ChatCompletionChunk` / `RawMessageStreamEvent`
+                       completion_create_params`, `openai.types.responses.response_create_params`,
+                       `anthropic.types.message_create_params`)
+    check_reply        a reply or error body against `ChatCompletion` / `Response` / `Message`
+                       (`ErrorObject`, `ErrorResponse` for an error)
+    check_event        one event's data against `ChatCompletionChunk` / `ResponseStreamEvent` /
+                       `RawMessageStreamEvent`
 
 The SDKs, FastAPI and uvicorn are test dependencies (the `dev` extra): only tests import this
 module. `uvicorn[standard]` (httptools, uvloop), because plain uvicorn answers each kept-alive
@@ -34,8 +37,12 @@ from pydantic import TypeAdapter
 from assay.testing._background import HOST
 from assay.testing._uvicorn import UvicornThread
 
-Api = Literal["openai", "anthropic"]
-_PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+Api = Literal["openai", "responses", "anthropic"]
+_PATHS: dict[str, Api] = {
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "responses",
+    "/v1/messages": "anthropic",
+}
 
 
 @cache
@@ -51,16 +58,27 @@ def _types() -> dict[str, Any]:
         CompletionCreateParamsNonStreaming,
         CompletionCreateParamsStreaming,
     )
+    from openai.types.responses import Response as ResponsesReply
+    from openai.types.responses import ResponseStreamEvent
+    from openai.types.responses.response_create_params import (
+        ResponseCreateParamsNonStreaming,
+        ResponseCreateParamsStreaming,
+    )
     from openai.types.shared import ErrorObject
 
     return {
         ("openai", "request", False): CompletionCreateParamsNonStreaming,
         ("openai", "request", True): CompletionCreateParamsStreaming,
+        ("responses", "request", False): ResponseCreateParamsNonStreaming,
+        ("responses", "request", True): ResponseCreateParamsStreaming,
         ("anthropic", "request", False): MessageCreateParamsNonStreaming,
         ("anthropic", "request", True): MessageCreateParamsStreaming,
         ("openai", "reply"): TypeAdapter(ChatCompletion),
         ("openai", "error"): TypeAdapter(ErrorObject),
         ("openai", "event"): TypeAdapter(ChatCompletionChunk),
+        ("responses", "reply"): TypeAdapter(ResponsesReply),
+        ("responses", "error"): TypeAdapter(ErrorObject),
+        ("responses", "event"): TypeAdapter(ResponseStreamEvent),
         ("anthropic", "reply"): TypeAdapter(Message),
         ("anthropic", "error"): TypeAdapter(ErrorResponse),
         ("anthropic", "event"): TypeAdapter(RawMessageStreamEvent),
@@ -83,9 +101,10 @@ def check_request(api: Api, body: Any, extra_body: frozenset[str] = frozenset())
 
 
 def check_reply(api: Api, body: Any) -> None:
-    """Raise `ValueError` unless `body` is a reply (`ChatCompletion`, `Message`) or, when it holds
-    an `error`, an error body (OpenAI's `ErrorObject` under `error`, Anthropic's `ErrorResponse`)."""
-    if isinstance(body, dict) and "error" in body:
+    """Raise `ValueError` unless `body` is a reply (`ChatCompletion`, `Response`, `Message`) or,
+    when it holds an `error` (and is not a `response`, whose `error` says why it failed), an error
+    body (OpenAI's `ErrorObject` under `error`, Anthropic's `ErrorResponse`)."""
+    if isinstance(body, dict) and "error" in body and body.get("object") != "response":
         _types()[(api, "error")].validate_python(body["error"] if _ERROR_NESTED[api] else body)
     else:
         _types()[(api, "reply")].validate_python(body)
@@ -94,8 +113,18 @@ def check_reply(api: Api, body: Any) -> None:
 def check_event(api: Api, data: Any) -> None:
     """Raise `ValueError` unless `data` is one event the SDK reads: OpenAI's `[DONE]`, a
     `ChatCompletionChunk`, or an object with a non-empty `error` (the SDK raises on any, an
-    object or a string); Anthropic's `ping`, `error` (`ErrorResponse`) or a `RawMessageStreamEvent`."""
+    object or a string); a Responses `ResponseStreamEvent` (its `error` event among them);
+    Anthropic's `ping`, `error` (`ErrorResponse`) or a `RawMessageStreamEvent`."""
     _CHECK_EVENT[api](data)
+
+
+def _types_check(api: Api, what: str) -> Callable[[Any], None]:
+    """A check of data against one SDK type, looked up when first used."""
+
+    def check(data: Any) -> None:
+        _types()[(api, what)].validate_python(data)
+
+    return check
 
 
 def _check_chat_event(data: Any) -> None:
@@ -118,10 +147,13 @@ def _check_messages_event(data: Any) -> None:
 # How the two wire formats differ, by API (a table, not a test of which API it is).
 _CHECK_EVENT: dict[str, Callable[[Any], None]] = {
     "openai": _check_chat_event,
+    "responses": _types_check("responses", "event"),
     "anthropic": _check_messages_event,
 }
-_ERROR_NESTED: dict[str, bool] = {"openai": True, "anthropic": False}  # OpenAI's ErrorObject is under `error`
-_NAMED_EVENTS: dict[str, bool] = {"openai": False, "anthropic": True}  # Anthropic's SSE carry `event:` lines
+# OpenAI's ErrorObject is under `error`.
+_ERROR_NESTED: dict[str, bool] = {"openai": True, "responses": True, "anthropic": False}
+# The Responses API's and Anthropic's SSE carry `event:` lines, chat completions' do not.
+_NAMED_EVENTS: dict[str, bool] = {"openai": False, "responses": True, "anthropic": True}
 
 
 @dataclass
@@ -146,8 +178,9 @@ class Reply:
 
 @dataclass
 class Stream:
-    """A 200 `text/event-stream` of events (each checked by `check_event` when made): OpenAI's as
-    `data:` lines only, Anthropic's named by their `type` (`event: message_start`).
+    """A 200 `text/event-stream` of events (each checked by `check_event` when made): OpenAI chat
+    completions' as `data:` lines only, the Responses API's and Anthropic's named by their `type`
+    (`event: response.created`, `event: message_start`).
 
     Args:
         api: whose events they are.
@@ -234,6 +267,7 @@ class ScriptedServer(UvicornThread):
         app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
 
         @app.post("/v1/chat/completions")
+        @app.post("/v1/responses")
         @app.post("/v1/messages")
         async def answer(request: Request) -> Response:
             api = _PATHS[request.url.path]

@@ -185,3 +185,123 @@ def anthropic(
 
 def text(answer: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": answer}]
+
+
+# -- OpenAI Responses -------------------------------------------------------------------------
+
+RESPONSES_MODEL = "o4-mini-2025-04-16"
+
+
+def output_message(answer: str | None = None, *, refusal: str | None = None) -> dict[str, Any]:
+    """A `message` output item holding `answer` (an `output_text` part) or a `refusal` part."""
+    part = (
+        {"type": "refusal", "refusal": refusal}
+        if refusal is not None
+        else {"type": "output_text", "text": answer, "annotations": [], "logprobs": []}
+    )
+    return {
+        "id": "msg_67cc",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [part],
+    }
+
+
+def function_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A `function_call` output item (its `id` the item's, its `call_id` what a result names)."""
+    return {
+        "id": f"fc_{call_id}",
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def reasoning_item(summary: str) -> dict[str, Any]:
+    """A `reasoning` output item with one summary part."""
+    return {"id": "rs_67cc", "type": "reasoning", "summary": [{"type": "summary_text", "text": summary}]}
+
+
+def response(
+    output: list[dict[str, Any]],
+    status: str = "completed",
+    *,
+    incomplete: str | None = None,
+    cached: int = 0,
+    reasoning_tokens: int = 0,
+) -> dict[str, Any]:
+    """A `response` object: its output items, how it ended, its usage."""
+    return {
+        "id": "resp_67cc",
+        "object": "response",
+        "created_at": 1741476542,
+        "status": status,
+        "error": None,
+        "incomplete_details": None if incomplete is None else {"reason": incomplete},
+        "model": RESPONSES_MODEL,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 36,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+            "output_tokens": 87,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": 123,
+        },
+    }
+
+
+def responses_stream_of(whole: dict[str, Any]) -> list[dict[str, Any]]:
+    """A response as the Responses API streams it: `response.created` (in progress, no output),
+    each item added, its text in word deltas, done; then `response.completed` (or
+    `response.incomplete`) with the whole response."""
+    number = iter(range(10_000))
+    started = {**whole, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": started, "sequence_number": next(number)}
+    ]
+    for index, item in enumerate(whole["output"]):
+        added = {**item, "content": []} if item["type"] == "message" else item
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": added,
+                "sequence_number": next(number),
+            }
+        )
+        for part in item.get("content") or [] if item["type"] == "message" else []:
+            for n, word in enumerate((part.get("text") or "").split()):
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": word if n == 0 else f" {word}",
+                        "logprobs": [],
+                        "sequence_number": next(number),
+                    }
+                )
+        events.append(
+            {
+                "type": "response.output_item.done",
+                "output_index": index,
+                "item": item,
+                "sequence_number": next(number),
+            }
+        )
+    final = "response.incomplete" if whole["status"] == "incomplete" else "response.completed"
+    return [*events, {"type": final, "response": whole, "sequence_number": next(number)}]
+
+
+def responses(whole: dict[str, Any], *, stream: bool = False) -> Reply | Stream:
+    """The reply `whole` (a `response`), whole or streamed."""
+    if stream:
+        return Stream("responses", responses_stream_of(whole))
+    return Reply("responses", whole)

@@ -20,7 +20,7 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing.scripted import Reply, ScriptedServer, Stream
 from tests.conftest import write_jsonl, write_spec
-from tests.wire_payloads import CLAUDE, OPENAI_MODEL, anthropic, openai, text
+from tests.helpers.wire_payloads import CLAUDE, OPENAI_MODEL, anthropic, openai, text
 
 TOOLS_MODULE = '''
 import asyncio
