@@ -41,6 +41,7 @@ from assay.calls.messages import (
     ResponseFormat,
     TextPart,
     ToolChoice,
+    ToolResult,
     Turn,
 )
 from assay.calls.wire import Assembler, ChatAPI, StreamFailed, _count, _parsed
@@ -60,6 +61,15 @@ _FINAL = frozenset({"response.completed", "response.incomplete"})
 class ResponsesAPI(ChatAPI):
     name = "openai"
     path = "/responses"
+
+    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """Not spoken: a Responses tool loop sends output items back, not messages (the spec
+        refuses `tool_loop` with `api: responses`)."""
+        raise NotImplementedError("the tool loop is not available with `api: responses`")
+
+    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """Not spoken (see `assistant_turn`)."""
+        raise NotImplementedError("the tool loop is not available with `api: responses`")
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {} if api_key is None else {"authorization": f"Bearer {api_key}"}
@@ -278,7 +288,7 @@ def _input_part(part: ContentPart) -> dict[str, Any]:
 def responses_input(turns: list[Turn]) -> list[dict[str, Any]]:
     """The turns as input messages: a user's parts as input parts, an assistant's as its text
     (images and documents come only in user turns)."""
-    items = []
+    items: list[dict[str, Any]] = []
     for turn in turns:
         if isinstance(turn.content, str) or turn.role != "user":
             items.append({"role": turn.role, "content": turn.text()})
