@@ -37,9 +37,10 @@ class _PatientFd(io.RawIOBase):
         return os.isatty(self._fd)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
-        while self.failure is None:
+        rest = memoryview(data).cast("B")
+        while rest and self.failure is None:  # all of it: a pipe takes part of a write at a time
             try:
-                return os.write(self._fd, data)
+                rest = rest[os.write(self._fd, rest) :]
             except BlockingIOError:
                 select.select([], [self._fd], [])  # until the reader makes room
             except OSError as exc:
@@ -55,11 +56,15 @@ def install() -> None:
     except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing to wait on
         return
     stdout.flush()
+    raw = _PatientFd(fd)
+    # Buffered as it was: `python -u` or PYTHONUNBUFFERED (a caller reading lines as they come) not.
+    buffered = isinstance(getattr(stdout, "buffer", None), io.BufferedWriter)
     sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(_PatientFd(fd)),
+        io.BufferedWriter(raw) if buffered else raw,  # type: ignore[arg-type]
         encoding=stdout.encoding,
         errors=stdout.errors,
         line_buffering=stdout.line_buffering,
+        write_through=getattr(stdout, "write_through", False),
     )
 
 
@@ -70,7 +75,8 @@ def flushed() -> bool:
     except OSError as exc:  # a stdout that is not ours (not installed)
         failure: OSError | None = exc
     else:
-        failure = getattr(getattr(getattr(sys.stdout, "buffer", None), "raw", None), "failure", None)
+        buffer = getattr(sys.stdout, "buffer", None)
+        failure = getattr(getattr(buffer, "raw", buffer), "failure", None)
     if failure is None:
         return True
     print(f"error: stdout closed before everything was written to it: {failure}", file=sys.stderr)
