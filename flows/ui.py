@@ -24,6 +24,7 @@ from assay.store import default_root
 
 POOL = "assay"
 BOOT_TIMEOUT_S = 120.0
+PORT_RELEASE_S = 5.0  # how long a port still held (its server exiting) is waited for
 
 
 def _prefect() -> str:
@@ -46,15 +47,32 @@ def _wait_healthy(server: subprocess.Popen[bytes], api_url: str, log: Path) -> N
 
 def _check_port_free(port: int) -> None:
     """Refuse a busy port before starting anything: a second server would fail to bind, while the
-    health check answered from the first one."""
+    health check answered from the first one. A server stopped a moment ago (`assay ui` again
+    right after Ctrl-C) can still hold it while it exits: that is waited for, `PORT_RELEASE_S`."""
+    deadline = time.monotonic() + PORT_RELEASE_S
+    if _port_free(port):
+        return
+    print(f"waiting for 127.0.0.1:{port} to be released (a server still stopping?) …", flush=True)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if _port_free(port):
+            return
+    raise InputError(
+        f"--port {port}: 127.0.0.1:{port} is already in use (another `assay ui` or Prefect server?); "
+        "stop it, or pass another --port"
+    )
+
+
+def _port_free(port: int) -> bool:
+    """Whether the server could bind 127.0.0.1:`port` now. Bound as uvicorn binds, with
+    SO_REUSEADDR: the last server's connections left in TIME_WAIT do not hold the port for it."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            raise InputError(
-                f"--port {port}: 127.0.0.1:{port} is already in use (another `assay ui` or Prefect server?); "
-                "stop it, or pass another --port"
-            ) from None
+            return False
+    return True
 
 
 def _stop(signum: int, frame: object) -> None:

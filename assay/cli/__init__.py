@@ -1,8 +1,8 @@
 """CLI: the `assay` command — run, resume, compare, show and list evals from a terminal.
 
 Exit status: 0 ok, 1 a gate failed (or a crash: the run is recorded as failed), 2 bad input (spec,
-dataset, flag, unknown run), 3 another process took over the run this one was driving, 130
-interrupted (Ctrl-C or SIGTERM).
+dataset, flag, unknown run), 3 another process took over the run this one was driving, 4 what was
+printed did not all reach stdout (its reader closed it), 130 interrupted (Ctrl-C or SIGTERM).
 
     _main       `main`: parse, dispatch, and every ending as an exit status
     _parser     the commands and their arguments; the exit statuses
@@ -10,9 +10,10 @@ interrupted (Ctrl-C or SIGTERM).
     _commands   show, ls, report, estimate, power, leaderboard, requests, clean, ui
     _output     `--json`, `--quiet`, or drawn for a person by
     _terminal   the progress bar and the tables (rich)
+    _stdout     stdout that waits for a slow reader rather than dropping what it cannot take
 """
 
 from assay.cli._main import main
-from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OK
+from assay.cli._parser import EXIT_GATE, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OK, EXIT_OUTPUT
 
-__all__ = ["EXIT_GATE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_LOST", "EXIT_OK", "main"]
+__all__ = ["EXIT_GATE", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_LOST", "EXIT_OK", "EXIT_OUTPUT", "main"]

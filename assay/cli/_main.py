@@ -8,8 +8,8 @@ import gc
 import sys
 from collections.abc import Callable
 
-from assay.cli import _commands, _flows
-from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, build_parser
+from assay.cli import _commands, _flows, _stdout
+from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OUTPUT, build_parser
 from assay.errors import InputError, LeaseLostError
 from assay.flows import prefect_env as _prefect_env
 from assay.settings import settings
@@ -40,8 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments; None reads the process's own, and means this is the `assay` process,
             which exits next.
     """
+    if argv is None:
+        _stdout.install()
     try:
-        return _main(argv)
+        code = _main(argv)
+        if argv is None and not _stdout.flushed():
+            return EXIT_OUTPUT
+        return code
     finally:
         if argv is None:
             # The interpreter's last garbage collections walk every object the imports made

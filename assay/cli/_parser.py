@@ -8,7 +8,7 @@ import sys
 from assay.outcomes import Adjustment, Verdict
 
 DESCRIPTION = "The `assay` command: run, resume, show and list evals from a terminal."
-EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 _ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
 
 

@@ -502,16 +502,16 @@ class Store:
 
     # -- the analyst's view -----------------------------------------------------------------------
 
-    def _scan(self, dataset: str, pattern: str) -> pl.LazyFrame:
+    def _scan(self, dataset: str, pattern: str, key: str = "run_id") -> pl.LazyFrame:
         prefix = pattern.split("*", 1)[0]
         if not any(
             name.startswith(prefix) and name.endswith(".parquet")
             for partition in self.location.names(dataset)
-            if partition.startswith("run_id=")
+            if partition.startswith(f"{key}=")
             for name in self.location.names(f"{dataset}/{partition}")
         ):
             schema = _frame(getattr(_schema, dataset.upper()).empty_table()).schema
-            return pl.LazyFrame(schema={"run_id": pl.String, **schema})
+            return pl.LazyFrame(schema={key: pl.String, **schema})
         return _with_defaults(
             dataset,
             pl.scan_parquet(
@@ -520,7 +520,7 @@ class Store:
                 missing_columns="insert",
                 extra_columns="ignore",
                 hive_partitioning=True,
-                hive_schema={"run_id": pl.String},
+                hive_schema={key: pl.String},
                 storage_options=self.location.storage_options,
             ),
         )
@@ -541,6 +541,11 @@ class Store:
     def turns(self) -> pl.LazyFrame:
         """Every session turn of every run."""
         return self._scan("turns", "part-*.parquet")
+
+    def leaderboards(self) -> pl.LazyFrame:
+        """Every revision of every matrix's leaderboard (a matrix's current one: its highest
+        `revision`); an empty frame where no matrix ran."""
+        return self._scan("leaderboards", "*.parquet", key="matrix_id")
 
 
 # -- reading, also files an older Assay wrote -----------------------------------------------------
