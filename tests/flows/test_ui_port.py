@@ -1,7 +1,7 @@
 """`assay ui` started again right after Ctrl-C: the port its last server held is waited for while
 that server exits, and a connection it left in TIME_WAIT does not hold the port (issue 30, 12).
 Real sockets on 127.0.0.1; a port still held after `PORT_RELEASE_S` is refused
-(tests/test_feedback.py)."""
+(tests/cli/test_feedback.py)."""
 
 from __future__ import annotations
 
