@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Callable
 
 from assay.cli import _commands, _flows
-from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, build_parser
+from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, EXIT_PIPE, build_parser
 from assay.errors import InputError, LeaseLostError
 from assay.flows import prefect_env as _prefect_env
 from assay.settings import settings
@@ -41,7 +42,18 @@ def main(argv: list[str] | None = None) -> int:
             which exits next.
     """
     try:
-        return _main(argv)
+        code = _main(argv)
+        if argv is None:
+            sys.stdout.flush()  # here, so that a reader gone is seen below, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader closed our stdout (`assay compare --json | head`): the output did not all
+        # arrive, which the exit status says, as a process killed by SIGPIPE would. No traceback.
+        if argv is None:
+            # What is still buffered can never be written: stdout to /dev/null so that the
+            # interpreter's last flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     finally:
         if argv is None:
             # The interpreter's last garbage collections walk every object the imports made

@@ -9,6 +9,7 @@ from assay.outcomes import Adjustment, Verdict
 
 DESCRIPTION = "The `assay` command: run, resume, show and list evals from a terminal."
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PIPE = 141  # the reader closed stdout before the output ended: 128 + SIGPIPE, as a shell reports it
 _ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
 
 

@@ -92,14 +92,15 @@ class CompareTo(StrictModel):
     """A sequential compare during the run (docs/statistics.md, "Sequential compare").
 
     Args:
-        baseline: the run the candidate (this run) is compared with, item by item.
+        baseline: the run the candidate (this run) is compared with, item by item; may be left
+            out of the spec and given by `assay run --compare-to RUN_ID` instead.
         scorer: the scorer compared; default the spec's only scorer.
         threshold: the smallest change that matters, in score units (0.02 = 2 points).
         alpha: the chance of a wrong verdict the run accepts, whenever it stops.
         stop: `decided` stops admitting items once the verdict is known; `never` only monitors.
     """
 
-    baseline: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
+    baseline: str | None = Field(default=None, min_length=1, pattern=r"^[\w.\-]+$")
     scorer: str | None = None
     threshold: float = Field(default=0.02, ge=0, le=1)
     alpha: float = Field(default=0.05, gt=0, lt=1)

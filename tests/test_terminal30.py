@@ -1,0 +1,110 @@
+"""Issue 30's terminal points, through the real `assay` command: a threshold in the spec with the
+baseline on the command line, a reader that closes the pipe, ..."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assay.cli import main
+from tests.conftest import REPO, write_jsonl, write_spec
+
+N = 40
+SOLVERS = """
+def right(x):
+    return str(int(x) * 2)
+
+def half_right(x):
+    return str(int(x) * 2) if int(x) % 2 else "no idea"
+"""
+
+
+def _spec(folder: Path, function: str, **extra: object) -> Path:
+    sub = folder / function
+    sub.mkdir(exist_ok=True)
+    (sub / f"solvers_{function}.py").write_text(SOLVERS)  # a module of its own: imports are cached
+    write_jsonl(
+        sub / "data.jsonl", [{"id": f"i{i}", "input": str(i), "expected": str(2 * i)} for i in range(N)]
+    )
+    return write_spec(
+        sub,
+        name="t30",
+        dataset={"path": "data.jsonl", "id": "id"},
+        target={"kind": "python", "function": f"solvers_{function}:{function}"},
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+        **extra,
+    )
+
+
+def _run_ids(store: Path) -> set[str]:
+    return {p.name.removeprefix("run_id=") for p in (store / "runs").glob("run_id=*")}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A store with a run that is always right and one right half the time, of the same data."""
+    folder = tmp_path_factory.mktemp("two-runs")
+    store = folder / "store"
+    ids = []
+    for function in ("right", "half_right"):
+        before = _run_ids(store)
+        assert main(["run", str(_spec(folder, function)), "--store", str(store), "--quiet"]) == 0
+        (new,) = _run_ids(store) - before
+        ids.append(new)
+    return store, ids[0], ids[1]
+
+
+def test_a_spec_threshold_with_the_baseline_from_compare_to(tmp_path, capsys, two_runs) -> None:
+    """8b: `compare_to: {threshold}` in the spec, its baseline given by `--compare-to`."""
+    store, right, _ = two_runs
+    spec = _spec(tmp_path, "half_right", compare_to={"threshold": 0.1, "stop": "never"})
+    assert main(["run", str(spec), "--store", str(store), "--compare-to", right, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["compare_to"]["compare_baseline"] == right
+    assert summary["compare_to"]["compare_threshold"] == 0.1
+    assert summary["compare_to"]["compare_verdict"] == "regressed"
+
+
+def test_a_spec_compare_to_without_any_baseline_is_refused(tmp_path, capsys, two_runs) -> None:
+    store, _, _ = two_runs
+    runs_before = sorted(p.name for p in (store / "runs").iterdir())
+    spec = _spec(tmp_path, "half_right", compare_to={"threshold": 0.1})
+    assert main(["run", str(spec), "--store", str(store)]) == 2
+    assert "compare_to.baseline: no baseline run: name it in the spec or with `--compare-to RUN_ID`" in (
+        capsys.readouterr().err
+    )
+    assert sorted(p.name for p in (store / "runs").iterdir()) == runs_before
+
+
+def test_compare_json_into_a_closed_pipe_ends_without_a_traceback(two_runs) -> None:
+    """8b: `assay compare --json | head`: the reader is gone before the document is written; the
+    command says so by its exit status (141, as SIGPIPE would), not by a BrokenPipeError traceback."""
+    store, right, half = two_runs
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "assay.cli",
+            "compare",
+            right,
+            "--candidate",
+            half,
+            "--store",
+            str(store),
+            "--json",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # a reader that has read all it wanted, before the document is written
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
