@@ -108,3 +108,38 @@ def test_compare_json_into_a_closed_pipe_ends_without_a_traceback(two_runs) -> N
     assert process.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
+
+def test_a_template_typo_is_one_line_with_the_fields_and_a_did_you_mean(tmp_path, capsys) -> None:
+    """6: `prompt: "{qestion}"` over 30 rows is one problem, not 20 identical lines (and a silent
+    stop at 20); a field only some rows lack names those rows, once."""
+    rows = [{"id": f"q{i}", "question": f"{i} + {i}?", "answer": str(2 * i)} for i in range(30)]
+    for row in rows[5:]:
+        row["hint"] = "add"
+    write_jsonl(tmp_path / "data.jsonl", rows)
+    spec = write_spec(
+        tmp_path,
+        name="typo",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        target={
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:9/v1",  # never reached: the check comes first
+            "model": "mock-1",
+            "prompt": "{qestion}",
+            "system": "Hint: {hint}",
+        },
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+    )
+    assert main(["run", str(spec), "--store", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err
+    problems = [line.removeprefix("  - ") for line in err.splitlines() if line.startswith("  - ")]
+    assert problems == [
+        (
+            "target.prompt '{qestion}': {qestion} names no field of the dataset; did you mean 'question'? "
+            "(the rows' fields: answer, hint, id, input, question)"
+        ),
+        (
+            "target.system 'Hint: {hint}': {hint} is missing from 5 of 30 rows: line 1 (id 'q0'), "
+            "line 2 (id 'q1'), line 3 (id 'q2') and 2 more"
+        ),
+    ], err
+    assert not (tmp_path / "store" / "runs").exists()
