@@ -4,6 +4,7 @@ baseline on the command line, a reader that closes the pipe, ..."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from assay.cli import main
+from assay.testing.mock_openai import MockOpenAIServer
 from tests.conftest import REPO, write_jsonl, write_spec
 
 N = 40
@@ -143,3 +145,36 @@ def test_a_template_typo_is_one_line_with_the_fields_and_a_did_you_mean(tmp_path
         ),
     ], err
     assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_a_plain_resume_asks_again_the_items_a_dead_endpoint_refused(tmp_path, capsys) -> None:
+    """2: the breaker stops a run whose endpoint refuses connections; once it answers, `assay
+    resume ID` (no `--retry-failed`) asks the refused items too — they were never sent — and the
+    run completes, instead of ending `failed_gate` on their failures."""
+    with socket.socket() as refusing:  # bound, never listening: its port refuses connections
+        refusing.bind(("127.0.0.1", 0))
+        port = refusing.getsockname()[1]
+        write_jsonl(tmp_path / "data.jsonl", [{"id": f"q{i}", "question": f"{i}?"} for i in range(30)])
+        spec = write_spec(
+            tmp_path,
+            name="refused",
+            dataset={"path": "data.jsonl", "id": "id", "input": "question"},
+            target={
+                "kind": "openai",
+                "base_url": f"http://127.0.0.1:{port}/v1",
+                "model": "mock-1",
+                "prompt": "{question}",
+                "max_retries": 0,
+            },
+            scorers=[{"kind": "regex", "name": "any", "pattern": "."}],
+            concurrency=2,
+        )
+        store = tmp_path / "store"
+        assert main(["run", str(spec), "--store", str(store), "--json"]) == 1
+        stopped = json.loads(capsys.readouterr().out)
+        assert stopped["status"] == "failed" and stopped["items"]["failed"] >= 5, stopped["items"]
+    with MockOpenAIServer(port=port):
+        assert main(["resume", stopped["run_id"], "--store", str(store), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "completed", summary
+    assert summary["items"]["completed"] == 30 and summary["items"]["failed"] == 0, summary["items"]
