@@ -122,7 +122,8 @@ def test_a_scorer_failing_on_every_item_says_so_in_one_line(tmp_path, mock, caps
             },
         ],
     )
-    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 0
+    # A scorer failing everywhere fails the run's scorer error-rate gate (issue 30).
+    assert main(["run", str(spec), "--store", str(tmp_path / "s")]) == 1
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("judge:")]
     assert lines == [

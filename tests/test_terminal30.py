@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from assay.cli import main
 from assay.testing.mock_openai import MockOpenAIServer
@@ -178,3 +179,58 @@ def test_a_plain_resume_asks_again_the_items_a_dead_endpoint_refused(tmp_path, c
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "completed", summary
     assert summary["items"]["completed"] == 30 and summary["items"]["failed"] == 0, summary["items"]
+
+
+FLAKY_JUDGE = """
+def flaky(output, input):
+    if int(input) in (3, 17):  # 2 of 30 items: a 6.7 % scorer error rate
+        raise RuntimeError("judge unavailable")
+    return True
+"""
+
+
+def test_the_run_applies_the_scorer_error_rate_gate_compare_and_the_nightly_apply(tmp_path, capsys) -> None:
+    """1: a scorer failing on 6.7 % of items fails the run's gate (exit 1), as it fails compare's
+    and the nightly's; the summary lists every gate it applied; `fail_on_scorer_error_rate` is the
+    run's own limit."""
+    (tmp_path / "judges.py").write_text(FLAKY_JUDGE)
+    write_jsonl(tmp_path / "data.jsonl", [{"id": f"i{i}", "input": str(i)} for i in range(30)])
+    (tmp_path / "solvers_right.py").write_text(SOLVERS)
+    common = {
+        "dataset": {"path": "data.jsonl", "id": "id"},
+        "target": {"kind": "python", "function": "solvers_right:right"},
+        "scorers": [{"kind": "user_code", "name": "judge", "function": "judges:flaky"}],
+    }
+    spec = write_spec(tmp_path, name="gated", **common)
+    store = str(tmp_path / "store")
+    assert main(["run", str(spec), "--store", store, "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "failed_gate"
+    assert [(g["gate"], g.get("scorer"), g["passed"]) for g in summary["gates"]] == [
+        ("item_error_rate", None, True),
+        ("scorer_error_rate", "judge", False),
+    ]
+    assert summary["gates"][1]["message"] == "scorer judge error rate 6.7% (2 failed of 30), limit 5.0%"
+
+    assert main(["show", summary["run_id"], "--store", store]) == 1
+    shown = " ".join(capsys.readouterr().out.split())
+    assert (
+        "gates: item error rate 0.0% (0 failed of 30 attempted), limit 5.0% passed; "
+        "scorer judge error rate 6.7% (2 failed of 30), limit 5.0% FAILED"
+    ) in shown, shown
+
+    # The spec's own limit: at 10 % the same run passes; the nightly gates its comparison by the
+    # same limit (not compare's default 5 %), so a second night of the same run passes too.
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text(yaml.safe_dump({"name": "lenient", **common, "fail_on_scorer_error_rate": 0.1}))
+    assert main(["run", str(lenient), "--store", store, "--json"]) == 0
+    passed = json.loads(capsys.readouterr().out)
+    assert passed["status"] == "completed" and all(g["passed"] for g in passed["gates"])
+    assert passed["gates"][1]["limit"] == 0.1
+    for night in (1, 2):
+        assert main(["nightly", str(lenient), "--store", store, "--json"]) == 0, night
+        report = json.loads(capsys.readouterr().out)
+        assert report["passed"], report["failures"]
+    (spec_report,) = report["specs"]
+    scorer_gates = [g for g in spec_report["comparison"]["gates"] if g["gate"] == "scorer_error_rate"]
+    assert scorer_gates and all(g["limit"] == 0.1 and g["passed"] for g in scorer_gates)

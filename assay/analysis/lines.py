@@ -18,6 +18,14 @@ def cut(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def gates_line(summary: dict[str, Any]) -> str:
+    """`gates: item error rate 0.0% (...), limit 5.0% passed; scorer judge error rate 6.7% (2
+    failed of 30), limit 5.0% FAILED`: every gate the run applied (`run_gates`)."""
+    return "gates: " + "; ".join(
+        f"{gate['message']} {'passed' if gate['passed'] else 'FAILED'}" for gate in summary.get("gates", [])
+    )
+
+
 def items_line(summary: dict[str, Any]) -> str:
     """`items: 38 completed, 2 failed of 40 planned · item error rate 5.0% (limit 5%, gate passed)`."""
     outcomes = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
@@ -88,6 +96,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("error"):
         lines.append(f"stopped by: {summary['error']} (`assay resume {summary['run_id']}` continues it)")
     lines.append(items_line(summary))
+    lines.append(gates_line(summary))
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 

@@ -124,6 +124,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"stopped by: {escape(summary['error'])} (`assay resume {summary['run_id']}` continues it)"
         )
     console.print(escape(lines.items_line(summary)))
+    console.print(escape(lines.gates_line(summary)))
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 

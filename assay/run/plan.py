@@ -270,6 +270,7 @@ def new_record(
         "n_items": n_items,
         "n_planned": n_planned,
         "fail_on_item_error_rate": spec.fail_on_item_error_rate,
+        "fail_on_scorer_error_rate": spec.fail_on_scorer_error_rate,
         "assay_version": __version__,
     }
 

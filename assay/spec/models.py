@@ -127,6 +127,9 @@ class EvalSpec(StrictModel):
         item_timeout: seconds one item (target call with its retries) may take; past it: `failed`.
         fail_on_item_error_rate: the run fails its gate (status `failed_gate`, exit 1) when
             failed / attempted exceeds this (1 disables).
+        fail_on_scorer_error_rate: the run fails its gate (status `failed_gate`, exit 1) when a
+            scorer's failed / (scored + failed) exceeds this (1 disables); the same gate
+            `assay compare` and the nightly apply (`--max-scorer-error-rate`, default 0.05).
         budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts
             (`budget_skipped`), a call not yet sent is refused (`budget_interrupted`) and
             model-graded scorers are skipped; deterministic scorers still score.
@@ -164,6 +167,7 @@ class EvalSpec(StrictModel):
     seed: int = Field(default=0, strict=True)
     item_timeout: float | None = Field(default=None, gt=0, strict=True)
     fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
+    fail_on_scorer_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
     budget: str | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
     capture_requests: bool | CaptureSettings = False
