@@ -14,7 +14,7 @@ import yaml
 
 from assay.cli import main
 from assay.testing.mock_openai import MockOpenAIServer
-from tests.conftest import REPO, write_jsonl, write_spec
+from tests.conftest import REPO, openai_spec, write_jsonl, write_spec
 
 N = 40
 SOLVERS = """
@@ -47,18 +47,22 @@ def _run_ids(store: Path) -> set[str]:
     return {p.name.removeprefix("run_id=") for p in (store / "runs").glob("run_id=*")}
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    """A store with a run that is always right and one right half the time, of the same data."""
-    folder = tmp_path_factory.mktemp("two-runs")
-    store = folder / "store"
+def _two_runs(folder: Path, store: Path) -> tuple[str, str]:
+    """A run that is always right and one right half the time, of the same data, into `store`."""
     ids = []
     for function in ("right", "half_right"):
         before = _run_ids(store)
         assert main(["run", str(_spec(folder, function)), "--store", str(store), "--quiet"]) == 0
         (new,) = _run_ids(store) - before
         ids.append(new)
-    return store, ids[0], ids[1]
+    return ids[0], ids[1]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A store with `_two_runs`, shared by the module's tests."""
+    folder = tmp_path_factory.mktemp("two-runs")
+    return folder / "store", *_two_runs(folder, folder / "store")
 
 
 def test_a_spec_threshold_with_the_baseline_from_compare_to(tmp_path, capsys, two_runs) -> None:
@@ -234,3 +238,46 @@ def test_the_run_applies_the_scorer_error_rate_gate_compare_and_the_nightly_appl
     (spec_report,) = report["specs"]
     scorer_gates = [g for g in spec_report["comparison"]["gates"] if g["gate"] == "scorer_error_rate"]
     assert scorer_gates and all(g["limit"] == 0.1 and g["passed"] for g in scorer_gates)
+
+
+def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path, capsys, mock) -> None:
+    """3: `assay ls` shows each run's model and tags; `show` and `compare` take a unique id
+    prefix, `latest`, and `--name SPEC`; an ambiguous prefix lists the runs it could be (exit 2)."""
+    store = tmp_path / "store"
+    right, half = _two_runs(tmp_path, store)
+    other = openai_spec(tmp_path, mock.base_url, n=3, name="other", tags=["smoke"])
+    other.write_text(other.read_text().replace("model: mock-1", "model: mock-big"))
+    before = _run_ids(store)
+    assert main(["run", str(other), "--store", str(store), "--quiet"]) == 0
+    (newest,) = _run_ids(store) - before
+
+    assert main(["ls", "--store", str(store), "--json"]) == 0
+    listed = {row["run_id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed[newest]["model"] == "mock-big" and listed[newest]["tags"] == ["smoke"]
+    assert main(["ls", "--store", str(store)]) == 0
+    table = capsys.readouterr().out
+    assert "model" in table and "mock-big" in table and "smoke" in table, table
+
+    def shown(*args: str) -> str:
+        assert main(["show", *args, "--store", str(store), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["run_id"]
+
+    assert shown("latest") == newest
+    assert shown("latest", "--name", "t30") == half
+    assert shown(half[:-1]) == half
+    assert shown(newest) == newest
+
+    common = newest[:9]  # the date: every run of the day starts so
+    assert main(["show", common, "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    n_common = len([run for run in _run_ids(store) if run.startswith(common)])
+    assert n_common > 1 and f"{common!r} is the start of {n_common} run ids" in err and "(other mock-big)" in err, err
+    assert main(["show", "nosuchrun", "--store", str(store)]) == 2
+    assert "no run 'nosuchrun'" in capsys.readouterr().err
+
+    assert (
+        main(["compare", right, "--candidate", "latest", "--name", "t30", "--store", str(store), "--json"])
+        == 1
+    )
+    comparison = json.loads(capsys.readouterr().out)
+    assert comparison["baseline"] == [right] and comparison["candidate"] == [half]

@@ -229,6 +229,8 @@ def print_runs(runs: pl.DataFrame) -> None:
         runs = runs.with_columns(
             kind=pl.when(pl.col("source_run_id").is_not_null()).then(label).otherwise(pl.col("kind"))
         ).drop("source_run_id")
+    if "tags" in runs.columns:
+        runs = runs.with_columns(tags=pl.col("tags").list.join(","))
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
         table.add_column(column, no_wrap=column in ("run_id", "kind", "created_at"))
