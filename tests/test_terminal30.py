@@ -281,3 +281,8 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
     )
     comparison = json.loads(capsys.readouterr().out)
     assert comparison["baseline"] == [right] and comparison["candidate"] == [half]
+    assert comparison["runs"][half] == {"name": "t30", "model": None, "cell": None, "tags": []}
+    # On a terminal each side's run is named with its model.
+    assert main(["compare", newest, "--candidate", "latest", "--store", str(store)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith(f"compare {newest} (mock-big) → {newest} (mock-big)"), header

@@ -239,12 +239,24 @@ def print_runs(runs: pl.DataFrame) -> None:
     _console().print(table)
 
 
+def _named(comparison: dict[str, Any], side: str) -> str:
+    """`20261202T0210-ab12cd (mock-1, cell a)`: a side's runs, each with its model and cell."""
+    runs = comparison.get("runs", {})
+
+    def one(run_id: str) -> str:
+        facts = [runs.get(run_id, {}).get("model"), runs.get(run_id, {}).get("cell")]
+        said = ", ".join(str(fact) for fact in facts if fact)
+        return f"{run_id} ({escape(said)})" if said else run_id
+
+    return "+".join(one(run_id) for run_id in comparison[side])
+
+
 def print_comparison(comparison: dict[str, Any]) -> None:
     from assay.analysis.lines import gauge_line
 
     console = _console()
     console.print(
-        f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
+        f"[bold]compare[/bold] {_named(comparison, 'baseline')} → {_named(comparison, 'candidate')}"
         f"  · comparison [cyan]{comparison['comparison_id']}[/cyan] (stored in the store's comparisons/)"
     )
     table = _table(
