@@ -271,7 +271,9 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
     assert main(["show", common, "--store", str(store)]) == 2
     err = capsys.readouterr().err
     n_common = len([run for run in _run_ids(store) if run.startswith(common)])
-    assert n_common > 1 and f"{common!r} is the start of {n_common} run ids" in err and "(other mock-big)" in err, err
+    assert (
+        n_common > 1 and f"{common!r} is the start of {n_common} run ids" in err and "(other mock-big)" in err
+    ), err
     assert main(["show", "nosuchrun", "--store", str(store)]) == 2
     assert "no run 'nosuchrun'" in capsys.readouterr().err
 
@@ -286,3 +288,13 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
     assert main(["compare", newest, "--candidate", "latest", "--store", str(store)]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert header.startswith(f"compare {newest} (mock-big) → {newest} (mock-big)"), header
+    # The report takes the same names, and its baseline section names both models.
+    out = tmp_path / "report.html"
+    assert (
+        main(["report", "latest", "--baseline", newest[:-1], "--out", str(out), "--store", str(store)]) == 0
+    )
+    capsys.readouterr()
+    assert (
+        f"Baseline <code>{newest}</code> (mock-big) → candidate <code>{newest}</code> (mock-big)"
+        in out.read_text()
+    )
