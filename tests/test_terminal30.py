@@ -298,3 +298,65 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
         f"Baseline <code>{newest}</code> (mock-big) → candidate <code>{newest}</code> (mock-big)"
         in out.read_text()
     )
+
+
+def test_the_mock_says_in_its_help_how_to_give_it_answers_and_serves_a_file_of_them(tmp_path) -> None:
+    """7: `python -m assay.testing.mock_openai --help` says how to set its answers (and so its
+    accuracy) and names `POST /_mock/config`; `--answers FILE` serves them."""
+    helped = subprocess.run(
+        [sys.executable, "-m", "assay.testing.mock_openai", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert helped.returncode == 0, helped.stderr
+    text = " ".join(helped.stdout.split())
+    assert "--answers" in text and "POST /_mock/config" in text and "accuracy" in text, text
+    assert 'Two "models" to compare: two mocks on two ports' in text
+
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"What is 2 + 2?": "4", "*": "no idea"}))
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "assay.testing.mock_openai", "--port", "0", "--answers", str(answers)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert mock.stdout is not None
+        base_url = mock.stdout.readline().strip().removeprefix("listening on ")
+        import httpx
+
+        def ask(question: str) -> str:
+            reply = httpx.post(
+                f"{base_url}/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": question}]},
+                timeout=10,
+            )
+            return reply.json()["choices"][0]["message"]["content"]
+
+        assert (ask("What is 2 + 2?"), ask("What is 3 + 3?")) == ("4", "no idea")
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    refused = subprocess.run(
+        [sys.executable, "-m", "assay.testing.mock_openai", "--answers", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2 and "--answers" in refused.stderr, refused.stderr
+
+
+def test_the_judges_reply_format_is_in_the_spec_reference() -> None:
+    """7: docs/spec.md's `llm_judge` section says what reply the judge must give."""
+    doc = (REPO / "docs" / "spec.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### scorer `llm_judge`") :].split("\n### ", 1)[0]
+    assert '`{"score": 4, "explanation": "..."}`' in " ".join(section.split())
+    assert "no score found in the judge's reply" in section
