@@ -4,6 +4,7 @@ baseline on the command line, a reader that closes the pipe, ..."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -298,6 +299,8 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
         f"Baseline <code>{newest}</code> (mock-big) → candidate <code>{newest}</code> (mock-big)"
         in out.read_text()
     )
+    # 5: its figure's title names the intervals' own method (not always "bootstrap").
+    assert "95 % paired CI (" in out.read_text() and "paired bootstrap CI" not in out.read_text()
 
 
 def test_the_mock_says_in_its_help_how_to_give_it_answers_and_serves_a_file_of_them(tmp_path) -> None:
@@ -360,3 +363,14 @@ def test_the_judges_reply_format_is_in_the_spec_reference() -> None:
     section = doc[doc.index("### scorer `llm_judge`") :].split("\n### ", 1)[0]
     assert '`{"score": 4, "explanation": "..."}`' in " ".join(section.split())
     assert "no score found in the judge's reply" in section
+
+
+def test_compare_prints_gauges_in_their_units(capsys, two_runs) -> None:
+    """5: compare's gauge lines in the gauge's unit (`14 ms → 13 ms`), not raw floats."""
+    store, right, half = two_runs
+    assert main(["compare", right, "--candidate", half, "--store", str(store)]) == 1
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if "gauge.duration_ms" in line]
+    assert re.fullmatch(
+        r"gauge\.duration_ms [\d,.]+ ms → [\d,.]+ ms( \([−+]?[\d.]+%\))? over 40 pairs", line.strip()
+    ), line

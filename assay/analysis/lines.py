@@ -120,11 +120,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def gauge_line(row: dict[str, Any]) -> str:
-    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
+    """`gauge.duration_ms 1,834 ms → 1,620 ms (−11.7%) over 40 pairs`: one gauge's paired means,
+    in its unit (`numbers.gauge`: `$0.000026`, never `2.6e-05`)."""
     change = "" if row["change_pct"] is None else f" ({signed(row['change_pct'])}%)"
+    name = row["gauge"]
     return (
-        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
-        f"over {row['n_pairs']} pairs"
+        f"{name} {numbers.gauge(name, row['baseline_mean'])} → {numbers.gauge(name, row['candidate_mean'])}"
+        f"{change} over {row['n_pairs']} pairs"
     )
 
 

@@ -350,7 +350,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             numbers.num(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
             if row["item_error_rate"] is not None
             else "–",
-            numbers.num(row["cost_per_item_usd"], 5),
+            numbers.usd(row["cost_per_item_usd"]),
             numbers.num(row["latency_p50_ms"], 1),
             numbers.num(row["latency_p95_ms"], 1),
             versus,
