@@ -103,6 +103,13 @@ class LlmJudge(ModelEndpoint, Scorer):
     (`evaluators/_judge_clients.py`). Its endpoint fields (`base_url`, the key, `timeout`,
     `max_retries`, `response_headers`, `rate_limits`) are `ModelEndpoint`'s, as a chat target's.
 
+    The judge's reply is read, in this order (`evaluators/_judge_reply.py`): a JSON object with a
+    `score` (or `rating`, `grade`) and an optional `explanation` — `{"score": 4, "explanation":
+    "..."}`, alone, in a ```json fence or inside prose; else the last labelled number (`Score:
+    7/10`, `score = 0.8`, `Rating: [[4]]`); else `8 out of 10`; else a reply that is only a
+    number. A reply with none of these fails the scorer (`no score found in the judge's reply`),
+    never scores 0. A mock judge answering `{"score": 1}` passes every item.
+
     Args:
         base_url: the endpoint, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
         provider: `openai` (chat completions, any compatible endpoint) or `anthropic` (the

@@ -160,6 +160,13 @@ class RunRecord(TypedDict, total=False):
         float | None, Column(pa.float64(), "failed / (completed + failed); null if nothing was attempted")
     ]
     fail_on_item_error_rate: Annotated[float, Column(pa.float64(), "the gate's limit (1 disables it)")]
+    fail_on_scorer_error_rate: Annotated[
+        float | None,
+        Column(
+            pa.float64(),
+            "the scorer error-rate gate's limit, per scorer (1 disables it); null: a run from before it",
+        ),
+    ]
     tokens_input: TokensInput
     tokens_output: TokensOutput
     tokens_reasoning: TokensReasoning

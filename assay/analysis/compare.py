@@ -103,6 +103,8 @@ class Comparison(TypedDict):
         created_at: when it was made (ISO-8601, UTC).
         baseline: the baseline side's runs.
         candidate: the candidate side's runs.
+        runs: each run of either side as a person tells it apart: its spec `name`, target
+            `model`, matrix `cell` and `tags`.
         scorers: per scorer scored on both sides, the paired statistics and the verdict.
         scorers_only_in: per side, the scorers only it has.
         gauges: per gauge measured on both sides, the paired means (`gauge_rows`).
@@ -119,6 +121,7 @@ class Comparison(TypedDict):
     created_at: str
     baseline: list[str]
     candidate: list[str]
+    runs: dict[str, dict[str, Any]]
     scorers: list[ScorerComparison]
     scorers_only_in: dict[str, list[str]]
     gauges: list[dict[str, Any]]
@@ -361,6 +364,11 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> Comparison:
         "created_at": datetime.now(UTC).isoformat(),
         "baseline": base.run_ids,
         "candidate": cand.run_ids,
+        "runs": {
+            record["run_id"]: {key: record.get(key) for key in ("name", "model", "cell", "tags")}
+            for side in (base, cand)
+            for record in side.records
+        },
         "scorers": scorers,
         "scorers_only_in": only,
         "gauges": gauge_rows(base, cand),

@@ -13,7 +13,7 @@ from typing import TypedDict
 import polars as pl
 
 from assay.analysis.sides import Side
-from assay.analysis.summary import item_error_rate
+from assay.analysis.summary import item_error_rate, scorer_error_rate
 from assay.outcomes import Completeness, Gate, ItemOutcome, ScorerOutcome
 
 
@@ -69,7 +69,7 @@ def error_gates(side: Side, max_item_error_rate: float, max_scorer_error_rate: f
         (pl.col("outcome") == ScorerOutcome.SCORED).sum().alias("scored"),
     )
     for scorer, failed, scored in by_scorer.sort("scorer").iter_rows():
-        rate = failed / (failed + scored) if failed + scored else None
+        rate = scorer_error_rate(failed, scored)
         gates.append(
             {
                 "gate": Gate.SCORER_ERROR_RATE.value,

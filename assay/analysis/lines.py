@@ -18,6 +18,14 @@ def cut(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def gates_line(summary: dict[str, Any]) -> str:
+    """`gates: item error rate 0.0% (...), limit 5.0% passed; scorer judge error rate 6.7% (2
+    failed of 30), limit 5.0% FAILED`: every gate the run applied (`run_gates`)."""
+    return "gates: " + "; ".join(
+        f"{gate['message']} {'passed' if gate['passed'] else 'FAILED'}" for gate in summary.get("gates", [])
+    )
+
+
 def items_line(summary: dict[str, Any]) -> str:
     """`items: 38 completed, 2 failed of 40 planned · item error rate 5.0% (limit 5%, gate passed)`."""
     outcomes = ", ".join(f"{n} {outcome}" for outcome, n in summary["items"].items() if n)
@@ -88,6 +96,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("error"):
         lines.append(f"stopped by: {summary['error']} (`assay resume {summary['run_id']}` continues it)")
     lines.append(items_line(summary))
+    lines.append(gates_line(summary))
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 
@@ -111,11 +120,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def gauge_line(row: dict[str, Any]) -> str:
-    """`gauge.duration_ms 1834 → 1620 (−11.7%) over 40 pairs`: one gauge's paired means."""
+    """`gauge.duration_ms 1,834 ms → 1,620 ms (−11.7%) over 40 pairs`: one gauge's paired means,
+    in its unit (`numbers.gauge`: `$0.000026`, never `2.6e-05`)."""
     change = "" if row["change_pct"] is None else f" ({signed(row['change_pct'])}%)"
+    name = row["gauge"]
     return (
-        f"{row['gauge']} {row['baseline_mean']:.6g} → {row['candidate_mean']:.6g}{change} "
-        f"over {row['n_pairs']} pairs"
+        f"{name} {numbers.gauge(name, row['baseline_mean'])} → {numbers.gauge(name, row['candidate_mean'])}"
+        f"{change} over {row['n_pairs']} pairs"
     )
 
 

@@ -126,7 +126,7 @@ def monitor_for(plan: RunPlan) -> SequentialMonitor | None:
     if compare is None:
         return None
     scorer = plan.spec.compared_scorer
-    assert scorer is not None
+    assert scorer is not None and compare.baseline is not None  # `with_compare_to` gave one
     order = [(plan.items[position].item_id, trial) for position, trial in plan.work]
     monitor = SequentialMonitor(
         order,

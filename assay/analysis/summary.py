@@ -36,6 +36,7 @@ from assay.outcomes import (
     TOKEN_KINDS,
     FailureKind,
     FinishReason,
+    Gate,
     ItemOutcome,
     RowKind,
     RunStatus,
@@ -84,6 +85,8 @@ class _Summary(TypedDict):
     failures: list[dict[str, Any]]
     item_error_rate: float | None
     fail_on_item_error_rate: float
+    fail_on_scorer_error_rate: float | None
+    gates: list[dict[str, Any]]
     gate_passed: bool
     scorers: list[dict[str, Any]]
     gauges: list[dict[str, Any]]
@@ -124,8 +127,10 @@ class RunSummary(_Summary, total=False):
             (items no model answered are not counted).
         failures: the failed items grouped by error, most frequent first (`failure_groups`).
         item_error_rate: failed / (completed + failed); None when nothing was attempted.
-        fail_on_item_error_rate: the gate's limit.
-        gate_passed: whether the item error rate is within it.
+        fail_on_item_error_rate: the item error-rate gate's limit.
+        fail_on_scorer_error_rate: the scorer error-rate gate's limit (None: a run from before it).
+        gates: the gates the run applied (`run_gates`), each with whether it passed and why.
+        gate_passed: whether every gate passed.
         scorers: per scorer, the statistics of its scores, its outcome counts and its first error
             (`first_error`, in dataset order; None when it never failed).
         gauges: per gauge, the statistics of its measurements (`gauge_stats`).
@@ -157,6 +162,49 @@ def item_error_rate(counts: dict[str, int]) -> float | None:
     """failed / attempted, where attempted excludes cancelled and budget-stopped items."""
     attempted = counts.get(ItemOutcome.COMPLETED, 0) + counts.get(ItemOutcome.FAILED, 0)
     return counts.get(ItemOutcome.FAILED, 0) / attempted if attempted else None
+
+
+def scorer_error_rate(failed: int, scored: int) -> float | None:
+    """A scorer's failed / (scored + failed), as every gate on it reads it (the run's, compare's
+    and the nightly's); None when it neither scored nor failed."""
+    return failed / (failed + scored) if failed + scored else None
+
+
+def run_gates(
+    counts: dict[str, int], item_limit: float, scorers: list[dict[str, Any]], scorer_limit: float | None
+) -> list[dict[str, Any]]:
+    """The gates a run applies, each `{gate, scorer?, value, limit, passed, message}`: its item
+    error rate, then each scorer's error rate (`scorer_limit` None: a run from before that gate).
+    `assay compare` applies the same two (`assay.analysis.gates.error_gates`)."""
+    rate = item_error_rate(counts)
+    failed = counts.get(ItemOutcome.FAILED, 0)
+    gates = [
+        {
+            "gate": Gate.ITEM_ERROR_RATE.value,
+            "value": rate,
+            "limit": item_limit,
+            "passed": rate is None or rate <= item_limit,
+            "message": f"item error rate {numbers.pct(rate)} ({failed} failed of "
+            f"{failed + counts.get(ItemOutcome.COMPLETED, 0)} attempted), limit {numbers.pct(item_limit)}",
+        }
+    ]
+    if scorer_limit is None:
+        return gates
+    for row in scorers:
+        n_failed, n_scored = row[ScorerOutcome.FAILED], row[ScorerOutcome.SCORED]
+        rate = scorer_error_rate(n_failed, n_scored)
+        gates.append(
+            {
+                "gate": Gate.SCORER_ERROR_RATE.value,
+                "scorer": row["scorer"],
+                "value": rate,
+                "limit": scorer_limit,
+                "passed": rate is None or rate <= scorer_limit,
+                "message": f"scorer {row['scorer']} error rate {numbers.pct(rate)} ({n_failed} failed of "
+                f"{n_failed + n_scored}), limit {numbers.pct(scorer_limit)}",
+            }
+        )
+    return gates
 
 
 # The columns of items, scores and requests that `summarise` reads (tests/analysis/test_summary.py
@@ -313,6 +361,7 @@ def summarise(
             row.update(trials_stats.get(row["scorer"], {}))
     rate = item_error_rate(counts)
     limit = record["fail_on_item_error_rate"]
+    gates = run_gates(counts, limit, scorer_stats, record.get("fail_on_scorer_error_rate"))
     reasons = json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {}
     return {
         "run_id": run_id,
@@ -329,7 +378,9 @@ def summarise(
         "failures": failure_groups(items),
         "item_error_rate": rate,
         "fail_on_item_error_rate": limit,
-        "gate_passed": rate is None or rate <= limit,
+        "fail_on_scorer_error_rate": record.get("fail_on_scorer_error_rate"),
+        "gates": gates,
+        "gate_passed": all(gate["passed"] for gate in gates),
         "scorers": scorer_stats,
         "gauges": gauges,
         "teardown_errors": teardown_errors,
@@ -471,7 +522,8 @@ def failure_message(summary: dict[str, Any]) -> str | None:
         return "; ".join(failed) or None
     status = summary["status"]
     if status == RunStatus.FAILED_GATE:
-        return (
+        failed_gates = [gate for gate in summary.get("gates", []) if not gate["passed"]]
+        return "; ".join(f"{gate['message']} (fail_on_{gate['gate']})" for gate in failed_gates) or (
             f"item error rate {numbers.pct(summary['item_error_rate'])} is above the gate's "
             f"{numbers.pct(summary['fail_on_item_error_rate'])} (fail_on_item_error_rate)"
         )

@@ -282,6 +282,10 @@ def is_timeout(exc: BaseException) -> bool:
     return False
 
 
+# What a refused connection's failure reads, before its `host:port`: a request never sent.
+REFUSED = "connection refused by"
+
+
 def refused(exc: BaseException) -> bool:
     """Whether the connection was refused, so the request was never sent (nor billed).
 
@@ -404,7 +408,7 @@ class Peer:
             message, kind = f"timed out after {self.timeout_s:g}s{setting}", FailureKind.TIMEOUT
         elif refused(exc):
             host = self.provider.partition(":")[2] or self.provider
-            message, kind = f"connection refused by {host}", FailureKind.CONNECTION
+            message, kind = f"{REFUSED} {host}", FailureKind.CONNECTION
         else:
             message, kind = f"connection error: {exc or type(exc).__name__}", FailureKind.CONNECTION
         return AttemptFailed(self.failure(f"{_prefix(what)}{message}", kind, retryable=True), again=again)

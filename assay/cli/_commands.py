@@ -16,9 +16,11 @@ from assay.outcomes import RunStatus
 _LISTED = (
     "run_id",
     "name",
+    "model",
     "kind",
     "source_run_id",
     "cell",
+    "tags",
     "status",
     "created_at",
     "n_planned",
@@ -30,9 +32,11 @@ _LISTED = (
 def show(args: argparse.Namespace) -> int:
     """`assay show RUN_ID`: the run's summary; exit 1 when its gate failed."""
     from assay.analysis.summary import summarise
+    from assay.cli._runs import resolve_run
     from assay.store import Store
 
-    summary = summarise(Store(args.store), args.run_id)
+    store = Store(args.store)
+    summary = summarise(store, resolve_run(store, args.run_id, name=args.name))
     emit_summary(args, summary)
     return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 
@@ -55,10 +59,13 @@ def ls(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """`assay report RUN_ID`: writes the HTML report, prints its path."""
+    from assay.cli._runs import resolve_run
     from assay.report import write_report
     from assay.store import Store
 
-    path = write_report(Store(args.store), args.run_id, baseline=args.baseline, out=args.out)
+    store = Store(args.store)
+    baseline = resolve_run(store, args.baseline) if args.baseline else None
+    path = write_report(store, resolve_run(store, args.run_id), baseline=baseline, out=args.out)
     print(json.dumps({"path": str(path)}) if args.json else path)
     return EXIT_OK
 

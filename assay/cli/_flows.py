@@ -246,13 +246,18 @@ def compare(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None
+    from assay.cli._runs import resolve_run
     from assay.orchestrate.compare import CompareRequest, compare_and_store
 
+    store = Store(args.store)
     request = CompareRequest(
-        baseline=args.baseline, candidate=args.candidate, store=args.store, options=options
+        baseline=[resolve_run(store, run, name=args.name) for run in args.baseline],
+        candidate=[resolve_run(store, run, name=args.name) for run in args.candidate],
+        store=args.store,
+        options=options,
     )
     if _orchestrated(args):
-        load_sides(Store(args.store), args.baseline, args.candidate)
+        load_sides(store, request.baseline, request.candidate)
         _prefect_env.check_api()
         from assay.flows.compare import compare_runs
         from assay.tasks import flow_result

@@ -9,6 +9,7 @@ from assay.outcomes import Adjustment, Verdict
 
 DESCRIPTION = "The `assay` command: run, resume, show and list evals from a terminal."
 EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_LOST, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+_RUN_HELP = "a run id, a unique prefix of one, or `latest`"
 _ADJUST_HELP = "adjust verdicts for the comparisons made at once: holm (family-wise) or bh (false discovery)"
 
 
@@ -118,8 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare", parents=[common], help="compare candidate runs with baseline runs"
     )
-    compare.add_argument("baseline", nargs="+", help="baseline run id(s); several are averaged per item")
-    compare.add_argument("--candidate", nargs="+", required=True, help="candidate run id(s)")
+    compare.add_argument(
+        "baseline", nargs="+", help="baseline run(s); several are averaged per item. " + _RUN_HELP
+    )
+    compare.add_argument(
+        "--candidate", nargs="+", required=True, help="candidate run(s), named as the baseline"
+    )
+    compare.add_argument("--name", help="only runs of this spec name: `latest` is its newest run")
     compare.add_argument(
         "--threshold", action="append", default=[], metavar="NAME=VALUE", help="a scorer's verdict threshold"
     )
@@ -196,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="these runs' (default: with --all)")
     clean.add_argument("--all", action="store_true", help="every run's")
     show = commands.add_parser("show", parents=[common], help="a run's summary")
-    show.add_argument("run_id")
+    show.add_argument("run_id", help=_RUN_HELP)
+    show.add_argument("--name", help="only runs of this spec name: `latest` is its newest run")
     ui = commands.add_parser(
         "ui", help="a local Prefect server, every deployment and a worker (Ctrl-C stops)"
     )

@@ -124,6 +124,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"stopped by: {escape(summary['error'])} (`assay resume {summary['run_id']}` continues it)"
         )
     console.print(escape(lines.items_line(summary)))
+    console.print(escape(lines.gates_line(summary)))
     if summary.get("compare_to"):
         from assay.analysis.monitor import compare_line  # numpy and the sequence: only for such runs
 
@@ -228,6 +229,8 @@ def print_runs(runs: pl.DataFrame) -> None:
         runs = runs.with_columns(
             kind=pl.when(pl.col("source_run_id").is_not_null()).then(label).otherwise(pl.col("kind"))
         ).drop("source_run_id")
+    if "tags" in runs.columns:
+        runs = runs.with_columns(tags=pl.col("tags").list.join(","))
     table = Table(show_header=True, header_style="bold")
     for column in runs.columns:
         table.add_column(column, no_wrap=column in ("run_id", "kind", "created_at"))
@@ -236,12 +239,24 @@ def print_runs(runs: pl.DataFrame) -> None:
     _console().print(table)
 
 
+def _named(comparison: dict[str, Any], side: str) -> str:
+    """`20261202T0210-ab12cd (mock-1, cell a)`: a side's runs, each with its model and cell."""
+    runs = comparison.get("runs", {})
+
+    def one(run_id: str) -> str:
+        facts = [runs.get(run_id, {}).get("model"), runs.get(run_id, {}).get("cell")]
+        said = ", ".join(str(fact) for fact in facts if fact)
+        return f"{run_id} ({escape(said)})" if said else run_id
+
+    return "+".join(one(run_id) for run_id in comparison[side])
+
+
 def print_comparison(comparison: dict[str, Any]) -> None:
     from assay.analysis.lines import gauge_line
 
     console = _console()
     console.print(
-        f"[bold]compare[/bold] {'+'.join(comparison['baseline'])} → {'+'.join(comparison['candidate'])}"
+        f"[bold]compare[/bold] {_named(comparison, 'baseline')} → {_named(comparison, 'candidate')}"
         f"  · comparison [cyan]{comparison['comparison_id']}[/cyan] (stored in the store's comparisons/)"
     )
     table = _table(
@@ -335,7 +350,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             numbers.num(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
             if row["item_error_rate"] is not None
             else "–",
-            numbers.num(row["cost_per_item_usd"], 5),
+            numbers.usd(row["cost_per_item_usd"]),
             numbers.num(row["latency_p50_ms"], 1),
             numbers.num(row["latency_p95_ms"], 1),
             versus,

@@ -38,7 +38,16 @@ class NightlyRequest(BaseModel):
     retention: int = Field(default=30, ge=1)
     """Nightly runs kept per spec name; older ones are removed from every dataset."""
     options: CompareOptions | None = None
-    """How each night is compared with its baseline and gated."""
+    """How each night is compared with its baseline and gated; default: the error-rate gates of
+    each spec (`fail_on_item_error_rate`, `fail_on_scorer_error_rate`), as its run applied them."""
+
+
+def _spec_gates(summary: dict[str, Any]) -> CompareOptions:
+    """The comparison's error-rate gates as tonight's run applied them: one gate, the same limits."""
+    limits = {"max_item_error_rate": summary["fail_on_item_error_rate"]}
+    if summary.get("fail_on_scorer_error_rate") is not None:
+        limits["max_scorer_error_rate"] = summary["fail_on_scorer_error_rate"]
+    return CompareOptions(**limits)
 
 
 async def _run_embedded(request: RunRequest) -> dict[str, Any]:
@@ -84,7 +93,7 @@ async def drive_nightly(
                     baseline=[baseline],
                     candidate=[summary["run_id"]],
                     store=request.store,
-                    options=request.options,
+                    options=request.options or _spec_gates(summary),
                 )
             )
             report.update(baseline=baseline, comparison=comparison)

@@ -350,7 +350,9 @@ def forest(rows: list[dict[str, Any]]) -> str:
     pad = max(1.0, (high - low) * 0.08)
     figure.update_xaxes(range=[low - pad, high + pad])
     figure.update_layout(
-        title="Δ score per scorer (candidate − baseline), 95 % paired bootstrap CI",
+        # The intervals' own method (a pass rate's is Newcombe's, a mean's the bootstrap).
+        title="Δ score per scorer (candidate − baseline), 95 % paired CI "
+        f"({', '.join(sorted({str(row.get('ci_method') or 'bootstrap') for row in rows}))})",
         legend={"orientation": "h", "y": -0.3, "title": {"text": "verdict"}},
         showlegend=True,
     )

@@ -164,7 +164,12 @@ def baseline(store: Store, data: RunData, baseline_id: str) -> dict[str, Any]:
     from assay.analysis.compare import CompareOptions, compare, load_sides
 
     base, cand = load_sides(store, [baseline_id], [data.run_id])
-    section: dict[str, Any] = {"run_id": baseline_id, "error": None}
+    section: dict[str, Any] = {
+        "run_id": baseline_id,
+        "model": base.records[0].get("model"),
+        "candidate_model": cand.records[0].get("model"),
+        "error": None,
+    }
     try:
         doc = compare(base, cand, CompareOptions())
     except InputError as exc:

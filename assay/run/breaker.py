@@ -6,7 +6,7 @@ retries — about 9 s an item with the default four — so a 1,000-item run woul
 proving the same thing. Once `THRESHOLD` items in a row have failed to connect while none has
 succeeded, the breaker trips: the run stops with `TargetUnreachable` naming the failure, the
 finished items stay stored, the rest are counted `cancelled`, and `assay resume` runs them once
-the endpoint answers. A single success disarms it for the rest of the execution: after that,
+the endpoint answers — the refused ones too, which were never sent (`assay.run.plan.with_never_sent`). A single success disarms it for the rest of the execution: after that,
 connection failures are the data of a flaky endpoint, not a dead one.
 """
 

@@ -67,18 +67,25 @@ def with_compare_to(
             raise SpecError(f"--compare-to {baseline!r}: expected a run id")
         settings = (spec.compare_to or CompareTo(baseline=baseline)).model_copy(update={"baseline": baseline})
         return _with(spec, settings, "--compare-to")
-    if spec.compare_to is not None or run_id is None:
+    if spec.compare_to is not None and spec.compare_to.baseline is not None:
         return spec
-    record = stored(run_id)
+    record = stored(run_id) if run_id is not None else None
     if record is None or not record.get("compare_baseline"):
+        if spec.compare_to is not None:
+            raise SpecError(
+                "compare_to.baseline: no baseline run: name it in the spec or with `--compare-to RUN_ID`"
+            )
         return spec
-    settings = CompareTo(
-        baseline=record["compare_baseline"],
-        scorer=record["compare_scorer"],
-        threshold=record["compare_threshold"],
-        alpha=record["compare_alpha"],
-        stop=record["compare_stop"],
-    )
+    if spec.compare_to is not None:  # the spec's settings, the baseline the run was started with
+        settings = spec.compare_to.model_copy(update={"baseline": record["compare_baseline"]})
+    else:
+        settings = CompareTo(
+            baseline=record["compare_baseline"],
+            scorer=record["compare_scorer"],
+            threshold=record["compare_threshold"],
+            alpha=record["compare_alpha"],
+            stop=record["compare_stop"],
+        )
     return _with(spec, settings, f"run {run_id}'s compare_to")
 
 
@@ -98,7 +105,7 @@ def check_baseline(spec: EvalSpec, store: Store, identity: Identity) -> None:
     Raises:
         InputError: naming `compare_to.baseline` and what is wrong.
     """
-    assert spec.compare_to is not None
+    assert spec.compare_to is not None and spec.compare_to.baseline is not None  # `with_compare_to`'s
     baseline, scorer = spec.compare_to.baseline, spec.compared_scorer
     try:
         record = store.read_run(baseline)

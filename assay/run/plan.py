@@ -23,6 +23,7 @@ from assay import __version__, _schema
 from assay._lazy import lazy_module
 from assay.calls.accounting import Budget, PriceTable
 from assay.calls.capture import Recorder, Redactor, secrets_of
+from assay.calls.http import REFUSED
 from assay.calls.response_cache import ResponseCache
 from assay.errors import InputError, RunNotFoundError, SpecError, describe
 from assay.outcomes import FailureKind, RunKind, RunStatus
@@ -217,6 +218,24 @@ def failure_selector(kinds: list[str]) -> Callable[[pl.DataFrame], pl.Series]:
     return selected
 
 
+def with_never_sent(
+    selected: Callable[[pl.DataFrame], pl.Series] | None,
+) -> Callable[[pl.DataFrame], pl.Series]:
+    """`selected` (`--retry-failed`'s kinds, if given) or a failure whose request was never sent:
+    its connection refused (`assay.calls.http.REFUSED`), so a resume once the endpoint answers
+    asks it without `--retry-failed` (it cost nothing and the target never saw it)."""
+
+    def never_sent(failed: pl.DataFrame) -> pl.Series:
+        mask = (failed["failure_kind"] == FailureKind.CONNECTION) & failed["error"].str.contains(
+            REFUSED, literal=True
+        )
+        if selected is not None:
+            mask = mask | selected(failed)
+        return mask.fill_null(False)
+
+    return never_sent
+
+
 def new_record(
     spec: EvalSpec, spec_path: Path | None, identity: Identity, n_items: int, n_planned: int
 ) -> dict[str, Any]:
@@ -251,6 +270,7 @@ def new_record(
         "n_items": n_items,
         "n_planned": n_planned,
         "fail_on_item_error_rate": spec.fail_on_item_error_rate,
+        "fail_on_scorer_error_rate": spec.fail_on_scorer_error_rate,
         "assay_version": __version__,
     }
 
@@ -287,7 +307,7 @@ def open_runs(
     """
     if retry_failed is not None and not resume:
         raise InputError("--retry-failed: only a resumed run has failed items to run again")
-    selected = failure_selector(retry_failed) if retry_failed is not None else None
+    selected = with_never_sent(failure_selector(retry_failed) if retry_failed is not None else None)
     spec_path = Path(spec_path).resolve()
     spec, items = validate(spec_path)
     stored = _Stored(store)
@@ -349,7 +369,7 @@ def open_runs(
             )
             opened.append((this_id, record, lease))
             done = store.done_keys(this_id, parts=lease.accepted)
-            retried = store.failed_keys(this_id, selected, parts=lease.accepted) if selected else {}
+            retried = store.failed_keys(this_id, selected, parts=lease.accepted) if resume else {}
             earlier = bool(done or retried)  # an earlier execution committed rows
             plans.append(
                 RunPlan(

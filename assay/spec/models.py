@@ -92,14 +92,15 @@ class CompareTo(StrictModel):
     """A sequential compare during the run (docs/statistics.md, "Sequential compare").
 
     Args:
-        baseline: the run the candidate (this run) is compared with, item by item.
+        baseline: the run the candidate (this run) is compared with, item by item; may be left
+            out of the spec and given by `assay run --compare-to RUN_ID` instead.
         scorer: the scorer compared; default the spec's only scorer.
         threshold: the smallest change that matters, in score units (0.02 = 2 points).
         alpha: the chance of a wrong verdict the run accepts, whenever it stops.
         stop: `decided` stops admitting items once the verdict is known; `never` only monitors.
     """
 
-    baseline: str = Field(min_length=1, pattern=r"^[\w.\-]+$")
+    baseline: str | None = Field(default=None, min_length=1, pattern=r"^[\w.\-]+$")
     scorer: str | None = None
     threshold: float = Field(default=0.02, ge=0, le=1)
     alpha: float = Field(default=0.05, gt=0, lt=1)
@@ -126,6 +127,9 @@ class EvalSpec(StrictModel):
         item_timeout: seconds one item (target call with its retries) may take; past it: `failed`.
         fail_on_item_error_rate: the run fails its gate (status `failed_gate`, exit 1) when
             failed / attempted exceeds this (1 disables).
+        fail_on_scorer_error_rate: the run fails its gate (status `failed_gate`, exit 1) when a
+            scorer's failed / (scored + failed) exceeds this (1 disables); the same gate
+            `assay compare` and the nightly apply (`--max-scorer-error-rate`, default 0.05).
         budget: a USD limit on measured spend (`"$5"`, `"0.50"`); once reached no new item starts
             (`budget_skipped`), a call not yet sent is refused (`budget_interrupted`) and
             model-graded scorers are skipped; deterministic scorers still score.
@@ -163,6 +167,7 @@ class EvalSpec(StrictModel):
     seed: int = Field(default=0, strict=True)
     item_timeout: float | None = Field(default=None, gt=0, strict=True)
     fail_on_item_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
+    fail_on_scorer_error_rate: float = Field(default=0.05, ge=0, le=1, strict=True)
     budget: str | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
     capture_requests: bool | CaptureSettings = False

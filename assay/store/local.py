@@ -413,7 +413,7 @@ class Store:
             selected: which failed rows count (a mask over them: their failure kind, say).
             parts: only these items parts (by file name); default every one.
         """
-        columns = ["item_id", "trial", "outcome", "failure_kind", "failure_http_status", "retry"]
+        columns = ["item_id", "trial", "outcome", "failure_kind", "failure_http_status", "error", "retry"]
         keys = self._parts("items", run_id, parts)
         failed = current_items(self._read(_schema.ITEMS, keys, columns=columns)).filter(
             pl.col("outcome") == ItemOutcome.FAILED

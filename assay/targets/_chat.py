@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from pydantic import BaseModel
 
 from assay._files import write_atomic
+from assay._templates import named_fields, unknown_field
 from assay.calls.accounting import Usage
 from assay.calls.batch import Batcher, BatchSettings, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
@@ -93,24 +94,14 @@ class ChatKind(TargetKind[S]):
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:
         """Render every prompt once, so a template naming a missing field fails before anything
-        runs; with `messages`, make and check every item's conversation (`_conversation.problems`),
-        each problem named by the item's line."""
+        runs (one line per distinct problem, `_unfilled`); with `messages`, make and check every
+        item's conversation (`_conversation.problems`), each problem named by the item's line."""
         chat: ChatSpec = spec  # type: ignore[assignment]
         problems = [] if chat.messages is None else self._conversation_problems(chat.messages, items, where)
         prompt = chat.prompt if chat.messages is None else None
         for field_name, template in (("prompt", prompt), ("system", chat.system)):
-            if template is None:
-                continue
-            for item in items:
-                try:
-                    render(template, item)
-                except (KeyError, IndexError, ValueError) as exc:
-                    problems.append(
-                        f"item {item.item_index} (id {item.item_id!r}): {where}.{field_name} {template!r} "
-                        f"cannot be filled: {type(exc).__name__} {exc}"
-                    )
-                if len(problems) >= _MAX_PROBLEMS:
-                    break
+            if template is not None:
+                problems += _unfilled(f"{where}.{field_name}", template, items)
         return problems
 
     def _conversation_problems(self, entries: list[MessageEntry], items: list[Item], where: str) -> list[str]:
@@ -435,3 +426,38 @@ class ChatTarget(ABC):
         if self._batcher is not None:
             await self._batcher.aclose()
         await self._client.aclose()
+
+
+def _unfilled(where: str, template: str, items: list[Item]) -> list[str]:
+    """Why `template` cannot be filled, one line per distinct problem with the rows it fails on:
+    a field no row has gets its nearest (`did you mean`) or the rows' fields; one only some rows
+    lack, which rows (a typo is one line, not one per row)."""
+    failed: dict[str, list[Item]] = {}
+    for item in items:
+        try:
+            render(template, item)
+        except (KeyError, IndexError, ValueError) as exc:
+            missing = [name for name in named_fields(template) if name not in item.fields and name != "input"]
+            why = f"missing:{missing[0]}" if missing else f"{type(exc).__name__} {exc}"
+            failed.setdefault(why, []).append(item)
+    known = sorted({name for item in items for name in item.fields} | {"input"})
+    lines = []
+    for why, rows in failed.items():
+        name = why.removeprefix("missing:")
+        if why.startswith("missing:") and len(rows) == len(items):
+            problem = unknown_field(name, known)
+            if "did you mean" in problem:
+                problem += f" (the rows' fields: {', '.join(known)})"
+        elif why.startswith("missing:"):
+            problem = f"{{{name}}} is missing from {len(rows)} of {len(items)} rows: {_rows(rows)}"
+        else:
+            problem = f"cannot be filled: {why}, in {len(rows)} of {len(items)} rows: {_rows(rows)}"
+        lines.append(f"{where} {template!r}: {problem}")
+    return lines
+
+
+def _rows(rows: list[Item], shown: int = 3) -> str:
+    """`line 2 (id 'q1'), line 5 (id 'q4') and 8 more`."""
+    named = [f"{item.where or f'item {item.item_index}'} (id {item.item_id!r})" for item in rows[:shown]]
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return ", ".join(named) + more

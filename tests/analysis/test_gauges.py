@@ -47,6 +47,7 @@ def python_spec(folder, function: str = "solve", inputs=("0", "1", "2", "3", "bo
             {"kind": "user_code", "name": "picky", "function": "gauge_solvers:picky"},
         ],
         fail_on_item_error_rate=1,
+        fail_on_scorer_error_rate=1,  # its scorers fail on purpose
     )
 
 

@@ -72,6 +72,7 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
         trials=2,
         capture_requests=True,
         fail_on_item_error_rate=1,
+        fail_on_scorer_error_rate=1,
     )
     run_id = assay_json(capsys, "run", str(spec), "--store", store_url)["run_id"]
     store = Store(store_url)

@@ -399,8 +399,10 @@ def test_an_unpriced_judge_is_incomplete_never_free(tmp_path, mock, capsys):
 def test_a_failing_judge_fails_its_scorer_not_the_item(tmp_path, mock, capsys):
     mock.configure(faults=[{"status": 500, "times": -1}])
     spec = judged_spec(tmp_path, mock.base_url, n=3, prices=PRICES, judge={"max_retries": 0})
-    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    # The items completed; the judge's failures fail the run's scorer error-rate gate (issue 30).
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s", code=1)
     assert summary["items"]["completed"] == 3 and summary["item_error_rate"] == 0
+    assert [g["gate"] for g in summary["gates"] if not g["passed"]] == ["scorer_error_rate"]
     scores = Store(tmp_path / "s").run_scores(summary["run_id"])
     judged = scores.filter(pl.col("scorer") == "judge")
     assert judged["outcome"].to_list() == ["failed"] * 3 and judged["score"].null_count() == 3

@@ -63,6 +63,7 @@ def spec(tmp_path, port):
         target={"kind": "python", "function": "remote_solver:solve"},
         scorers=[{"kind": "remote", "name": "eval", "url": f"http://127.0.0.1:{port}/evaluate"}],
         fail_on_item_error_rate=1,
+        fail_on_scorer_error_rate=1,  # its scorers fail on purpose
     )
 
 

@@ -101,6 +101,7 @@ def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
         prices=PRICES,
         capture_requests=True,
         fail_on_item_error_rate=1,
+        fail_on_scorer_error_rate=1,  # the judge fails on q6 on purpose
     )
     # The second night answers two more items wrong: scores change, the mean drops.
     for wrong in ({1}, {1, 2, 7}):

@@ -451,7 +451,7 @@ def test_cli_prompt_naming_a_missing_field(tmp_path, capsys):
     code, lines = run_cli(capsys, spec, store)
     assert code == 2
     assert len(lines) == 1, lines
-    assert "item 1" in lines[0] and "'b'" in lines[0], "names the item"
+    assert "line 2 (id 'b')" in lines[0], "names the row"
     assert "target.prompt" in lines[0] and "'{topic}: {question}'" in lines[0], "names the template"
     assert "topic" in lines[0]
     assert not store.exists()
