@@ -53,7 +53,14 @@ def run(tmp_path_factory) -> Iterator[dict[str, object]]:
         }
         server.script(openai({"tool_calls": [call]}, "tool_calls"), when="q-calls")
         server.script(
-            Reply("openai", completion({"content": "an answer", "reasoning_content": REASONING})),
+            Reply(
+                "openai",
+                completion(
+                    {"content": "an answer", "reasoning_content": REASONING},
+                    completion_tokens=30,
+                    completion_tokens_details={"reasoning_tokens": 25},
+                ),
+            ),
             when="q-thinks",
         )
         spec = write_spec(
