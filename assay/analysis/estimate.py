@@ -2,7 +2,12 @@
 
 Input tokens are counted from the rendered prompts with a plain heuristic (about 4 characters a
 token, plus 4 tokens of framing per message — no tokenizer is downloaded, so the figure is
-approximate, typically within ±20 % for English). Output tokens are bounded by `max_tokens`,
+approximate, typically within ±20 % for English); the tools' definitions and a reply's JSON schema
+count as the text they are sent as, and images by their provider's documented rule from the
+sizes their headers give (`assay.calls.media.image_tokens`: OpenAI's 512-pixel tiles at high
+detail, Anthropic's width × height / 750). Output tokens are bounded by `max_tokens` (by
+`max_completion_tokens`, a reasoning model's reasoning included; Anthropic's thinking counts
+against `max_tokens`),
 and estimated from the latest stored run of the same target when there is one. A call without
 `max_tokens` has no maximum: its line's `output_tokens_max` and `cost_usd_max` are null, and so is
 the report's `cost_usd_max` (`cost_usd_max_bounded: false`) — never the expected cost passed off as
@@ -109,14 +114,25 @@ def _session_note(spec: EvalSpec) -> str:
     return "; the policy's further prompts are not counted (each is one more call)"
 
 
+def _reasoning_note(spec: EvalSpec) -> str:
+    """What the bound holds of a reasoning model's reasoning, which is billed as output."""
+    target = spec.target
+    if getattr(target, "max_completion_tokens", None) is not None:
+        return " (its reasoning tokens included)"
+    thinking = getattr(target, "thinking", None)
+    if thinking is not None:
+        return f" (thinking's budget_tokens {thinking.budget_tokens} included)"
+    return ""
+
+
 def _generation(
-    cell: str | None, spec: EvalSpec, items: list[Item], store: Store, prices: PriceTable
+    cell: str | None, spec: EvalSpec, items: list[Item], store: Store, prices: PriceTable, spec_dir: Path
 ) -> dict[str, Any]:
     """The target's line: its measured calls (its kind says which), or the calls it makes
     unmeasured."""
     target = spec.target
     calls = len(items) * spec.trials
-    metered = kind_of(target).metered(target)
+    metered = kind_of(target).metered(target, spec_dir)
     if metered is None:
         return {
             "cell": cell,
@@ -125,7 +141,9 @@ def _generation(
             "calls": calls,
             "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
         }
-    per_item = sum(count_tokens(text) for item in items for text in metered.texts(item))
+    per_item = sum(
+        sum(count_tokens(text) for text in metered.texts(item)) + metered.extra_tokens(item) for item in items
+    )
     observed = _observed_output_tokens(store, spec, items)
     ceiling = metered.max_tokens
     expected_out = (observed if observed is not None else (ceiling or 0)) * calls
@@ -133,7 +151,7 @@ def _generation(
     if observed is not None:
         note = "output tokens observed in a stored run of this target"
     elif ceiling:
-        note = "output tokens bounded by max_tokens"
+        note = f"output tokens bounded by {metered.bound_by}" + _reasoning_note(spec)
     else:
         note = "no max_tokens and no stored run: output tokens not estimated"
     line = _line(
@@ -160,7 +178,7 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
     for cell, cell_spec in spec.cells():
         prices = PriceTable.shipped(cell_spec.prices)
         calls = len(items) * spec.trials
-        lines.append(_generation(cell, cell_spec, items, store, prices))
+        lines.append(_generation(cell, cell_spec, items, store, prices, Path(spec_path).resolve().parent))
         for scorer in cell_spec.scorers:
             if type(scorer).deterministic or not hasattr(scorer, "model"):
                 continue

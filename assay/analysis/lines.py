@@ -48,6 +48,21 @@ def failures_line(n_failed: int, groups: list[dict[str, Any]]) -> str:
     return f"{n_failed} failed: " + " · ".join(named)
 
 
+def answers_line(summary: dict[str, Any]) -> str | None:
+    """`answers: 12 as tool calls (15 calls) · 40 reasoned (18,204 reasoning tokens)`: what the
+    completed items answered beyond words; None when all answered in words (or the summary
+    predates the count)."""
+    answers = summary.get("answers") or {}
+    said = []
+    if answers.get("tool_calls"):
+        calls = answers.get("calls", 0)
+        said.append(f"{answers['tool_calls']} as tool calls ({calls} call{'s' if calls != 1 else ''})")
+    if answers.get("reasoned"):
+        tokens = (summary.get("tokens") or {}).get("reasoning") or 0
+        said.append(f"{answers['reasoned']} reasoned ({tokens:,} reasoning tokens)")
+    return "answers: " + " · ".join(said) if said else None
+
+
 def not_answered_line(summary: dict[str, Any]) -> str | None:
     """`not answered (failed, never scored): 2 refusal · 1 length`: the replies that were no
     answer, by kind; None when there were none (or the summary predates the count)."""

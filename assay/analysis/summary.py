@@ -101,6 +101,7 @@ class _Summary(TypedDict):
     caller_cost_usd: float | None
     wall_ms: float | None
     rate_control: dict[str, Any] | None
+    answers: dict[str, int]
 
 
 # `total=False` for the keys only some summaries have (`NotRequired` is not seen at run time
@@ -140,6 +141,9 @@ class RunSummary(_Summary, total=False):
         timing_by_model: per generation model, the calls' timing (`model_timing`).
         batches: batch mode's provider batches (`batch_stats`); None without batch mode.
         tokens: the run's tokens by kind.
+        answers: what the completed items' answers were beyond words: `tool_calls` (items whose
+            answer was tool calls), `calls` (the calls they made) and `reasoned` (items whose
+            model reasoned: reasoning tokens counted).
         cost: its measured cost.
         accounting: the run's accounting columns (`run_accounting`); `close_run` moves them into
             the run's record and leaves them out of the summary it returns.
@@ -231,6 +235,7 @@ _SUMMARY_COLUMNS = (
         "cost_completeness",
         "cost_reasons",
         "operations_by_kind",
+        "tool_calls",
         *SUMMED,
         *TOKEN_COLUMNS,
     ),
@@ -343,6 +348,7 @@ def summarise(
             # Sandboxes whose removal failed: the results stand, but something may be left running.
             pl.col("teardown_error").drop_nulls().head(3).implode().alias("teardown_errors"),
             pl.col("teardown_error").is_not_null().sum().alias("n_teardown_errors"),
+            *_answer_stats(pl.col("outcome") == ItemOutcome.COMPLETED),
         )
         .collect(engine=ENGINE)
         .to_dicts()[0]
@@ -350,6 +356,7 @@ def summarise(
     caller_cost = item_stats.pop("caller_cost_usd")
     teardown_errors = item_stats.pop("teardown_errors")
     n_teardown_errors = item_stats.pop("n_teardown_errors")
+    answers = {key: int(item_stats.pop(f"answers_{key}") or 0) for key in ("tool_calls", "calls", "reasoned")}
     duration = item_stats
     # What was spent counts every row, the failed ones a retry replaced included.
     accounting = run_accounting(history, scores)
@@ -389,6 +396,7 @@ def summarise(
         "timing_by_model": timing,
         "batches": batches,
         "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
+        "answers": answers,
         "cost": {
             "usd": accounting["cost_usd"],
             "completeness": accounting["cost_completeness"],
@@ -410,6 +418,17 @@ def summarise(
         "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
         **compared_columns(record),
     }
+
+
+def _answer_stats(completed: pl.Expr) -> list[pl.Expr]:
+    """The completed items answered by tool calls, their calls, and those whose model reasoned
+    (its reasoning tokens counted: the reasoning text itself is never read for a summary)."""
+    calls = pl.col("tool_calls").filter(completed)
+    return [
+        calls.is_not_null().sum().alias("answers_tool_calls"),
+        calls.list.len().sum().alias("answers_calls"),
+        (pl.col("tokens_reasoning").filter(completed).fill_null(0) > 0).sum().alias("answers_reasoned"),
+    ]
 
 
 def _counts(words: type[StrEnum], rows: pl.LazyFrame, column: str) -> dict[str, int]:

@@ -6,6 +6,8 @@ keeps of them (their hash and size, not the bytes).
     LIMITS                 per provider: the largest image, document and request it takes
     Media / load_media     a part's bytes (from its file or its `data`), type and sha256
     without_media(body)    a request body with every inline file replaced by `sha256:… bytes:…`
+    image_size(data)       an image's width and height, read from its header (no decoder)
+    image_tokens(provider, size)   the input tokens an image costs, by the provider's documented rule
 
 The magic numbers are the five the providers accept; a library that knows hundreds of formats
 would add a dependency to tell these apart.
@@ -16,6 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,3 +201,89 @@ def without_media(body: Any) -> Any:
                 changed = True
         out.append(message)
     return {**body, turns: out} if changed else body
+
+
+# -- what an image costs in input tokens (`assay estimate`) --------------------------------------
+
+# JPEG's start-of-frame markers (SOF0–SOF15 but DHT, JPG and DAC), which hold the frame's size.
+_JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 9 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+        elif marker in _JPEG_FRAMES:
+            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+            return width, height
+        elif marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            at += 2
+        else:
+            at += 2 + struct.unpack(">H", data[at + 2 : at + 4])[0]
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8 " and len(data) >= 30:  # lossy: the key frame's 14-bit sizes
+        width, height = struct.unpack("<HH", data[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    if chunk == b"VP8L" and len(data) >= 25:  # lossless: 14 bits each, minus one
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X" and len(data) >= 30:  # extended: the canvas, 24 bits each, minus one
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
+    return None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """An image's (width, height) in pixels from its header (PNG's IHDR, JPEG's frame, GIF's
+    screen, WebP's frame or canvas), or None when the bytes are none of these or cut short."""
+    kind = sniff(data)
+    if kind == "image/png" and len(data) >= 24:
+        return struct.unpack(">II", data[16:24])
+    if kind == "image/gif" and len(data) >= 10:
+        return struct.unpack("<HH", data[6:10])
+    if kind == "image/jpeg":
+        return _jpeg_size(data)
+    if kind == "image/webp":
+        return _webp_size(data)
+    return None
+
+
+# OpenAI's vision guide, `detail: high` (what `auto` may pick, so the bound): fitted into
+# 2048 x 2048, its shorter side brought down to 768, then 170 tokens a 512-pixel tile plus 85.
+# The largest such image (768 x 2048, 8 tiles) is what an image of unknown size (a `url`) counts.
+_OPENAI_TILE, _OPENAI_BASE = 170, 85
+# Anthropic's vision guide: width * height / 750 tokens, after an image whose long edge is over
+# 1568 pixels is scaled down; about 1,600 tokens at most, which an image of unknown size counts.
+_ANTHROPIC_EDGE, _ANTHROPIC_MOST = 1568, 1600
+
+
+def _openai_image_tokens(width: int, height: int) -> int:
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    tiles = math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
+    return _OPENAI_BASE + _OPENAI_TILE * tiles
+
+
+def _anthropic_image_tokens(width: int, height: int) -> int:
+    scale = min(1.0, _ANTHROPIC_EDGE / max(width, height))
+    return min(_ANTHROPIC_MOST, math.ceil(width * scale * height * scale / 750))
+
+
+def image_tokens(provider: str, size: tuple[int, int] | None) -> int:
+    """The input tokens one image costs on `provider` (`openai`, `anthropic`) by the rule its
+    vision guide documents; an image of unknown size (given by `url`, or a header not read)
+    counts the most an image can.
+    """
+    if provider == "anthropic":
+        return _ANTHROPIC_MOST if not size or min(size) < 1 else _anthropic_image_tokens(*size)
+    if not size or min(size) < 1:
+        return _OPENAI_BASE + _OPENAI_TILE * 8
+    return _openai_image_tokens(*size)

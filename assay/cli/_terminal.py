@@ -133,6 +133,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(escape(lines.failures_line(counts[ItemOutcome.FAILED], summary["failures"])))
     if not_answered := lines.not_answered_line(summary):
         console.print(escape(not_answered))
+    if answers := lines.answers_line(summary):
+        console.print(escape(answers))
     _print_scorers(console, summary)
     if summary.get("gauges"):
         gauges = _table(("gauge", "n", "mean", "min", "p50", "p95", "max"), left=("gauge",))

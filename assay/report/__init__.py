@@ -6,6 +6,7 @@ JavaScript over an inline JSON block, and a Content-Security-Policy forbids load
 
 The package, one job per module:
     data.py      what the report shows, computed from the store with Polars (no HTML)
+    conversation.py  an item's conversation as turns (its images named, thumbnails when reachable)
     style.py     how values are written (the templates' filters) and the colours of words
     figures.py   the Plotly figures
     sections.py  what each section's template gets

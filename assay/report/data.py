@@ -273,6 +273,22 @@ def failed_scores(data: RunData) -> list[dict[str, Any]]:
     return data.scores.filter(pl.col("outcome") == ScorerOutcome.FAILED).to_dicts()
 
 
+def shown_tool_calls(value: Any) -> list[dict[str, Any]] | None:
+    """An item's `tool_calls` column as the browser shows them: each call's name, id and
+    arguments (indented JSON, or the text as the model wrote it)."""
+    if not value:
+        return None
+    shown = []
+    for call in value:
+        arguments = call.get("arguments")
+        try:
+            arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            arguments = "" if arguments is None else str(arguments)
+        shown.append({"name": call.get("name") or "", "id": call.get("id") or "", "arguments": arguments})
+    return shown
+
+
 def browser_rows(data: RunData) -> list[dict[str, Any]]:
     """One row per item × trial for the browser: scores by scorer (null when not scored, with the
     scorer's outcome) and the item's texts, cut to FULL_TEXT_LIMIT.
@@ -301,6 +317,9 @@ def browser_rows(data: RunData) -> list[dict[str, Any]]:
                 "expected": cut(json_text(r["expected"])) if r["expected"] is not None else "",
                 "output": cut(r["output_text"] if r["output_text"] is not None else json_text(r["output"])),
                 "error": cut(r["error"]),
+                # A reply of tool calls and a reasoning model's reasoning (null for a plain run).
+                "tool_calls": shown_tool_calls(r.get("tool_calls")),
+                "reasoning": cut(r["reasoning"]) if r.get("reasoning") else None,
                 # Files the attempt kept, linked from its row; a workspace folder is one link.
                 "files": [f for f in r.get("artifacts") or [] if not f.endswith("/workspace")],
             }

@@ -10,6 +10,7 @@ from assay.numbers import pct, rate_facts, rate_worth_showing, reasons_text
 from assay.outcomes import ItemOutcome, ScorerOutcome
 from assay.report import data as queries
 from assay.report import figures
+from assay.report.conversation import conversations
 from assay.report.data import RunData
 from assay.store import Store
 
@@ -216,6 +217,10 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
         data: the run.
         artifacts_href: the store's artifacts folder, relative to the page (or its s3:// URL).
     """
+    rows = queries.browser_rows(data)
+    turns = conversations(data.record)
+    for row in rows:
+        row["turns"] = turns.get(row["id"])
     return {
         "outcomes": sorted(set(data.items["outcome"].to_list())),
         "payload": {
@@ -223,7 +228,7 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
             "trials": int(data.record.get("trials") or 1),
             "page": BROWSER_PAGE,
             "clip": CLIP_CHARS,
-            "rows": queries.browser_rows(data),
+            "rows": rows,
             "artifacts": artifacts_href,
         },
     }

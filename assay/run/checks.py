@@ -67,7 +67,7 @@ def _check_environment(spec: EvalSpec, spec_path: Path) -> None:
         for where, part in parts:
             problems += key_problems(part, where)
         # Models whose spend Assay measures: the target's (if its kind is metered), judges'.
-        metered = kind_of(cell_spec.target).metered(cell_spec.target)
+        metered = kind_of(cell_spec.target).metered(cell_spec.target, spec_path.parent)
         judged = [
             (f"scorers.{n}", s.model)
             for n, s in enumerate(cell_spec.scorers)

@@ -65,7 +65,9 @@ def _check_messages(spec: OpenAITarget | AnthropicTarget) -> None:
         return
     if not spec.messages:
         raise ValueError("messages is empty: list turns, or `{field: <dataset field>}`")
-    if "prompt" in spec.model_fields_set:
+    # A stored spec (`runs.spec_json`) writes every field, the default prompt too: read back (a
+    # rescore, the report) it must validate as the spec it was.
+    if "prompt" in spec.model_fields_set and spec.prompt != type(spec).model_fields["prompt"].default:
         raise ValueError(
             "give `prompt` or `messages`, not both: with messages, ask the question as their last "
             'turn, e.g. `{role: user, content: "{question}"}`'

@@ -21,6 +21,7 @@ store's `batches/`, so a resumed run re-attaches to it. A session's turns are se
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -38,7 +39,8 @@ from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient, ChatReply
 from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.finish import Finish, not_an_answer
-from assay.calls.messages import ToolCall, Turn
+from assay.calls.media import MediaError, image_size, image_tokens, load_media
+from assay.calls.messages import ImagePart, NamedTool, ToolCall, Turn
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
 from assay.errors import TargetFailure
@@ -49,7 +51,14 @@ from assay.spec.targets import MessageEntry
 from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import Metered, TargetContext, TargetKind
-from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_functions, tool_problems
+from assay.targets._model_io import (
+    answer_of,
+    reply_limit,
+    request_fields,
+    resolve_tools,
+    tool_functions,
+    tool_problems,
+)
 from assay.targets._tool_loop import Exchange, Toolbox, run_tool_loop
 
 # More lines than this about unfillable templates add nothing: the first show the pattern.
@@ -117,20 +126,51 @@ class ChatKind(TargetKind[S]):
                 break
         return problems
 
-    def metered(self, spec: S) -> Metered:
+    def metered(self, spec: S, spec_dir: Path | None = None) -> Metered:
+        """Its texts (prompts or turns, the tools' definitions and the reply's schema as sent),
+        its images by the provider's rule (`assay.calls.media.image_tokens`; documents are not
+        counted), and the reply's limit (`max_completion_tokens` bounds a reasoning model's
+        reasoning too; Anthropic's thinking counts against `max_tokens`)."""
         chat: ChatSpec = spec  # type: ignore[assignment]
         templates = [
             t for t in (chat.prompt if chat.messages is None else None, chat.system) if t is not None
         ]
         entries = chat.messages
 
+        @functools.cache
+        def fixed() -> tuple[str, ...]:  # the same for every item: made once, when first asked
+            return tuple(_request_texts(spec, spec_dir))
+
+        provider = self.name
+        tool_prompt = _tool_prompt_tokens(spec) if provider == "anthropic" else 0
+
         def texts(item: Item) -> list[str]:
             said = [render(t, item) for t in templates]
-            if entries is not None:  # the turns' text (images are not counted)
+            if entries is not None:
                 said += [p.turn.text() for p in _conversation.item_turns(entries, item, "target")]
-            return said
+            return [*said, *fixed()]
 
-        return Metered(chat.model, reply_limit(spec), texts, batch=chat.batch is not None)
+        def extra_tokens(item: Item) -> int:
+            if entries is None:
+                return tool_prompt
+            turns = _conversation.item_turns(entries, item, "target")
+            return tool_prompt + sum(image_tokens(provider, _image_size(part)) for part in _images(turns))
+
+        bound_by = "max_completion_tokens" if getattr(spec, "max_completion_tokens", None) else "max_tokens"
+        return Metered(
+            chat.model,
+            reply_limit(spec),
+            texts,
+            batch=chat.batch is not None,
+            extra_tokens=extra_tokens,
+            bound_by=bound_by,
+        )
+
+    def conversation(self, spec: S, item: Item) -> list[Turn] | None:
+        entries = spec.messages  # type: ignore[attr-defined]
+        if entries is None:
+            return None
+        return [placed.turn for placed in _conversation.item_turns(entries, item, "target")]
 
     def fixture_files(self, spec: S, items: list[Item], spec_dir: Path) -> list[Path]:
         """The images and documents the conversations send by path: their bytes are part of the
@@ -152,6 +192,51 @@ class ChatKind(TargetKind[S]):
         """In batch mode `max_batches` batches' worth of items wait at once, whatever `concurrency` is."""
         batch = spec.batch  # type: ignore[attr-defined]
         return concurrency if batch is None else max(concurrency, batch.max_requests * batch.max_batches)
+
+
+def _request_texts(spec: Any, spec_dir: Path | None) -> list[str]:
+    """What every request sends beyond its conversation that the model reads as tokens: the
+    tools' definitions and the reply's JSON schema, as JSON text."""
+    texts = []
+    if getattr(spec, "tools", None):
+        tools = resolve_tools(spec, spec_dir)
+        texts.append(json.dumps([tool.model_dump(exclude_none=True) for tool in tools]))
+    response_format = getattr(spec, "response_format", None)
+    if response_format is not None and response_format.json_schema is not None:
+        texts.append(json.dumps(response_format.json_schema.model_dump(by_alias=True, exclude_none=True)))
+    return texts
+
+
+def _tool_prompt_tokens(spec: Any) -> int:
+    """The system prompt Anthropic's tool use guide says it adds when a request offers tools:
+    346 tokens (`auto`, `none`), 313 when a call is forced (`required`, a named tool, or
+    `response_format`, sent as a forced tool)."""
+    shaped = (
+        getattr(spec, "response_format", None) is not None and spec.response_format.json_schema is not None
+    )
+    if not getattr(spec, "tools", None) and not shaped:
+        return 0
+    forced = shaped or spec.tool_choice == "required" or isinstance(spec.tool_choice, NamedTool)
+    return 313 if forced else 346
+
+
+def _images(placed: list[_conversation.Placed]) -> list[ImagePart]:
+    return [
+        part
+        for p in placed
+        if not isinstance(p.turn.content, str)
+        for part in p.turn.content
+        if isinstance(part, ImagePart)
+    ]
+
+
+def _image_size(part: ImagePart) -> tuple[int, int] | None:
+    """The image's size from its bytes' header; None for a `url` (or bytes unread)."""
+    try:
+        media = load_media(part)
+    except MediaError:
+        return None
+    return None if media is None else image_size(media.data)
 
 
 def _open_batcher(spec: Any, api: ChatAPI, context: TargetContext | None) -> Batcher | None:

@@ -6,7 +6,7 @@ The run never asks which spec model its target is; it asks the target's kind
     problems(spec, spec_dir, where)         before the dataset loads: what the spec names must
                                             exist (a `python` target's function imports)
     item_problems(spec, items, where)       every item can be asked (prompt templates fill)
-    metered(spec)                           the model whose calls Assay measures, if any: the
+    metered(spec, spec_dir)                 the model whose calls Assay measures, if any: the
                                             budget needs its price, `assay estimate` its tokens
     in_flight(spec, concurrency)            items a run keeps in flight (a batch's worth in
                                             batch mode)
@@ -14,6 +14,8 @@ The run never asks which spec model its target is; it asks the target's kind
                                             kept on the run (a resume passes it back as `stored`)
     fixture_files(spec, items, spec_dir)    files whose bytes belong to the run's identity
     identity(spec)                          the target's part of the run's identity
+    conversation(spec, item)                the turns an item's call sends (`messages:`), for
+                                            the report
     open(spec, context)                     the live target (`assay.targets.Target`)
 
 and two facts: `makes_containers` (the run's end cleans the Docker engine) and `live_attempts` (an
@@ -33,6 +35,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from assay.calls.messages import Turn
 from assay.spec.dataset import Item
 from assay.targets._base import Target
 
@@ -69,14 +72,21 @@ class Metered:
     Args:
         model: the model called (priced for budgets and estimates).
         max_tokens: the output tokens one call may take, when bounded.
-        texts: the texts one item's call sends (`assay estimate` counts their tokens).
+        texts: the texts one item's call sends (`assay estimate` counts their tokens), the
+            tools' definitions and the reply's schema among them.
         batch: the calls go through the provider's batch API (priced at its batch rates).
+        extra_tokens: the input tokens one item's call takes beyond its texts', by its provider's
+            documented rules (its images; the system prompt a provider adds for tools).
+        bound_by: the field whose value `max_tokens` is (`max_completion_tokens`, which bounds
+            a reasoning model's reasoning too), as the estimate says.
     """
 
     model: str
     max_tokens: int | None
     texts: Callable[[Item], list[str]]
     batch: bool = False
+    extra_tokens: Callable[[Item], int] = lambda item: 0
+    bound_by: str = "max_tokens"
 
 
 class TargetKind(ABC, Generic[S]):
@@ -112,8 +122,18 @@ class TargetKind(ABC, Generic[S]):
         item and the field; at most about 20 lines."""
         return []
 
-    def metered(self, spec: S) -> Metered | None:
-        """The model calls Assay measures, or None: the target's spend is its own (uninstrumented)."""
+    def metered(self, spec: S, spec_dir: Path | None = None) -> Metered | None:
+        """The model calls Assay measures, or None: the target's spend is its own (uninstrumented).
+        `spec_dir` resolves what the spec names relative to its folder (`module:function` tools)."""
+        return None
+
+    def conversation(self, spec: S, item: Item) -> list[Turn] | None:
+        """The turns one item's call sends, when its spec writes them as a conversation
+        (`messages:`; media paths resolved), for the report to show; None otherwise.
+
+        Raises:
+            ValueError: the item's conversation cannot be made (its field holds none).
+        """
         return None
 
     def prepare(

@@ -28,17 +28,20 @@ import pytest
 
 from assay.cli import main
 from assay.testing.mock_openai import MockOpenAIServer
+from assay.testing.scripted import ScriptedServer
 from tests.conftest import REPO, arithmetic_rows, openai_spec, write_jsonl, write_spec
+from tests.helpers.wire_payloads import OPENAI_MODEL, openai
 
 DOC_PATH = REPO / "docs" / "analysts.md"
 PLACEHOLDER = "assay-store"
 STORE_LINE = f'STORE = "{PLACEHOLDER}"'
-N_QUERIES = 12
+N_QUERIES = 13
 
 PRICES = {
     "mock-1": {"input": 10.0, "output": 30.0},
     "mock-2": {"input": 2.0, "output": 6.0},
     "mock-judge": {"input": 1.0, "output": 2.0},
+    OPENAI_MODEL: {"input": 0.15, "output": 0.6},
 }  # mock-3 is deliberately unpriced
 JUDGE_REPLY = '{"score": 1, "explanation": "fine"}'
 N_ITEMS = 8
@@ -125,7 +128,56 @@ def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
     assert main(["resume", last, "--store", str(store), "--retry-failed", "--quiet"]) == 0
 
     mock.reset()
+    tool_calls_run(folder / "weather", store)
     return store
+
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def tool_calls_run(folder: Path, store: Path) -> None:
+    """A run whose answers are tool calls (two calls in one reply, one call, words) for query 13,
+    against the scripted server (which checks every body against the SDK's types)."""
+    folder.mkdir()
+    questions = {"both": "Weather in Paris and Oslo?", "one": "Weather in Rome?", "words": "Hello?"}
+    rows = [{"id": k, "question": q, "answer": "Hello."} for k, q in questions.items()]
+    write_jsonl(folder / "data.jsonl", rows)
+
+    def call(n: int, city: str) -> dict[str, Any]:
+        arguments = f'{{"city": "{city}"}}'
+        return {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
+
+    with ScriptedServer() as server:
+        server.script(openai({"tool_calls": [call(1, "Paris"), call(2, "Oslo")]}, "tool_calls"), when="Paris")
+        server.script(openai({"tool_calls": [call(3, "Rome")]}, "tool_calls"), when="Rome")
+        server.script(openai({"content": "Hello."}), when="Hello")
+        spec = write_spec(
+            folder,
+            name="weather",
+            dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+            target={
+                "kind": "openai",
+                "base_url": server.base_url,
+                "model": OPENAI_MODEL,
+                "prompt": "{question}",
+                "tools": [WEATHER_TOOL],
+                "max_retries": 0,
+            },
+            # `exact`, as the nightly runs: query 1 counts its passes (the calls are no "Hello.").
+            scorers=[{"kind": "exact_match", "name": "exact"}],
+            prices=PRICES,
+            fail_on_item_error_rate=1,
+        )
+        assert main(["run", str(spec), "--store", str(store), "--quiet"]) == 0
+        assert server.problems == []
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +347,7 @@ def test_the_store_has_what_the_queries_need(store):
     assert scores.filter((pl.col("scorer") == "judge") & (pl.col("outcome") == "failed")).height == 2
     assert scores["cost_usd"].sum() > 0
     priced = runs.filter(pl.col("cost_completeness") == "complete")
-    assert priced.height == 4 and priced["cost_usd"].min() > 0
+    assert priced.height == 5 and priced["cost_usd"].min() > 0
     (unpriced,) = runs.filter(pl.col("cost_completeness") != "complete").rows(named=True)
     assert unpriced["model"] == "mock-3" and unpriced["cost_usd"] == 0, "the $0 that is not free"
     assert requests.filter(pl.col("http_status") == 429).height == 2
@@ -304,6 +356,8 @@ def test_the_store_has_what_the_queries_need(store):
     assert {"gauge.duration_ms", "gauge.tokens_input", "gauge.cost_usd"} <= set(gauges["scorer"])
     # Gauge rows would count as scorers without the `kind` filter of queries 6 and 9.
     assert gauges.filter(pl.col("outcome") == "measured").height == gauges.height
+    calls = items.filter(pl.col("tool_calls").is_not_null())
+    assert sorted(calls["item_id"]) == ["both", "one"] and calls["tool_calls"].list.len().sum() == 3
 
 
 def test_schema_md_and_this_guide_list_the_same_store_folders_and_globs():

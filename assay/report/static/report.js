@@ -36,6 +36,81 @@
     }
     return td;
   }
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+  function clipped(td, box) {
+    // A long conversation or call list opens with the same "more" toggle as long text.
+    box.classList.add("clip");
+    if (box.textContent.length > data.clip || box.children.length > 2) {
+      box.classList.add("long");
+      var button = el("button", "more", "more");
+      button.type = "button";
+      td.appendChild(box); td.appendChild(button);
+    } else {
+      td.appendChild(box);
+    }
+  }
+  function mediaPart(part) {
+    var figure = el("figure", "media");
+    if (part.thumbnail) {
+      var img = el("img", "thumb");
+      img.src = part.thumbnail; img.alt = part.path || "";
+      figure.appendChild(img);
+    }
+    var facts = [part.type, part.url || part.path];
+    if (part.size) facts.push(part.size);
+    if (part.bytes !== undefined) facts.push(part.bytes.toLocaleString("en") + " bytes");
+    if (part.sha256) facts.push("sha256:" + part.sha256.slice(0, 12) + "…");
+    if (part.missing) facts.push("not readable now: " + part.missing);
+    var caption = el("figcaption", "", facts.join(" · "));
+    if (part.sha256) caption.title = "sha256:" + part.sha256;
+    figure.appendChild(caption);
+    return figure;
+  }
+  function turnsCell(tr, turns) {
+    var td = cell(tr, "text"), box = el("div", "turns");
+    turns.forEach(function (turn) {
+      var node = el("div", "turn role-" + turn.role);
+      node.appendChild(el("span", "role", turn.role));
+      turn.parts.forEach(function (part) {
+        node.appendChild(part.type === "text" ? el("div", "part", part.text) : mediaPart(part));
+      });
+      box.appendChild(node);
+    });
+    clipped(td, box);
+    return td;
+  }
+  function callsCell(tr, calls) {
+    var td = cell(tr, "text"), box = el("div", "calls");
+    calls.forEach(function (call) {
+      var node = el("div", "tool-call");
+      node.appendChild(el("code", "name", call.name));
+      if (call.id) node.appendChild(el("span", "call-id", call.id));
+      node.appendChild(el("pre", "arguments", call.arguments));
+      box.appendChild(node);
+    });
+    clipped(td, box);
+    return td;
+  }
+  function reasoning(td, text) {
+    // Folded: the reasoning is not the answer, and is often longer than it.
+    var details = el("details", "reasoning"), summary = el("summary", "", "reasoning");
+    details.appendChild(summary);
+    details.appendChild(el("div", "part", text));
+    td.insertBefore(details, td.firstChild);
+  }
+  function texts(r) {
+    var said = [r.id, r.input, r.expected, r.output, r.error, r.reasoning || ""];
+    (r.turns || []).forEach(function (turn) {
+      turn.parts.forEach(function (part) { said.push(part.text || part.path || part.url || ""); });
+    });
+    (r.tool_calls || []).forEach(function (call) { said.push(call.name, call.arguments); });
+    return said.join("\n").toLowerCase();
+  }
   var rows = data.rows.map(function (r) {
     var tr = document.createElement("tr");
     var id = cell(tr, "id"), code = document.createElement("code");
@@ -55,9 +130,12 @@
         cell(tr, "state").textContent = r.states[s] || "–";
       }
     });
-    textCell(tr, r.input);
+    if (r.turns) turnsCell(tr, r.turns); else textCell(tr, r.input);
     textCell(tr, r.expected);
-    var last = (r.outcome === "completed" || !r.error) ? textCell(tr, r.output) : textCell(tr, r.error, "error");
+    var answered = r.outcome === "completed" || !r.error;
+    var last = !answered ? textCell(tr, r.error, "error")
+      : r.tool_calls ? callsCell(tr, r.tool_calls) : textCell(tr, r.output);
+    if (r.reasoning) reasoning(last, r.reasoning);
     if (r.files.length) {
       var links = document.createElement("div");
       links.className = "files";
@@ -72,7 +150,7 @@
     }
     tr.hidden = true;
     tbody.appendChild(tr);
-    var hay = [r.id, r.input, r.expected, r.output, r.error].join("\n").toLowerCase();
+    var hay = texts(r);
     return { r: r, tr: tr, hay: hay };
   });
   var limit = data.page;
