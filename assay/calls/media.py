@@ -265,10 +265,10 @@ _ANTHROPIC_EDGE, _ANTHROPIC_MOST = 1568, 1600
 
 
 def _openai_image_tokens(width: int, height: int) -> int:
-    scale = min(1.0, 2048 / max(width, height))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / min(width, height))
-    tiles = math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
+    fitted = min(1.0, 2048 / max(width, height))
+    wide, high = width * fitted, height * fitted
+    scale = min(1.0, 768 / min(wide, high))
+    tiles = math.ceil(wide * scale / 512) * math.ceil(high * scale / 512)
     return _OPENAI_BASE + _OPENAI_TILE * tiles
 
 

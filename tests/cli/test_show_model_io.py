@@ -1,6 +1,6 @@
 """`assay show` says what a run's answers were beyond words: how many items answered with tool
 calls (and how many calls), how many reasoned (and the reasoning tokens) — over the run of
-tests/test_report_model_io.py (one item of tool calls, one of reasoning). A plain run says nothing."""
+tests/report/test_report_model_io.py (one item of tool calls, one of reasoning). A plain run says nothing."""
 
 from __future__ import annotations
 
