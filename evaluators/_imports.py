@@ -22,6 +22,26 @@ def make_importable(spec_dir: str | None) -> None:
         sys.path.insert(0, path)
 
 
+def _forget_another_folders(module_name: str, spec_dir: str) -> None:
+    """When `spec_dir` holds the module `module_name` starts with, but the one this process
+    imported is another folder's (a second spec's `solver.py` in one process), forget that one
+    and put `spec_dir` first, so the import below finds this spec's own."""
+    top = module_name.partition(".")[0]
+    folder = os.path.abspath(spec_dir)
+    here = [os.path.join(folder, f"{top}.py"), os.path.join(folder, top, "__init__.py")]
+    if not any(os.path.isfile(path) for path in here):
+        return
+    cached = sys.modules.get(top)
+    if cached is not None and os.path.abspath(getattr(cached, "__file__", None) or "") not in here:
+        for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
+            del sys.modules[name]
+    if sys.path[:1] != [folder]:
+        if folder in sys.path:
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+
+
 def import_callable(ref: str, spec_dir: str | None = None) -> Callable[..., Any]:
     """Import the callable `ref` names. Errors raised by the module's own code propagate.
 
@@ -38,6 +58,8 @@ def import_callable(ref: str, spec_dir: str | None = None) -> Callable[..., Any]
     if not module_name or not attr_path:
         raise ValueError(f"{ref!r} is not a reference of the form 'module:function'")
     make_importable(spec_dir)
+    if spec_dir is not None:
+        _forget_another_folders(module_name, spec_dir)
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -55,18 +55,20 @@ class Limits:
         image: one image.
         document: one document.
         request: every inline file of one request together.
+        document_urls: whether a document may be given by `url` (else inline bytes only).
     """
 
     image: int
     document: int
     request: int
+    document_urls: bool
 
 
 LIMITS: dict[str, Limits] = {
     # OpenAI's vision guide: images up to 20 MB each, 50 MB of them in one request.
-    "openai": Limits(image=20 * MB, document=32 * MB, request=50 * MB),
+    "openai": Limits(image=20 * MB, document=32 * MB, request=50 * MB, document_urls=False),
     # Anthropic's vision and PDF guides: 5 MB an image, a 32 MB request (PDFs included).
-    "anthropic": Limits(image=5 * MB, document=32 * MB, request=32 * MB),
+    "anthropic": Limits(image=5 * MB, document=32 * MB, request=32 * MB, document_urls=True),
 }
 
 

@@ -86,6 +86,9 @@ class ChatKind(TargetKind[S]):
     # How a chat model is reached, paced, retried, cached, streamed or batched changes what a call
     # costs or how long it takes, not what it answers; a kind adds its own (`cache_system`, ...).
     operational: ClassVar[frozenset[str]] = ENDPOINT_SETTINGS | {"cache", "stream", "batch"}
+    # Whether the API adds a system prompt of its own to a request that offers tools (Anthropic's
+    # tool use guide: `_tool_prompt_tokens`), which the estimate counts.
+    adds_tool_prompt: ClassVar[bool] = False
 
     def problems(self, spec: S, spec_dir: Path, where: str) -> list[str]:
         """The tools it offers must resolve (a `module:function` imports and can be a tool)."""
@@ -142,7 +145,7 @@ class ChatKind(TargetKind[S]):
             return tuple(_request_texts(spec, spec_dir))
 
         provider = self.name
-        tool_prompt = _tool_prompt_tokens(spec) if provider == "anthropic" else 0
+        tool_prompt = _tool_prompt_tokens(spec) if self.adds_tool_prompt else 0
 
         def texts(item: Item) -> list[str]:
             said = [render(t, item) for t in templates]

@@ -174,7 +174,7 @@ def _part_problems(p: Placed, provider: str) -> tuple[list[str], int]:
         if p.turn.role != "user":
             problems.append(f"{said}: an {part.type} can only be in a user turn")
             continue
-        if isinstance(part, DocumentPart) and provider == "openai" and part.url is not None:
+        if isinstance(part, DocumentPart) and not LIMITS[provider].document_urls and part.url is not None:
             problems.append(f"{said}: OpenAI's file parts take inline bytes only: give `path` or `data`")
             continue
         try:
@@ -189,6 +189,10 @@ def _part_problems(p: Placed, provider: str) -> tuple[list[str], int]:
     return problems, size
 
 
+# Whether a provider's API wants user and assistant turns alternating, a user turn first.
+_ALTERNATING = {"openai": False, "anthropic": True}
+
+
 def problems(placed: list[Placed], provider: str) -> list[str]:
     """Why the conversation cannot be sent to `provider` (`openai`, `anthropic`); empty when it can."""
     found: list[str] = []
@@ -197,7 +201,7 @@ def problems(placed: list[Placed], provider: str) -> list[str]:
     for p in placed:
         if _empty(p.turn):
             found.append(f"{p.label}: the {p.turn.role} turn's content is empty")
-    if provider == "anthropic":
+    if _ALTERNATING[provider]:
         found += _order_problems(placed)
     total = 0
     for p in placed:

@@ -28,6 +28,7 @@ class AnthropicKind(ChatKind[AnthropicTarget]):
     name = "anthropic"
     # `cache_system` changes what a call costs, not what it answers.
     operational: ClassVar[frozenset[str]] = ChatKind.operational | {"cache_system"}
+    adds_tool_prompt = True
 
     def problems(self, spec: AnthropicTarget, spec_dir: Path, where: str) -> list[str]:
         problem = model_pin_problem(spec.model)
