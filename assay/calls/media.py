@@ -279,13 +279,17 @@ def _anthropic_image_tokens(width: int, height: int) -> int:
     return min(_ANTHROPIC_MOST, math.ceil(width * scale * height * scale / 750))
 
 
+# Each provider's rule: (tokens of an image of known size, tokens of one of unknown size).
+_IMAGE_RULES = {
+    "openai": (_openai_image_tokens, _OPENAI_BASE + _OPENAI_TILE * 8),
+    "anthropic": (_anthropic_image_tokens, _ANTHROPIC_MOST),
+}
+
+
 def image_tokens(provider: str, size: tuple[int, int] | None) -> int:
     """The input tokens one image costs on `provider` (`openai`, `anthropic`) by the rule its
     vision guide documents; an image of unknown size (given by `url`, or a header not read)
     counts the most an image can.
     """
-    if provider == "anthropic":
-        return _ANTHROPIC_MOST if not size or min(size) < 1 else _anthropic_image_tokens(*size)
-    if not size or min(size) < 1:
-        return _OPENAI_BASE + _OPENAI_TILE * 8
-    return _openai_image_tokens(*size)
+    rule, most = _IMAGE_RULES[provider]
+    return most if not size or min(size) < 1 else rule(*size)

@@ -52,8 +52,10 @@ def question(i: int) -> str:
 
 
 def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
-    """One matrix run, then two nightly runs of `arith` (the newest runs), in `folder / "store"`."""
+    """A run whose answers are tool calls, one matrix run, then two nightly runs of `arith` (the
+    newest runs), in `folder / "store"`."""
     store = folder / "store"
+    tool_calls_run(folder / "weather", store)
     nightly = folder / "nightly"
     nightly.mkdir()
     matrix = folder / "matrix"
@@ -127,8 +129,6 @@ def build_store(folder: Path, mock: MockOpenAIServer) -> Path:
     last = runs.sort("created_at")["run_id"][-1]
     assert main(["resume", last, "--store", str(store), "--retry-failed", "--quiet"]) == 0
 
-    mock.reset()
-    tool_calls_run(folder / "weather", store)
     return store
 
 
@@ -396,8 +396,9 @@ def test_the_regression_query_compares_each_cell_of_a_matrix_only_with_itself(st
     """Query 4 on a matrix spec's name: its cells are runs of one name, and none is the "run
     before" another (each cell ran once here, so no cell has a change)."""
     (code,) = [c for h, c in PYTHON if h.startswith("4. ")]
-    (line,) = [line for line in code.splitlines() if line.startswith("NAME = ")]
-    result = run_python(code.replace(line, 'NAME = "arith-models"'), store)
+    # The statement that picks the newest run's name (one line, or a parenthesised few), replaced.
+    (picked,) = re.findall(r"^NAME = (?:\(\n(?:    .*\n)*\)|.*)$", code, flags=re.MULTILINE)
+    result = run_python(code.replace(picked, 'NAME = "arith-models"'), store)
     assert sorted(result["cell"]) == ["large", "small", "unpriced"]
     assert result["change"].null_count() == result.height, result
 
