@@ -85,8 +85,7 @@ def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys)
 
 
 def test_a_call_waiting_to_retry_is_interrupted_by_the_budget(tmp_path, mock, capsys):
-    # The retry waits long enough for q1 to finish (and close the budget) on a loaded machine too.
-    mock.configure(faults=[{"status": 429, "times": 1, "retry_after": 3, "match": "What is 0 + 0?"}])
+    mock.configure(faults=[{"status": 429, "times": 1, "retry_after": 0.5, "match": "What is 0 + 0?"}])
     spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, budget="$0.0001", concurrency=2)
     summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     items = Store(tmp_path / "s").run_items(summary["run_id"])

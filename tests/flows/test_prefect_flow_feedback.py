@@ -117,7 +117,9 @@ def test_a_flow_run_logs_its_run_store_progress_summary_and_failures(api: Prefec
     with _client(api) as client:
         state = client.read_flow_run(flow_run_id).state
     assert state is not None and state.type.value == "FAILED", state
-    assert "item error rate 25.0% is above the gate's 5.0% (fail_on_item_error_rate)" in (state.message or "")
+    assert "item error rate 25.0% (5 failed of 20 attempted), limit 5.0% (fail_on_item_error_rate)" in (
+        state.message or ""
+    )
 
 
 def test_a_users_tasks_flows_and_evaluators_beside_the_spec_under_prefect(

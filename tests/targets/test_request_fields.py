@@ -65,6 +65,7 @@ def _run(
         scorers=scorers or [{"kind": "json_schema", "schema": CITY}],
         concurrency=2,
         fail_on_item_error_rate=1,
+        fail_on_scorer_error_rate=1,  # its scorers fail on items without an expected answer
     )
     store = folder / "store"
     assert main(["run", str(spec), "--store", str(store), "--json"]) == 0
