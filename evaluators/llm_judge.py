@@ -40,12 +40,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay._templates import FieldValue, template_problem
+from assay.calls.apis import APIS
 from assay.calls.batch import custom_id
 from assay.calls.batch_mode import BatchOption, batched_call
 from assay.calls.endpoint import ENDPOINT_SETTINGS, ModelEndpoint
 from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
-from assay.calls.wire import APIS, ChatAPI
+from assay.calls.wire import ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from assay.evaluators._base import Sample, Score, Scorer, run_context
 from assay.evaluators._judge_clients import LiveClients

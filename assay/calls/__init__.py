@@ -6,8 +6,11 @@ One concern a module:
                     key, timeout, retries, header names; `rate_limits` for a `ModelEndpoint`)
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
-    wire            each provider's chat API on the wire: bodies, usage, streams assembled
-    responses       OpenAI's Responses API on the wire, a chat API beside those (`api: responses`)
+    wire            `ChatAPI`: what a chat API is on the wire (bodies, usage, streams assembled)
+    wire_openai     OpenAI's chat completions on the wire
+    wire_anthropic  Anthropic's Messages API on the wire
+    responses       OpenAI's Responses API on the wire (`api: responses`)
+    apis            the chat APIs by name (a judge's `provider`)
     messages        a conversation's parts in one vocabulary for both APIs (`Turn`, `ToolCall`)
     media           images and documents in a turn: their type from their bytes, size limits, hash
     conversation    turns on each provider's wire

@@ -20,9 +20,9 @@ been billed: `unknown_outcome`), never guessed from the text received; it keeps 
 request id. A streamed request answered with a whole body instead (`application/json`, as a
 gateway may send a reply or an error) is read as that body.
 
-Every reply says how it ended (`ChatReply.finish`, `assay.calls.wire.Finish`), and so does its
+Every reply says how it ended (`ChatReply.finish`, `assay.calls.finish.Finish`), and so does its
 captured `end` record (`finish_reason`): whether that makes it no answer at all is for the
-caller to say (`assay.calls.wire.not_an_answer`).
+caller to say (`assay.calls.finish.not_an_answer`).
 
 Every call is measured into the current `assay.calls.accounting.Ledger` — priced with its run's price
 table and admitted by its run's `Budget` before it is sent, each retry included. Outside any
@@ -53,7 +53,8 @@ from assay.calls.http import (
     response_headers,
 )
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
-from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
+from assay.calls.wire import ChatAPI, StreamFailed
+from assay.calls.wire_openai import OPENAI
 from assay.errors import BudgetDenied
 from assay.outcomes import FailureKind, RequestOutcome
 

@@ -1,5 +1,5 @@
-"""OpenAI's Responses API on the wire (`POST {base_url}/responses`), beside the chat APIs of
-`assay.calls.wire`: the `openai` target's `api: responses`.
+"""OpenAI's Responses API on the wire (`POST {base_url}/responses`), a `ChatAPI`
+(`assay.calls.wire`) beside chat completions: the `openai` target's `api: responses`.
 
     ResponsesAPI        the `ChatAPI` of it: bodies, tools, structured output, replies, usage, streams
     responses_input     a conversation's turns as input items (`input_text`, `input_image`, `input_file`)
@@ -44,7 +44,7 @@ from assay.calls.messages import (
     ToolResult,
     Turn,
 )
-from assay.calls.wire import Assembler, ChatAPI, StreamFailed, _count, _parsed
+from assay.calls.wire import Assembler, ChatAPI, StreamFailed, bearer_headers, openai_usage, parsed_json
 from assay.outcomes import FailureKind, FinishReason
 
 # Why a response is `incomplete` (`incomplete_details.reason`), in Assay's words.
@@ -72,7 +72,7 @@ class ResponsesAPI(ChatAPI):
         raise NotImplementedError("the tool loop is not available with `api: responses`")
 
     def headers(self, api_key: str | None) -> dict[str, str]:
-        return {} if api_key is None else {"authorization": f"Bearer {api_key}"}
+        return bearer_headers(api_key)
 
     def prompt_body(
         self,
@@ -177,15 +177,7 @@ class ResponsesAPI(ChatAPI):
         return Finish(reason, raw if isinstance(raw, str) else None, calls or None, refusal or None)
 
     def usage(self, reply: dict[str, Any]) -> Usage:
-        raw = reply.get("usage") or {}
-        input_details = raw.get("input_tokens_details") or {}
-        output_details = raw.get("output_tokens_details") or {}
-        return Usage(
-            input_tokens=_count(raw.get("input_tokens")),
-            output_tokens=_count(raw.get("output_tokens")),
-            reasoning_tokens=_count(output_details.get("reasoning_tokens")),
-            cached_tokens=_count(input_details.get("cached_tokens")),
-        )
+        return openai_usage(reply.get("usage"), "input", "output")
 
     def format_fields(self, response_format: ResponseFormat) -> dict[str, Any]:
         """`text.format`: the schema's fields beside its `type` (not nested under `json_schema`)."""
@@ -196,7 +188,7 @@ class ResponsesAPI(ChatAPI):
         return {"text": {"format": text_format}}
 
     def structured(self, response_format: ResponseFormat, content: Any, finish: Finish) -> Any:
-        return _parsed(content)
+        return parsed_json(content)
 
     def tool_fields(
         self, tools: list[FunctionTool], choice: ToolChoice | None, parallel: bool | None

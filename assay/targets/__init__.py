@@ -12,7 +12,8 @@ checks, preflight snapshot, fixture files, identity, whether it makes containers
     http_agent/       HttpAgentKind, HttpAgent: an agent behind an HTTP harness
     container/        ContainerKind, and ContainerAgent with its agent adapters (Docker)
     _kind             TargetKind, TargetContext, Metered       _registry   KINDS, kind_of
-    _chat             ChatKind, ChatTarget: what the two chat kinds share
+    _chat             ChatTarget: what the two chat targets share (calls, sessions, batch mode)
+    _chat_kind        ChatKind: the two chat kinds' checks, identity and metering
     _model_io         the request fields on the wire (tools, response_format, reasoning, params)
                       and a reply of tool calls as the item's answer
     _tool_loop        `tool_loop: true`: the model's calls of the Python tools run, their results

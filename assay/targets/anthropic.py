@@ -2,7 +2,7 @@
 
 Natively, because its accounting does not fit the OpenAI shape: Anthropic reports cache reads
 and cache writes apart from `input_tokens`, and bills writes above the input price
-(`assay.calls.wire.AnthropicMessages` reads them into Assay's token kinds). Model names must be
+(`assay.calls.wire_anthropic.AnthropicMessages` reads them into Assay's token kinds). Model names must be
 pinned: a moving alias is refused before the run starts (`model_pin_problem`). With `batch:`,
 items go through the Message Batches API (`assay.targets._chat`).
 """
@@ -14,11 +14,12 @@ from typing import Any, ClassVar
 
 from assay.calls.conversation import anthropic_messages
 from assay.calls.pinning import model_pin_problem
-from assay.calls.wire import AnthropicMessages, messages_body
+from assay.calls.wire_anthropic import AnthropicMessages, messages_body
 from assay.spec import AnthropicTarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget
+from assay.targets._chat import ChatTarget
+from assay.targets._chat_kind import ChatKind
 from assay.targets._kind import TargetContext
 
 

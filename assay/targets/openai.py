@@ -7,11 +7,12 @@ from typing import Any
 
 from assay.calls.conversation import openai_messages
 from assay.calls.responses import RESPONSES, responses_input
-from assay.calls.wire import OPENAI
+from assay.calls.wire_openai import OPENAI
 from assay.spec import OpenAITarget
 from assay.spec.dataset import Item
 from assay.targets._base import render
-from assay.targets._chat import ChatKind, ChatTarget
+from assay.targets._chat import ChatTarget
+from assay.targets._chat_kind import ChatKind
 from assay.targets._kind import TargetContext
 
 

@@ -129,7 +129,8 @@ def test_a_stream_cut_for_good_fails_with_its_tokens_unknown(tmp_path, claude, c
 
 
 def test_an_error_event_mid_stream_is_a_retryable_failure(claude):
-    from assay.calls.wire import AnthropicMessages, StreamFailed
+    from assay.calls.wire import StreamFailed
+    from assay.calls.wire_anthropic import AnthropicMessages
 
     assembler = AnthropicMessages().assembler()
     assembler.feed(

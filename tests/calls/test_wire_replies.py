@@ -147,7 +147,7 @@ def test_tool_calls_refusals_and_cuts_are_failures_of_their_own_never_scored(
 def test_with_tools_asked_a_tool_call_is_not_refused_as_unasked(scripted):
     """The rule is a tool call *when none was asked for* (the next issue gives tools their place)."""
     from assay.calls.finish import not_an_answer
-    from assay.calls.wire import OPENAI
+    from assay.calls.wire_openai import OPENAI
 
     finish = OPENAI.finish(completion({"tool_calls": [TOOL_CALL]}, "tool_calls"))
     assert not_an_answer(finish, tools_asked=True) is None

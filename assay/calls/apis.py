@@ -1,0 +1,10 @@
+"""The chat APIs by name: a judge's `provider` (and the `api` it speaks) picks its wire format."""
+
+from __future__ import annotations
+
+from assay.calls.wire import ChatAPI
+from assay.calls.wire_anthropic import AnthropicMessages
+from assay.calls.wire_openai import OPENAI
+
+APIS: dict[str, ChatAPI] = {api.name: api for api in (OPENAI, AnthropicMessages())}
+"""The chat APIs by name (a judge's `provider`)."""
