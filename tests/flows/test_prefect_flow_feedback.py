@@ -273,9 +273,20 @@ def test_a_dead_endpoint_stops_the_flow_run_as_a_result_not_a_crashed_shard(
     flow_run_id = Store(store).read_run(summary["run_id"])["prefect_flow_run_id"]
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+    # Task runs reach the server through its event pipeline, a moment after the flow run ends.
+    deadline = time.monotonic() + LOGS_WAIT_S
     with _client(api) as client:
         flow_run = client.read_flow_run(flow_run_id)
-        shards = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        while True:
+            shards = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+            ended = [
+                s for s in shards if s.state_type and s.state_type.value in ("COMPLETED", "FAILED", "CRASHED")
+            ]
+            if len(ended) == len(shards) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     assert flow_run.state is not None and flow_run.state.type.value == "FAILED", flow_run.state
     assert (flow_run.state.message or "").startswith(
         f"failed: TargetUnreachable: {THRESHOLD} items in a row failed to connect to the target"
