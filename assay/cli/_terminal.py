@@ -391,6 +391,10 @@ def estimate_line(report: dict[str, Any]) -> str:
         report: `assay.analysis.estimate.estimate`'s report.
     """
     expected, most = numbers.usd(report["cost_usd_expected"]), numbers.usd(report["cost_usd_max"])
+    if report.get("cost_usd_expected_upper_bound"):
+        expected += (
+            " (an upper bound: no stored run of this spec measured some output, its max_tokens stands in)"
+        )
     if report["cost_usd_max_bounded"]:
         figures = f"expected {expected}, at most {most}"
     else:
