@@ -55,7 +55,7 @@ from assay.calls.http import (
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import OPENAI, ChatAPI, StreamFailed
 from assay.errors import BudgetDenied
-from assay.outcomes import FailureKind, RequestOutcome
+from assay.outcomes import FailureKind, RequestOutcome, SpendKind
 
 if TYPE_CHECKING:
     from assay.calls.aimd import RateController
@@ -207,7 +207,8 @@ class ChatClient:
             return reply, usage
 
         try:
-            (reply, usage), retries = await self._policy.run(attempt)
+            who = "judge" if ledger is not None and ledger.kind == SpendKind.JUDGING else "target"
+            (reply, usage), retries = await self._policy.run(attempt, who)
         except AttemptFailed as exc:
             if op is not None:
                 op.end(

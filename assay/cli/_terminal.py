@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -24,7 +26,9 @@ from rich.text import Text
 from assay import numbers
 from assay.analysis import lines
 from assay.calls.batch import BatchCounts
+from assay.calls.waits import Wait
 from assay.outcomes import ItemOutcome, ScorerOutcome
+from assay.run import progress
 
 
 class _WithLines(Progress):
@@ -40,11 +44,26 @@ class _WithLines(Progress):
             yield Text(line)
 
 
+class _Waiting(ProgressColumn):
+    """What the calls still running wait on (`waiting: judge retry 2/5 in 3 s`), counted down at
+    each refresh."""
+
+    def __init__(self, waits: dict[int, Wait]) -> None:
+        self._waits = waits
+        super().__init__()
+
+    def render(self, task: Any) -> Text:
+        return Text(progress.waiting_text(self._waits, time.monotonic()), style="yellow")
+
+
 class _ProgressBar:
-    """done / total, failures and ETA on stderr, and in batch mode each batcher's batches in
-    flight and done with the requests inside them; nothing when stderr is not a terminal."""
+    """done / total, failures, items/s (over the items run in this process, once it means
+    something), spend, ETA and what the calls wait on, on stderr; in batch mode each batcher's
+    batches in flight and done with the requests inside them; nothing when stderr is not a
+    terminal."""
 
     def __init__(self) -> None:
+        self._waits: dict[int, Wait] = {}
         self._progress = _WithLines(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -55,14 +74,17 @@ class _ProgressBar:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            _Waiting(self._waits),
             console=Console(stderr=True),
             transient=True,
         )
         self._task: Any = None
-        self._failed = 0
+        self._failed = self._ran = 0
         self._spent = 0.0
+        self._started = time.monotonic()
 
     def started(self, total: int, already_done: int) -> None:
+        self._started, self._ran = time.monotonic(), 0
         self._progress.start()
         self._task = self._progress.add_task(
             "items", total=total, completed=already_done, failed=0, rate="", spend=""
@@ -71,13 +93,21 @@ class _ProgressBar:
     def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
         if outcome == ItemOutcome.FAILED:
             self._failed += 1
+        self._ran += 1
         self._spent += cost_usd or 0.0
         task = self._progress.tasks[0]
-        rate = f"{task.speed:,.0f} items/s" if task.speed else ""
+        per_s = progress.rate(self._ran, time.monotonic() - self._started)
+        rate = f"{per_s:,.1f} items/s" if per_s is not None else ""
         spend = f"${self._spent:,.4f} spent" if self._spent else ""
         self._progress.update(self._task, advance=1, failed=self._failed, rate=rate, spend=spend)
         if task.completed >= (task.total or 0):
             self._progress.stop()
+
+    def waiting(self, wait: Wait, begun: bool) -> None:
+        if begun:
+            self._waits[id(wait)] = wait
+        else:
+            self._waits.pop(id(wait), None)
 
     def batches(self, label: str, counts: BatchCounts) -> None:
         self._progress.lines[label] = (
@@ -392,9 +422,7 @@ def estimate_line(report: dict[str, Any]) -> str:
     """
     expected, most = numbers.usd(report["cost_usd_expected"]), numbers.usd(report["cost_usd_max"])
     if report.get("cost_usd_expected_upper_bound"):
-        expected += (
-            " (an upper bound: no stored run of this spec measured some output, its max_tokens stands in)"
-        )
+        expected += " (an upper bound: output at max_tokens, no stored run of this spec measured it)"
     if report["cost_usd_max_bounded"]:
         figures = f"expected {expected}, at most {most}"
     else:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from assay._lazy import warm_up
 from assay.analysis.summary import matrix_summary
 from assay.calls.batch import BatchCounts
+from assay.calls.waits import Wait
 from assay.errors import InputError
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.orchestrate.target import close_plan_target, open_plan_target
@@ -174,4 +175,7 @@ class _WarmUpForClosing:
             warm_up("polars")
 
     def batches(self, label: str, counts: BatchCounts) -> None:
+        pass
+
+    def waiting(self, wait: Wait, begun: bool) -> None:
         pass

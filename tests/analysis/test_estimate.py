@@ -194,4 +194,7 @@ def test_the_estimate_says_when_its_expected_cost_is_an_upper_bound(tmp_path, mo
         tmp_path, mock.base_url, n=3, prices=PRICES, target=mock_target(mock.base_url, max_tokens=9)
     )
     assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
-    assert "(an upper bound: no stored run of this spec measured" in capsys.readouterr().out
+    assert (
+        "(an upper bound: output at max_tokens, no stored run of this spec measured it)"
+        in capsys.readouterr().out
+    )
