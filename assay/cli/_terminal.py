@@ -271,16 +271,21 @@ def print_runs(runs: pl.DataFrame) -> None:
     _console().print(table)
 
 
+def run_named(run_id: str | None, runs: dict[str, dict[str, Any]]) -> str:
+    """`20261202T0210-ab12cd (mock-1, cell a, tags nightly)`: a run with its model, cell and tags
+    (`runs`: run id -> those facts, as a comparison, a leaderboard or the nightly carries them)."""
+    if run_id is None:
+        return "–"
+    facts = runs.get(run_id, {})
+    said = [facts.get("model"), facts.get("cell") and f"cell {facts['cell']}"]
+    said.append(facts.get("tags") and "tags " + ",".join(facts["tags"]))
+    words = ", ".join(str(fact) for fact in said if fact)
+    return f"{run_id} ({escape(words)})" if words else run_id
+
+
 def _named(comparison: dict[str, Any], side: str) -> str:
-    """`20261202T0210-ab12cd (mock-1, cell a)`: a side's runs, each with its model and cell."""
-    runs = comparison.get("runs", {})
-
-    def one(run_id: str) -> str:
-        facts = [runs.get(run_id, {}).get("model"), runs.get(run_id, {}).get("cell")]
-        said = ", ".join(str(fact) for fact in facts if fact)
-        return f"{run_id} ({escape(said)})" if said else run_id
-
-    return "+".join(one(run_id) for run_id in comparison[side])
+    """A side's runs, each with its model, cell and tags."""
+    return "+".join(run_named(run_id, comparison.get("runs", {})) for run_id in comparison[side])
 
 
 def print_comparison(comparison: dict[str, Any]) -> None:
@@ -352,6 +357,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
         "scorer",
         "rank",
         "cell",
+        "model",
         "mean",
         "95% CI",
         "error rate",
@@ -360,7 +366,8 @@ def print_leaderboard(board: dict[str, Any]) -> None:
         "p95 ms",
         "vs baseline",
     )
-    table = _table(columns, left=("scorer", "cell", "vs baseline"))
+    table = _table(columns, left=("scorer", "cell", "model", "vs baseline"))
+    runs = board.get("runs", {})
     for row in board["rows"]:
         versus = (
             "baseline"
@@ -377,6 +384,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             row["scorer"],
             str(row["rank"]),
             row["cell"],
+            escape(runs.get(row["run_id"], {}).get("model") or "–"),
             numbers.num(row["mean"]),
             f"[{numbers.num(row['ci_low'])}, {numbers.num(row['ci_high'])}] {row.get('ci_method') or ''}",
             numbers.num(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
@@ -438,10 +446,15 @@ def estimate_line(report: dict[str, Any]) -> str:
 
 def print_nightly(report: dict[str, Any]) -> None:
     """The nightly benchmark: a line per spec (its comparison, or why there is none), what was pruned."""
+    runs = report.get("runs", {})
     for spec in report["specs"]:
         comparison = spec.get("comparison")
         said = comparison["lines"] if comparison else [spec.get("note", "")]
-        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(said))
+        versus = f" vs {run_named(spec['baseline'], runs)}" if spec.get("baseline") else ""
+        print(
+            f"{spec['name']} {run_named(spec['run_id'], runs)}{versus} ({spec['status']}): "
+            + " | ".join(said)
+        )
         if spec.get("removed"):
             print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
     for failure in report["failures"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from assay.cli import EXIT_GATE
+from assay.cli import EXIT_GATE, main
 from assay.store import Store
 from tests.conftest import openai_spec
 from tests.helpers.cli import assay_json
@@ -45,3 +45,23 @@ def test_nights_compare_with_the_last_good_one_and_old_ones_are_pruned(tmp_path,
     assert fourth["specs"][0]["baseline"] == night2["run_id"]
     scores = Store(store).scores().filter(pl.col("run_id") == night["run_id"]).collect()
     assert scores.height == 0
+
+
+def test_the_nightly_names_each_run_with_its_model_and_tags(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=4, fail_on_item_error_rate=1)
+    store = tmp_path / "s"
+    first = assay_json(capsys, "nightly", spec, "--store", store)
+    night = first["specs"][0]["run_id"]
+    assert first["runs"][night] == {
+        "name": "arith",
+        "model": "mock-1",
+        "cell": None,
+        "tags": ["nightly", "nightly-passed"],
+    }
+    assert main(["nightly", str(spec), "--store", str(store)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    tonight = Store(store).runs().sort("created_at").collect()["run_id"][-1]
+    assert line.startswith(
+        f"arith {tonight} (mock-1, tags nightly,nightly-passed) vs {night} (mock-1, tags nightly,nightly-passed) "
+        "(completed): "
+    ), line
