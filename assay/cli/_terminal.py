@@ -90,10 +90,10 @@ class _ProgressBar:
             "items", total=total, completed=already_done, failed=0, rate="", spend=""
         )
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         if outcome == ItemOutcome.FAILED:
             self._failed += 1
-        self._ran += 1
+        self._ran += not cached
         self._spent += cost_usd or 0.0
         task = self._progress.tasks[0]
         per_s = progress.rate(self._ran, time.monotonic() - self._started)

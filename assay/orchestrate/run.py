@@ -168,7 +168,7 @@ class _WarmUpForClosing:
         if self._left <= self._in_flight:
             warm_up("polars")
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         # Once per item: the count crosses `in_flight` once (when `started` did not warm up).
         self._left -= 1
         if self._left == self._in_flight:

@@ -50,7 +50,10 @@ def waiting_text(pending: dict[int, Wait], now: float) -> str:
 class Reporter(Protocol):
     def started(self, total: int, already_done: int) -> None: ...
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None: ...
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
+        """An item ended; `cached`: its every call was answered from the response cache (no
+        part of items/s, which measures the work done)."""
+        ...
 
     def batches(self, label: str, counts: BatchCounts) -> None:
         """Batch mode: one batcher's batches (`label`: `target`, `judge <name>`) in flight and ended."""
@@ -65,7 +68,7 @@ class _Silent:
     def started(self, total: int, already_done: int) -> None:
         pass
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         pass
 
     def batches(self, label: str, counts: BatchCounts) -> None:
@@ -78,7 +81,7 @@ class _Silent:
 class Logged:
     """Progress as log lines: `progress: 20 of 40 items (50.0%) · 2 failed · 3.1 s · 6.5 items/s`,
     one at each tenth of the run and at least one every `every_s` seconds while items finish
-    (items/s over the items run here, once `rate` says something); and, in the run's last few
+    (items/s over the items run here, not answered from the cache, once `rate` says something); and, in the run's last few
     items, a line when a call starts waiting: `waiting: judge retry 2/5 in 3 s`.
 
     Args:
@@ -105,9 +108,9 @@ class Logged:
         self._started = self._last = self._clock()
         self._line()
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         self._done += 1
-        self._ran += 1
+        self._ran += not cached
         self._failed += outcome == ItemOutcome.FAILED
         tenth, now = self._tenth_of(self._done), self._clock()
         if tenth > self._tenth or now - self._last >= self._every_s:
@@ -155,9 +158,9 @@ class _Both:
         self._first.started(total, already_done)
         self._second.started(total, already_done)
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
-        self._first.item_done(outcome, cost_usd)
-        self._second.item_done(outcome, cost_usd)
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
+        self._first.item_done(outcome, cost_usd, cached)
+        self._second.item_done(outcome, cost_usd, cached)
 
     def batches(self, label: str, counts: BatchCounts) -> None:
         self._first.batches(label, counts)

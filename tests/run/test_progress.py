@@ -107,3 +107,43 @@ def test_the_bar_on_a_terminal_names_the_judge_retry_and_shows_no_early_rate(tmp
     assert code == 0, text
     assert re.search(r"2/3 .*waiting: judge retry 1/5 in [123] s", text), text
     assert "items/s" not in text, "3 items in about 3 s: too few for a rate"
+
+
+class _Told:
+    """A reporter keeping what it is told of each item (outcome, cached)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, bool]] = []
+
+    def started(self, total: int, already_done: int) -> None:
+        pass
+
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
+        self.items.append((outcome, cached))
+
+    def batches(self, label, counts) -> None:
+        pass
+
+    def waiting(self, wait, begun: bool) -> None:
+        pass
+
+
+def test_items_answered_from_the_cache_are_no_part_of_the_rate(tmp_path, mock):
+    spec = openai_spec(
+        tmp_path, mock.base_url, n=6, target=mock_target(mock.base_url, cache=True, temperature=0)
+    )
+    told = [_Told(), _Told()]
+    for reporter in told:
+        with progress.also(reporter):
+            assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
+    assert told[0].items == [("completed", False)] * 6
+    assert told[1].items == [("completed", True)] * 6, "the second run's every call was a cache hit"
+
+    lines: list[str] = []
+    now = [0.0]
+    logged = progress.Logged(lines.append, every_s=0.0, clock=lambda: now[0])
+    logged.started(20, 0)
+    for i in range(20):  # 10 cached in 1 s, then 10 sent over 10 s
+        now[0] += 0.1 if i < 10 else 1.0
+        logged.item_done("completed", cached=i < 10)
+    assert lines[-1] == "progress: 20 of 20 items (100.0%) · 0 failed · 11.0 s · 0.9 items/s", lines
