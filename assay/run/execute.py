@@ -160,7 +160,9 @@ class ShardExecutor:
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
                 await batch.add(finished)
-                progress.current().item_done(outcome, finished.item.get("cost_usd"))
+                calls = finished.item.get("operations") or 0
+                cached = calls > 0 and finished.item.get("operations_cached") == calls
+                progress.current().item_done(outcome, finished.item.get("cost_usd"), cached)
                 try:
                     self._breaker.observe(finished.item)
                 except TargetUnreachable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from assay.cli import EXIT_GATE
+from assay.cli import EXIT_GATE, main
 from assay.orchestrate.nightly import nightly_markdown, verdict
 from assay.store import Store
 from tests.conftest import openai_spec
@@ -82,3 +82,23 @@ def test_a_failed_night_leads_with_its_regression_then_its_gates(tmp_path, mock,
     assert page.index(regressed[-1]) < page.index(gate)
     assert f"[report]({(tmp_path / 'r.html').as_uri()})" in page
     assert f"| `{first['specs'][0]['run_id']}` |" in page, "the baseline named"
+
+
+def test_the_nightly_names_each_run_with_its_model_and_tags(tmp_path, mock, capsys):
+    spec = openai_spec(tmp_path, mock.base_url, n=4, fail_on_item_error_rate=1)
+    store = tmp_path / "s"
+    first = assay_json(capsys, "nightly", spec, "--store", store)
+    night = first["specs"][0]["run_id"]
+    assert first["runs"][night] == {
+        "name": "arith",
+        "model": "mock-1",
+        "cell": None,
+        "tags": ["nightly", "nightly-passed"],
+    }
+    assert main(["nightly", str(spec), "--store", str(store)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    tonight = Store(store).runs().sort("created_at").collect()["run_id"][-1]
+    assert line.startswith(
+        f"arith {tonight} (mock-1, tags nightly,nightly-passed) vs {night} (mock-1, tags nightly,nightly-passed) "
+        "(completed): "
+    ), line
