@@ -31,7 +31,7 @@ from assay.calls.accounting import Usage
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient, ChatReply
-from assay.calls.finish import Finish, not_an_answer
+from assay.calls.finish import Finish, answer_calls, not_an_answer
 from assay.calls.messages import ToolCall, Turn
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
@@ -42,7 +42,7 @@ from assay.spec.dataset import Item
 from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import TargetContext
-from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_functions
+from assay.targets._model_io import answer_of, reply_limit, request_fields, text_beside, tool_functions
 from assay.targets._tool_loop import Exchange, Toolbox, run_tool_loop
 
 
@@ -220,6 +220,7 @@ class ChatTarget(ABC):
         return TargetResult(
             output=output,
             calls=calls,
+            tool_call_text=text_beside(reply.content, calls),
             reasoning=reply.reasoning,
             model=reply.model or self._spec.model,
             usage=reply.usage,
@@ -281,6 +282,7 @@ class ChatTarget(ABC):
             finish_reason=_word(finish),
             finish_reason_raw=finish.raw,
             sent=finish.refusal or finish.tool_calls or content or None,
+            calls=answer_calls(finish.tool_calls or []) or None,
         )
 
     async def _batched(self, item: Item, trial: int, batcher: Batcher) -> TargetResult:
@@ -311,6 +313,7 @@ class ChatTarget(ABC):
         return TargetResult(
             output=output,
             calls=calls,
+            tool_call_text=text_beside(content, calls),
             reasoning=self._api.reasoning(message),
             model=message.get("model") or self._spec.model,
             usage=usage,

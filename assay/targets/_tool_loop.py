@@ -147,16 +147,18 @@ async def run_tool_loop(
     Raises:
         TargetFailure: a call failed, a reply was no answer, or `max_rounds` rounds of calls
             were run and the model called again (`max_tool_rounds`); it carries every round's
-            usage and the trajectory so far (kept).
+            usage, the trajectory so far (kept) and every call the model made (`calls`).
     """
     steps = prompt_steps(*api.prompt_of(body))
     replies: list[ChatReply] = []
+    called: list[ToolCall] = []
     calls_run = 0
     try:
         for round_number in range(max_rounds + 1):
             reply = await complete(body)
             replies.append(reply)
             calls = answer_calls(reply.finish.tool_calls or [])
+            called += calls
             steps += _reply_steps(reply, calls)
             check(body, reply, calls or None)
             if not calls:
@@ -184,6 +186,7 @@ async def run_tool_loop(
         if usages:
             failure.usage = summed(usages)
         failure.artifacts = [*(failure.artifacts or []), *(await keep(steps) or [])]
+        failure.calls = called or failure.calls  # every call the loop saw, the failed reply's among them
         raise
     raise AssertionError("unreachable: the last round returns or raises")
 

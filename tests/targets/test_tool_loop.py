@@ -371,6 +371,10 @@ def test_a_model_that_never_stops_calling_tools_fails_at_max_tool_rounds(
     item = _items(store, run_id)["loops"]
     assert (item["outcome"], item["failure_kind"]) == ("failed", "max_tool_rounds")
     assert "after 2 rounds of tool calls" in item["error"]
+    # The row keeps every call the model made, the last reply's among them.
+    assert [(c["id"], c["name"]) for c in item["tool_calls"]] == [
+        (f"{prefix}{n}", "get_weather") for n in range(3)
+    ]
     # Two rounds run, so three model calls, all counted; the trajectory is kept as evidence.
     assert len(scripted.requests) == 3
     tokens_in, tokens_out = USAGE[provider]

@@ -70,7 +70,11 @@ def _anthropic_call(call_id: str, city: str) -> dict[str, Any]:
 def _script(server: ScriptedServer, provider: str, stream: bool) -> None:
     if provider == "openai":
         replies = {
-            "q-one": openai({"tool_calls": [_openai_call("call_1", "Paris")]}, "tool_calls", stream=stream),
+            "q-one": openai(
+                {"content": "Let me check.", "tool_calls": [_openai_call("call_1", "Paris")]},
+                "tool_calls",
+                stream=stream,
+            ),
             "q-two": openai(
                 {"tool_calls": [_openai_call("call_2", "Paris"), _openai_call("call_3", "Oslo")]},
                 "tool_calls",
@@ -116,7 +120,7 @@ def _spec(folder: Path, target: dict[str, Any]) -> Path:
 
 
 def _stored_calls(store: Store, run_id: str) -> dict[str, Any]:
-    items = store.run_items(run_id).select("item_id", "outcome", "tool_calls", "output")
+    items = store.run_items(run_id).select("item_id", "outcome", "tool_calls", "tool_call_text", "output")
     return {row["item_id"]: row for row in items.iter_rows(named=True)}
 
 
@@ -150,6 +154,12 @@ def test_a_reply_of_tool_calls_is_the_answer_stored_as_a_column_and_scored(
         (f"{prefix}3", "get_weather", {"city": "Oslo"}),
     ]
     assert items["words"]["tool_calls"] is None
+    # The text said beside the calls is kept apart; the calls alone are the answer.
+    assert {k: row["tool_call_text"] for k, row in items.items()} == {
+        "one": "Let me check.",
+        "two": None,
+        "words": None,
+    }
     # The output is the calls too (JSON text of objects), for what reads `output` alone.
     assert json.loads(items["one"]["output"]) == [
         {"name": "get_weather", "arguments": {"city": "Paris"}, "id": f"{prefix}1"}
