@@ -17,6 +17,8 @@ import pytest
 
 from assay.calls.messages import FunctionTool, function_tool
 from assay.cli import main
+from assay.run.identity import identity_of
+from assay.spec import parse_spec
 from assay.store import Store
 from assay.testing.scripted import ScriptedServer
 from tests.conftest import write_jsonl, write_spec
@@ -307,3 +309,34 @@ def test_a_python_callable_is_a_tool_by_its_signature_and_docstring():
     with pytest.raises(TypeError, match=r"takes \*values"):
         function_tool(spread)
     assert FunctionTool(name="f").parameters == {"type": "object", "properties": {}}
+
+
+def test_a_python_tools_identity_is_its_schema_not_its_modules_name(tmp_path):
+    """A run's identity holds a `module:function` tool as the definition the model is offered:
+    moved to a module of another name it is the same run; its signature changed, another one."""
+
+    def digest(folder: Path, module: str, source: str) -> str:
+        folder.mkdir()
+        (folder / f"{module}.py").write_text(source)
+        spec = parse_spec(
+            {
+                "name": "tools",
+                "dataset": {"path": "d.jsonl"},
+                "target": {
+                    "kind": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": OPENAI_MODEL,
+                    "prompt": "{input}",
+                    "tools": [f"{module}:get_weather", LOOKUP],
+                },
+                "scorers": [{"kind": "exact_match"}],
+            }
+        )
+        return identity_of(spec, [], folder).target
+
+    first = digest(tmp_path / "a", "weather_tools", TOOLS_MODULE)
+    assert digest(tmp_path / "b", "forecast_tools", TOOLS_MODULE) == first
+    wider = TOOLS_MODULE.replace('unit: Literal["c", "f"] = "c"', 'unit: Literal["c", "f", "k"] = "c"')
+    assert digest(tmp_path / "c", "weather_tools", wider) != first
+    described = TOOLS_MODULE.replace("The weather in a city now.", "Today's weather in a city.")
+    assert digest(tmp_path / "d", "weather_tools", described) != first
