@@ -97,10 +97,7 @@ class Identity:
 def scorers_digest(scorers: list[Scorer]) -> str:
     """A hash of the scorers' names, kinds, versions and parameters, in name order."""
     return _hash(
-        [
-            {"version": type(s).version, **s.model_dump(mode="json", exclude=set(type(s).operational))}
-            for s in sorted(scorers, key=lambda s: s.name)
-        ]
+        [{"version": type(s).version, **s.identity()} for s in sorted(scorers, key=lambda s: s.name)]
     )
 
 
