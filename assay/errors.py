@@ -198,6 +198,8 @@ class TargetFailure(Exception):
         finish_reason_raw: the provider's own word for it.
         sent: what the model sent instead of an answer (the text cut off, the refusal, the tool
             calls), kept as evidence and never scored; None otherwise.
+        calls: the tool calls the model had made when the item failed (`assay.calls.messages.
+            ToolCall`s: an unasked call, a tool loop's calls so far), kept in `items.tool_calls`.
     """
 
     def __init__(
@@ -216,8 +218,10 @@ class TargetFailure(Exception):
         finish_reason: str | None = None,
         finish_reason_raw: str | None = None,
         sent: Any = None,
+        calls: list[Any] | None = None,
     ) -> None:
         super().__init__(message)
+        self.calls = calls
         self.retries = retries
         self.finish_reason = finish_reason
         self.finish_reason_raw = finish_reason_raw

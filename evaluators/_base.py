@@ -166,6 +166,11 @@ class Scorer(BaseModel):
         need missing), each naming the item and `where` (`scorers.<n>`); a dataset error."""
         return []
 
+    def identity(self) -> dict[str, Any]:
+        """The parameters that decide its scores, as the run's identity holds them: the spec
+        without its `operational` fields."""
+        return self.model_dump(mode="json", exclude=set(type(self).operational))
+
     def fixture_files(self, items: list[Any], spec_dir: Path) -> list[Path]:
         """The local files this scorer hands its sandboxes; their content is part of the run's
         identity, as a target's fixtures are."""

@@ -12,8 +12,10 @@ a ```json fence, or embedded in text), else a labelled number (`Score: 7/10`, `s
 or one off the scale, fails the scorer; the raw reply is kept in the score's metadata.
 
 The judge speaks OpenAI's chat completions (`provider: openai`, the default: any compatible
-endpoint) or Anthropic's Messages API (`provider: anthropic`: system prompt at the top level,
-`max_tokens` required, a pinned model checked before the run starts).
+endpoint) — or, with `api: responses`, OpenAI's Responses API (`assay.calls.responses`: the system
+prompt as `instructions`, the rubric as `input`, `max_tokens` as `max_output_tokens`) — or
+Anthropic's Messages API (`provider: anthropic`: system prompt at the top level, `max_tokens`
+required, a pinned model checked before the run starts).
 
 Calls go through `assay.calls.chat.ChatClient`, so each is measured into the ledger the executor opens
 around the scorer (judging spend, priced with the run's price table) and admitted by the run's
@@ -46,6 +48,7 @@ from assay.calls.batch_mode import BatchOption, batched_call
 from assay.calls.endpoint import ENDPOINT_SETTINGS, ModelEndpoint
 from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
+from assay.calls.responses import RESPONSES
 from assay.calls.wire import ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from assay.evaluators._base import Sample, Score, Scorer, run_context
@@ -115,6 +118,9 @@ class LlmJudge(ModelEndpoint, Scorer):
         base_url: the endpoint, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
         provider: `openai` (chat completions, any compatible endpoint) or `anthropic` (the
             Messages API, key sent as `x-api-key`).
+        api: with `provider: openai`, `chat_completions` (the default) or `responses`: OpenAI's
+            Responses API (docs/responses-api.md); not with `batch` (batch mode sends chat
+            completions). Part of the run's identity only when it is not the default.
         model: the judge's exact model version (a moving alias makes scores unrepeatable; with
             `provider: anthropic` one is refused before the run starts).
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
@@ -155,6 +161,7 @@ class LlmJudge(ModelEndpoint, Scorer):
 
     kind: Literal["llm_judge"] = "llm_judge"
     provider: Literal["openai", "anthropic"] = "openai"
+    api: Literal["chat_completions", "responses"] = "chat_completions"
     model: str = Field(min_length=1)
     rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1)
     system: str | None = None
@@ -177,6 +184,10 @@ class LlmJudge(ModelEndpoint, Scorer):
             raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
         if self.batch is not None and self.cache:
             raise ValueError("batch cannot be combined with cache")
+        if self.api == "responses" and self.provider != "openai":
+            raise ValueError(f"api: responses is OpenAI's API, not provider {self.provider}'s")
+        if self.api == "responses" and self.batch is not None:
+            raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
         if self.batch is not None and self.max_tokens is None:
             raise ValueError(
                 "batch needs max_tokens: it bounds what a batch may cost until its results arrive"
@@ -258,9 +269,17 @@ class LlmJudge(ModelEndpoint, Scorer):
         except (IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"{what} cannot be filled for this item: {type(exc).__name__} {exc}") from None
 
+    def identity(self) -> dict[str, Any]:
+        """As every scorer's; `api` only when it is not the default (chat completions), so a judge
+        that does not name it keeps the identity it had before it existed."""
+        identity = super().identity()
+        if identity.get("api") == "chat_completions":
+            del identity["api"]
+        return identity
+
     @property
     def _api(self) -> ChatAPI:
-        return APIS[self.provider]
+        return RESPONSES if self.api == "responses" else APIS[self.provider]
 
     def request_body(self, sample: Sample) -> dict[str, Any]:
         return self._api.prompt_body(

@@ -15,7 +15,17 @@ from assay.evaluators._base import Sample, Score, Scorer
 from assay.evaluators._imports import make_importable, resolve_callable
 
 # The Sample fields a user function may ask for, by parameter name.
-_ARGUMENTS = ("output", "input", "expected", "annotations", "fields", "trajectory", "workspace", "sandbox")
+_ARGUMENTS = (
+    "output",
+    "input",
+    "expected",
+    "annotations",
+    "fields",
+    "trajectory",
+    "tool_calls",
+    "workspace",
+    "sandbox",
+)
 _REF = re.compile(r"^[\w.]+:[\w.]+$")
 _DICT_KEYS = {"score", "explanation", "metadata"}
 
@@ -80,7 +90,8 @@ class UserCode(Scorer):
 
     The function is imported on first use (from the spec's folder, which `evaluate` puts on
     `sys.path`) and called with the keyword arguments its signature names among output, input,
-    expected, annotations and fields; all of them if it takes `**kwargs`; or the whole `Sample` if
+    expected, annotations, fields, trajectory, tool_calls (a chat model's calls when they are its
+    answer: `Sample.tool_calls`), workspace and sandbox; all of them if it takes `**kwargs`; or the whole `Sample` if
     its only parameter is `sample`. It may be async. It returns a bool, a number, a `Score`, or a
     dict with `score` and optionally `explanation` and `metadata`.
 

@@ -216,7 +216,18 @@ class ItemRow(TypedDict, total=False):
             TOOL_CALLS,
             "a chat model's tool calls when they are its answer (the target offered `tools`), in "
             "the order made: each its provider's `id`, the function's `name` and its `arguments` "
-            "(JSON text, as the model wrote them); null when it answered in words",
+            "(JSON text, as the model wrote them); on a failed row, the calls the model had made "
+            "(an unasked call, a tool loop's calls up to its failure), as evidence; null when it "
+            "answered in words",
+        ),
+    ]
+    tool_call_text: Annotated[
+        str | None,
+        Column(
+            pa.string(),
+            "the text a reply of tool calls held beside them when the calls are its answer "
+            "(Anthropic's text block before its tool_use blocks, OpenAI's content beside tool_calls), "
+            "never scored; null when it held none",
         ),
     ]
     reasoning: Annotated[

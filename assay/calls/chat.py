@@ -82,7 +82,7 @@ class ChatReply:
         reasoning: the reasoning text or summary the reply carried apart from its answer
             (`ChatAPI.reasoning`); None when it carried none.
         body: the reply as it came (assembled, when streamed): what a tool loop sends back
-            (`ChatAPI.assistant_turn`).
+            (`ChatAPI.follow_up`).
     """
 
     content: Any

@@ -62,14 +62,19 @@ class ResponsesAPI(ChatAPI):
     name = "openai"
     path = "/responses"
 
-    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
-        """Not spoken: a Responses tool loop sends output items back, not messages (the spec
-        refuses `tool_loop` with `api: responses`)."""
-        raise NotImplementedError("the tool loop is not available with `api: responses`")
+    def follow_up(
+        self, body: dict[str, Any], reply: dict[str, Any], results: list[ToolResult]
+    ) -> dict[str, Any]:
+        """The reply's items sent back as input (`_echoed`), then a `function_call_output` per
+        result (an error said in its text: the API has no flag)."""
+        outputs = [
+            {"type": "function_call_output", "call_id": r.call_id, "output": r.content} for r in results
+        ]
+        echoed = [echo for item in reply["output"] if (echo := _echoed(item)) is not None]
+        return {**body, "input": [*body["input"], *echoed, *outputs]}
 
-    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
-        """Not spoken (see `assistant_turn`)."""
-        raise NotImplementedError("the tool loop is not available with `api: responses`")
+    def prompt_of(self, body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        return body.get("instructions"), body["input"]
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return bearer_headers(api_key)
@@ -221,6 +226,23 @@ class ResponsesAPI(ChatAPI):
 
     def assembler(self) -> Assembler:
         return _ResponsesAssembler()
+
+
+def _echoed(item: dict[str, Any]) -> dict[str, Any] | None:
+    """An output item as the next request's input: a `function_call` as the call (without its own
+    `id`, which names a stored item, and no response is stored); a message as the assistant's
+    text; a reasoning item only with its `encrypted_content` (asked with `params: {include:
+    [reasoning.encrypted_content]}`), the one form a request that is not stored can send back."""
+    kind = item["type"]
+    if kind == "function_call":
+        return {key: item[key] for key in ("type", "call_id", "name", "arguments") if key in item}
+    if kind == "message":
+        parts = item.get("content") or []
+        said = "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return {"role": "assistant", "content": said} if said else None
+    if kind == "reasoning" and item.get("encrypted_content"):
+        return {key: item[key] for key in ("type", "id", "summary", "encrypted_content") if key in item}
+    return None
 
 
 def _failure(error: Any, said: str) -> StreamFailed:

@@ -143,12 +143,16 @@ class ChatAPI(ABC):
         whether it may make several calls at once (None: the provider's default)."""
 
     @abstractmethod
-    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
-        """A reply of tool calls as the assistant's message of the next request (a tool loop's)."""
+    def follow_up(
+        self, body: dict[str, Any], reply: dict[str, Any], results: list[ToolResult]
+    ) -> dict[str, Any]:
+        """A tool loop's next request: `body` with the reply of tool calls and the calls' results
+        after its conversation."""
 
     @abstractmethod
-    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
-        """The messages that send the results of a reply's tool calls back to the model."""
+    def prompt_of(self, body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        """A request's system prompt where it stands apart from the conversation (None where it
+        is a turn of it), and the conversation's turns (`{role, content}`, ...)."""
 
     @abstractmethod
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -193,3 +197,25 @@ def openai_usage(raw: Any, input_word: str, output_word: str) -> Usage:
         reasoning_tokens=token_count(output_details.get("reasoning_tokens")),
         cached_tokens=token_count(input_details.get("cached_tokens")),
     )
+
+
+class MessagesAPI(ChatAPI):
+    """A chat API whose conversation is the request's `messages` (chat completions, Anthropic's
+    Messages): a tool loop appends the assistant's reply and the results' messages to it."""
+
+    @abstractmethod
+    def assistant_turn(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """A reply of tool calls as the assistant's message of the next request (a tool loop's)."""
+
+    @abstractmethod
+    def tool_turns(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """The messages that send the results of a reply's tool calls back to the model."""
+
+    def follow_up(
+        self, body: dict[str, Any], reply: dict[str, Any], results: list[ToolResult]
+    ) -> dict[str, Any]:
+        messages = [*body["messages"], self.assistant_turn(reply), *self.tool_turns(results)]
+        return {**body, "messages": messages}
+
+    def prompt_of(self, body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        return body.get("system"), body["messages"]  # Anthropic's system prompt is top-level

@@ -14,7 +14,7 @@ from typing import Any
 from assay.calls.accounting import Usage
 from assay.calls.finish import Finish, reason_of
 from assay.calls.messages import FunctionTool, NamedTool, ResponseFormat, ToolChoice, ToolResult
-from assay.calls.wire import Assembler, ChatAPI, StreamFailed, parsed_json, token_count
+from assay.calls.wire import Assembler, MessagesAPI, StreamFailed, parsed_json, token_count
 from assay.outcomes import FailureKind, FinishReason
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -22,7 +22,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 _ANTHROPIC_TRANSIENT = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 
 
-class AnthropicMessages(ChatAPI):
+class AnthropicMessages(MessagesAPI):
     """The Messages API.
 
     Args:

@@ -15,11 +15,11 @@ from typing import Any
 from assay.calls.accounting import Usage
 from assay.calls.finish import Finish, reason_of
 from assay.calls.messages import FunctionTool, ResponseFormat, ToolChoice, ToolResult
-from assay.calls.wire import Assembler, ChatAPI, StreamFailed, bearer_headers, openai_usage, parsed_json
+from assay.calls.wire import Assembler, MessagesAPI, StreamFailed, bearer_headers, openai_usage, parsed_json
 from assay.outcomes import FailureKind, FinishReason
 
 
-class OpenAIChat(ChatAPI):
+class OpenAIChat(MessagesAPI):
     name = "openai"
     path = "/chat/completions"
 

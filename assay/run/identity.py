@@ -97,10 +97,7 @@ class Identity:
 def scorers_digest(scorers: list[Scorer]) -> str:
     """A hash of the scorers' names, kinds, versions and parameters, in name order."""
     return _hash(
-        [
-            {"version": type(s).version, **s.model_dump(mode="json", exclude=set(type(s).operational))}
-            for s in sorted(scorers, key=lambda s: s.name)
-        ]
+        [{"version": type(s).version, **s.identity()} for s in sorted(scorers, key=lambda s: s.name)]
     )
 
 
@@ -108,8 +105,9 @@ def identity_of(spec: EvalSpec, items: list[Item], spec_dir: Path | None = None)
     """The run's identity. With `spec_dir`, the content of the files the target hands the agent
     (a container's fixture and checks folders, an http_agent's local fixture files) and those the
     scorers hand their sandboxes (`code_exec`'s `files` folders) is part of it: a fixture changed
-    under a run makes a resume refuse, like a changed dataset."""
-    target = kind_of(spec.target).identity(spec.target)
+    under a run makes a resume refuse, like a changed dataset; and a chat target's Python tools
+    are their schemas (`ChatKind.identity`)."""
+    target = kind_of(spec.target).identity(spec.target, spec_dir)
     return Identity(
         fixtures=fixtures_digest(spec, items, spec_dir) if spec_dir is not None else None,
         dataset=dataset_hash(items)[:16],

@@ -160,6 +160,7 @@ def completed_row(
         "output": to_json(output),
         "output_text": output if isinstance(output, str) else to_json(output),
         "tool_calls": None if result.calls is None else tool_call_columns(result.calls),
+        "tool_call_text": result.tool_call_text,
         "reasoning": result.reasoning,
         "outcome": _COMPLETED,
         "finish_reason": result.finish_reason,
@@ -225,6 +226,7 @@ def failed_row(
         "finish_reason_raw": failure.finish_reason_raw,
         "output": to_json(failure.sent),
         "output_text": failure.sent if isinstance(failure.sent, str) else to_json(failure.sent),
+        "tool_calls": tool_call_columns(failure.calls) if failure.calls else None,
         # A reply that was no answer was still a reply: its tokens are known (and billed).
         **(token_columns(failure.usage) if isinstance(failure.usage, Usage) else {}),
         "retries": failure.retries,

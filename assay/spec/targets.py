@@ -106,11 +106,6 @@ _RESPONSES_MODELLED = {
 def _responses_rules(spec: OpenAITarget) -> None:
     if spec.batch is not None:
         raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
-    if spec.tool_loop:
-        raise ValueError(
-            "tool_loop: not yet with `api: responses` (its results go back as output items); "
-            "use `api: chat_completions`"
-        )
     for key in spec.params or {}:
         if key in _RESPONSES_MODELLED:
             raise ValueError(

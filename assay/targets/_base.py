@@ -42,6 +42,7 @@ class TargetResult:
         tool_calls: how many tool calls those steps made, where known (`gauge.tool_calls`).
         calls: a chat model's tool calls, when they are its answer (the request offered tools):
             stored as `items.tool_calls`, seen by scorers as `Sample.tool_calls`.
+        tool_call_text: the text the reply held beside those calls (`items.tool_call_text`).
         reasoning: a reasoning model's reasoning text or summary, kept apart from the output
             (`items.reasoning`): scorers see the output only.
     """
@@ -64,6 +65,7 @@ class TargetResult:
     steps: int | None = None
     tool_calls: int | None = None
     calls: list[ToolCall] | None = None
+    tool_call_text: str | None = None
     reasoning: str | None = None
 
 

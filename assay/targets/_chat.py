@@ -31,7 +31,7 @@ from assay.calls.accounting import Usage
 from assay.calls.batch import Batcher, custom_id
 from assay.calls.batch_mode import batched_call, open_batcher
 from assay.calls.chat import ChatClient, ChatReply
-from assay.calls.finish import Finish, not_an_answer
+from assay.calls.finish import Finish, answer_calls, not_an_answer
 from assay.calls.messages import ToolCall, Turn
 from assay.calls.rate import controller_for
 from assay.calls.wire import ChatAPI
@@ -42,7 +42,7 @@ from assay.spec.dataset import Item
 from assay.targets import _conversation
 from assay.targets._base import SessionState, TargetResult, render
 from assay.targets._kind import TargetContext
-from assay.targets._model_io import answer_of, reply_limit, request_fields, tool_functions
+from assay.targets._model_io import answer_of, reply_limit, request_fields, text_beside, tool_functions
 from assay.targets._tool_loop import Exchange, Toolbox, run_tool_loop
 
 
@@ -142,20 +142,23 @@ class ChatTarget(ABC):
         if self._batcher is not None:
             return await self._batched(item, trial, self._batcher)
         if self._toolbox is not None:
-            return await self._looped(self.request_body(item), self._toolbox, (item.item_id, trial))
+            return await self._looped(self.request_body(item), self._toolbox, (item.item_id, trial, ""))
         return await self._ask(self.request_body(item))
 
     async def turn(self, item: Item, trial: int, prompt: Any, session: SessionState) -> TargetResult:
         """One prompt of a session: the conversation so far is sent with it, so the model sees
         every earlier prompt and answer (with a tool loop, a turn's tool exchange is its own:
-        the session's history keeps the prompts and answers)."""
+        the session's history keeps the prompts and answers, the exchange is kept in the item x
+        trial's artifacts as `<session id>/turn-<n>/trajectory.json`, n the turn's place from 0)."""
         body = self.request_body(item, prompt, session.history)
         if self._toolbox is not None:
-            return await self._looped(body, self._toolbox, None)
+            n = sum(1 for message in session.history if message.get("role") == "user")
+            kept_as = (item.item_id, trial, f"{session.session_id}/turn-{n}")
+            return await self._looped(body, self._toolbox, kept_as)
         return await self._ask(body)
 
     async def _looped(
-        self, body: dict[str, Any], toolbox: Toolbox, kept_as: tuple[str, int] | None
+        self, body: dict[str, Any], toolbox: Toolbox, kept_as: tuple[str, int, str]
     ) -> TargetResult:
         """The tool loop (`run_tool_loop`): its answer is the output, its exchange the trajectory
         (kept in the item x trial's artifacts as `trajectory.json`), its rounds' usage summed."""
@@ -194,14 +197,16 @@ class ChatTarget(ABC):
         )
 
     async def _keep_trajectory(
-        self, steps: list[dict[str, Any]], kept_as: tuple[str, int] | None
+        self, steps: list[dict[str, Any]], kept_as: tuple[str, int, str]
     ) -> list[str] | None:
-        """Write the steps to the item x trial's `trajectory.json` (as a container agent's are
-        kept: what a rescore's scorers read, what `assay trajectories export` makes ATIF of);
-        None outside a run's store, or for a session's turn."""
-        if self._store is None or self._run_id is None or kept_as is None:
+        """Write the steps to `trajectory.json` in the item x trial's artifacts (`kept_as`: its
+        id, trial, and the subfolder of a session's turn), as a container agent's are kept: what
+        a rescore's scorers read, what `assay trajectories export` makes ATIF of; None outside a
+        run's store."""
+        if self._store is None or self._run_id is None:
             return None
-        path = self._store.artifacts_dir(self._run_id, *kept_as) / "trajectory.json"
+        item_id, trial, folder = kept_as
+        path = self._store.artifacts_dir(self._run_id, item_id, trial) / folder / "trajectory.json"
         document = json.dumps({"status": "valid", "steps": steps}, ensure_ascii=False, default=str)
         await asyncio.to_thread(write_atomic, path, document.encode())
         return [path.relative_to(self._store.artifacts_root).as_posix()]
@@ -215,6 +220,7 @@ class ChatTarget(ABC):
         return TargetResult(
             output=output,
             calls=calls,
+            tool_call_text=text_beside(reply.content, calls),
             reasoning=reply.reasoning,
             model=reply.model or self._spec.model,
             usage=reply.usage,
@@ -276,6 +282,7 @@ class ChatTarget(ABC):
             finish_reason=_word(finish),
             finish_reason_raw=finish.raw,
             sent=finish.refusal or finish.tool_calls or content or None,
+            calls=answer_calls(finish.tool_calls or []) or None,
         )
 
     async def _batched(self, item: Item, trial: int, batcher: Batcher) -> TargetResult:
@@ -306,6 +313,7 @@ class ChatTarget(ABC):
         return TargetResult(
             output=output,
             calls=calls,
+            tool_call_text=text_beside(content, calls),
             reasoning=self._api.reasoning(message),
             model=message.get("model") or self._spec.model,
             usage=usage,

@@ -61,14 +61,26 @@ class ChatKind(TargetKind[S]):
         """The tools it offers must resolve (a `module:function` imports and can be a tool)."""
         return tool_problems(spec, spec_dir, where)
 
-    def identity(self, spec: S) -> dict[str, Any]:
+    def identity(self, spec: S, spec_dir: Path | None = None) -> dict[str, Any]:
         """The spec without its operational fields, and without the request fields it leaves unset
         (`messages`, `tools`, ...): a spec that sets none keeps the identity it had before they
-        existed."""
-        identity = super().identity(spec)
+        existed. With the spec's folder, its tools are the definitions the model is offered: a
+        `module:function`'s schema from its signature and docstring, not its module's name (a
+        changed signature is another run, a renamed module the same)."""
+        identity = super().identity(spec, spec_dir)
         for name in ("messages", *UNSET_OUTSIDE_IDENTITY):
             if identity.get(name) is None:
                 identity.pop(name, None)
+        if spec_dir is not None and identity.get("tools"):
+            try:
+                tools = resolve_tools(spec, spec_dir)
+            except ValueError:
+                return identity  # a tool that does not resolve is the spec's problem, reported before
+            given = spec.tools  # type: ignore[attr-defined]
+            identity["tools"] = [
+                tool.model_dump(mode="json", exclude_none=True) if isinstance(ref, str) else kept
+                for ref, kept, tool in zip(given, identity["tools"], tools, strict=True)
+            ]
         return identity
 
     def item_problems(self, spec: S, items: list[Item], where: str) -> list[str]:

@@ -169,8 +169,9 @@ class TargetKind(ABC, Generic[S]):
         unless the target gathers requests (batch mode holds a whole batch's worth)."""
         return concurrency
 
-    def identity(self, spec: S) -> dict[str, Any]:
-        """The target's config that decides its results: the spec without `operational` fields."""
+    def identity(self, spec: S, spec_dir: Path | None = None) -> dict[str, Any]:
+        """The target's config that decides its results: the spec without `operational` fields
+        (`spec_dir`, the spec's folder, for what a kind reads from the files the spec names)."""
         return spec.model_dump(mode="json", exclude=set(self.operational))
 
     @abstractmethod

@@ -1,6 +1,6 @@
 """The request fields a chat target adds to every body beyond its conversation (the spec's
 `tools`, `tool_choice`, `parallel_tool_calls`: `assay.spec._model_io`), on its API's wire, and
-how a reply of tool calls becomes the item's answer.
+how a reply of tool calls becomes the item's answer (the text beside the calls kept apart).
 
 A tool given as `module:function` is resolved relative to the spec's folder, as a `python`
 target's function is, and described by its signature and docstring (`function_tool`).
@@ -81,6 +81,12 @@ def reply_limit(spec: Any) -> int | None:
     its reasoning included) or `max_tokens`; None when unbounded."""
     limit = getattr(spec, "max_completion_tokens", None)
     return limit if limit is not None else spec.max_tokens
+
+
+def text_beside(content: Any, calls: list[ToolCall] | None) -> str | None:
+    """The text a reply held beside the tool calls that are its answer (kept, never scored: the
+    calls are the answer); None when it held none or the calls are not the answer."""
+    return content if calls and isinstance(content, str) and content.strip() else None
 
 
 def answer_of(

@@ -5,7 +5,7 @@
                      raises, times out, names no tool or whose arguments do not fit the
                      function's signature gives the model its error instead of a result
     run_tool_loop    ask the model; while it calls tools, run them, send the reply and the
-                     results back (`ChatAPI.assistant_turn`, `tool_turns`) and ask again — until
+                     results back (`ChatAPI.follow_up`) and ask again — until
                      it answers in words, or `max_tool_rounds` rounds were run and it still calls
                      (the item fails: `max_tool_rounds`)
     prompt_steps     the request's conversation as the trajectory's first steps
@@ -147,16 +147,18 @@ async def run_tool_loop(
     Raises:
         TargetFailure: a call failed, a reply was no answer, or `max_rounds` rounds of calls
             were run and the model called again (`max_tool_rounds`); it carries every round's
-            usage and the trajectory so far (kept).
+            usage, the trajectory so far (kept) and every call the model made (`calls`).
     """
-    steps = prompt_steps(body)
+    steps = prompt_steps(*api.prompt_of(body))
     replies: list[ChatReply] = []
+    called: list[ToolCall] = []
     calls_run = 0
     try:
         for round_number in range(max_rounds + 1):
             reply = await complete(body)
             replies.append(reply)
             calls = answer_calls(reply.finish.tool_calls or [])
+            called += calls
             steps += _reply_steps(reply, calls)
             check(body, reply, calls or None)
             if not calls:
@@ -176,8 +178,7 @@ async def run_tool_loop(
             calls_run += len(results)
             steps += [_result_step(r) for r in results]
             assert reply.body is not None, "a reply from the client carries its body"
-            messages = [*body["messages"], api.assistant_turn(reply.body), *api.tool_turns(results)]
-            body = {**body, "messages": messages}
+            body = api.follow_up(body, reply.body, results)
     except TargetFailure as failure:
         usages = [r.usage for r in replies]
         if isinstance(failure.usage, Usage) and (not replies or failure.usage is not replies[-1].usage):
@@ -185,18 +186,19 @@ async def run_tool_loop(
         if usages:
             failure.usage = summed(usages)
         failure.artifacts = [*(failure.artifacts or []), *(await keep(steps) or [])]
+        failure.calls = called or failure.calls  # every call the loop saw, the failed reply's among them
         raise
     raise AssertionError("unreachable: the last round returns or raises")
 
 
-def prompt_steps(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The request's system prompt (Anthropic's top-level one) and its messages, as steps; a
-    part that is no text is named, not copied (an image's bytes have no place in a trajectory)."""
+def prompt_steps(system: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's system prompt (where it stands apart: `ChatAPI.prompt_of`) and its messages,
+    as steps; a part that is no text is named, not copied (an image's bytes have no place in a
+    trajectory)."""
     steps = []
-    system = body.get("system")
     if system:
         steps.append({"role": "system", "content": _said(system), "tool_calls": []})
-    for message in body["messages"]:
+    for message in messages:
         steps.append({"role": message["role"], "content": _said(message.get("content")), "tool_calls": []})
     return steps
 

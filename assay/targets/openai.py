@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from assay.calls.conversation import openai_messages
@@ -21,10 +22,10 @@ class OpenAIKind(ChatKind[OpenAITarget]):
 
     name = "openai"
 
-    def identity(self, spec: OpenAITarget) -> dict[str, Any]:
+    def identity(self, spec: OpenAITarget, spec_dir: Path | None = None) -> dict[str, Any]:
         """As every chat kind's; `api` only when it is not the default (chat completions), so a
         spec that does not name it keeps the identity it had before it existed."""
-        identity = super().identity(spec)
+        identity = super().identity(spec, spec_dir)
         if identity.get("api") == "chat_completions":
             del identity["api"]
         return identity

@@ -118,6 +118,11 @@ def test_tool_calls_refusals_and_cuts_are_failures_of_their_own_never_scored(
     tool_calls = json.loads(items["tool"]["output"])
     assert [c.get("name") or c["function"]["name"] for c in tool_calls] == ["get_weather"]
     assert "called a tool (get_weather) but the request offered none" in items["tool"]["error"]
+    # ... and in `tool_calls`, as any calls are (a failed row keeps what the model called).
+    assert [(c["name"], json.loads(c["arguments"])) for c in items["tool"]["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert items["cut"]["tool_calls"] is None
     assert items["refusal"]["output_text"] == (REFUSAL if provider == "openai" else "I can't")
     assert items["cut"]["output_text"] == "one two"
     assert "cut off by the length limit" in items["cut"]["error"]

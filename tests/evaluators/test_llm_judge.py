@@ -16,10 +16,12 @@ from pydantic import BaseModel, ValidationError
 from assay.cli import main
 from assay.errors import SpecError
 from assay.evaluators import LlmJudge, Sample, ScorerSpec, evaluate
+from assay.run.identity import scorers_digest
 from assay.spec import parse_spec
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
 from tests.helpers.cli import assay_json
+from tests.helpers.wire_payloads import output_message, response, responses
 
 PRICES = {"mock-judge": {"input": 1.0, "output": 2.0}}
 
@@ -499,3 +501,59 @@ def test_a_judge_on_the_targets_model_shares_its_rate_window(tmp_path, mock, cap
     assert rate["endpoint"] == f"{mock.base_url} mock-judge"
     assert rate["responses"] == 6 + 6 + 1 and rate["rate_limited"] == 1 and rate["paused_s"] >= 0.15
     assert mock.stats()["by_status"] == {"200": 12, "429": 1}
+
+
+# --- the judge on the Responses API -----------------------------------------------------------
+
+
+def test_a_judge_on_the_responses_api_asks_in_its_words(scripted):
+    """`api: responses`: the scripted server on uvicorn checks the request against the `openai`
+    SDK's `ResponseCreateParams` and its reply against `Response`; the verdict is read as ever."""
+    scripted.script(responses(response([output_message('{"score": 4, "explanation": "right"}')])))
+    scorer = judge(scripted.base_url, api="responses", scale=5, system="You grade {input}.")
+    result = grade(scorer, sample())
+    assert (result.score, result.explanation) == (0.75, "right")
+    [(path, body)] = scripted.requests
+    assert path == "/v1/responses"
+    assert body["instructions"] == "You grade What is the capital of France?."
+    assert [m["role"] for m in body["input"]] == ["user"] and "Paris" in body["input"][0]["content"]
+    assert (body["max_output_tokens"], body["temperature"], body["store"]) == (512, 0, False)
+    assert "messages" not in body and "max_tokens" not in body
+
+
+def test_a_judges_api_is_part_of_the_identity_only_when_it_is_not_the_default():
+    def digest(**params: Any) -> str:
+        return scorers_digest([LlmJudge(base_url="http://127.0.0.1:1/v1", model="m", **params)])
+
+    assert digest(api="chat_completions") == digest()
+    assert digest(api="responses") != digest()
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        (
+            {"provider": "anthropic", "max_tokens": 64},
+            "api: responses is OpenAI's API, not provider anthropic's",
+        ),
+        ({"batch": True}, "batch sends chat completions: it cannot be combined with `api: responses`"),
+    ],
+)
+def test_what_a_responses_judge_cannot_take_is_a_spec_error(params, needle):
+    scorer = {
+        "kind": "llm_judge",
+        "base_url": "http://127.0.0.1:1/v1",
+        "model": "m",
+        "api": "responses",
+        **params,
+    }
+    spec = {
+        "name": "x",
+        "dataset": {"path": "d.jsonl"},
+        "target": {"kind": "python", "function": "m:f"},
+        "scorers": [scorer],
+    }
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec)
+    [problem] = caught.value.problems
+    assert problem.startswith("scorers.0") and needle in problem, problem

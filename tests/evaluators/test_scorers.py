@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from assay.calls.messages import ToolCall
 from assay.evaluators import (
     SCORER_KINDS,
     ExactMatch,
@@ -368,8 +369,17 @@ def test_user_code_passes_the_arguments_it_names() -> None:
 def test_user_code_passes_everything_to_kwargs() -> None:
     result = user("reports_arguments").score(sample("o", "e", input="the input"))
     assert result == Score(
-        1.0, "annotations,expected,fields,input,output,sandbox,trajectory,workspace", {"input": "the input"}
+        1.0,
+        "annotations,expected,fields,input,output,sandbox,tool_calls,trajectory,workspace",
+        {"input": "the input"},
     )
+
+
+def test_user_code_is_given_the_tool_calls_it_names() -> None:
+    calls = [ToolCall(name="get_weather", arguments={"city": "Paris"}, id="call_1")]
+    assert user("names_the_calls").score(sample(calls, ["get_weather"], tool_calls=calls)) is True
+    assert user("names_the_calls").score(sample(calls, ["lookup"], tool_calls=calls)) is False
+    assert user("names_the_calls").score(sample("in words", ["get_weather"])) is False
 
 
 def test_user_code_passes_the_sample_to_a_single_sample_parameter() -> None:

@@ -18,6 +18,11 @@ def reports_arguments(**kwargs: Any) -> dict[str, Any]:
     return {"score": 1.0, "explanation": ",".join(sorted(kwargs)), "metadata": {"input": kwargs["input"]}}
 
 
+def names_the_calls(tool_calls: Any, expected: Any) -> bool:
+    """Whether the calls' names, in order, are the expected ones (words are no calls)."""
+    return tool_calls is not None and [call.name for call in tool_calls] == expected
+
+
 def takes_sample(sample: Sample) -> Score:
     return Score(0.25, explanation=type(sample).__name__)
 

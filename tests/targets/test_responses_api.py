@@ -349,7 +349,6 @@ def test_a_stream_that_fails_is_an_http_failure_retried_when_transient(
         ),
         ({"params": {"text": {}}}, r"params\.text: .*`response_format`"),
         ({"api": "completions"}, r"target\.api"),
-        ({"tool_loop": True, "tools": ["tools_mod:f"]}, r"tool_loop: not yet with `api: responses`"),
     ],
 )
 def test_what_the_responses_api_cannot_take_is_a_spec_error_naming_the_field(tmp_path, capsys, fields, said):

@@ -1,7 +1,7 @@
 """The tool loop (issue 26 §3b): with `tool_loop: true` a chat target runs its model's calls of its
 Python tools (sync and async, under `tool_timeout`), sends the results back as each provider
-documents (OpenAI a `tool` message; Anthropic a `tool_result` block, `is_error: true` for a tool
-that failed) and asks again, until the model answers in words or `max_tool_rounds` rounds were
+documents (OpenAI a `tool` message, on the Responses API a `function_call_output` item; Anthropic
+a `tool_result` block, `is_error: true` for a tool that failed) and asks again, until the model answers in words or `max_tool_rounds` rounds were
 run (`failure_kind` `max_tool_rounds`). Against the scripted server on uvicorn, which checks every
 request — the tool-result turns too — against the SDK's create-params and every reply against its
 response types. The exchange is the item's trajectory: kept as `trajectory.json`, scored by the
@@ -10,6 +10,7 @@ response types. The exchange is the item's trajectory: kept as `trajectory.json`
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,19 @@ from assay.cli import main
 from assay.store import Store
 from assay.testing.scripted import Reply, ScriptedServer, Stream
 from tests.conftest import write_jsonl, write_spec
-from tests.helpers.wire_payloads import CLAUDE, OPENAI_MODEL, anthropic, openai, text
+from tests.helpers.wire_payloads import (
+    CLAUDE,
+    OPENAI_MODEL,
+    RESPONSES_MODEL,
+    anthropic,
+    function_call,
+    openai,
+    output_message,
+    response,
+    responses,
+    text,
+)
+from tests.run.test_sessions import write_policy
 
 TOOLS_MODULE = '''
 import asyncio
@@ -63,6 +76,8 @@ TOOLS = [f"loop_tools:{name}" for name in ("get_weather", "population", "explode
 
 
 def _call(provider: str, call_id: str, name: str, city: str) -> dict[str, Any]:
+    if provider == "responses":
+        return function_call(call_id, name, {"city": city})
     if provider == "openai":
         arguments = json.dumps({"city": city})
         return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -71,12 +86,16 @@ def _call(provider: str, call_id: str, name: str, city: str) -> dict[str, Any]:
 
 def _calls(provider: str, *calls: tuple[str, str, str], stream: bool = False) -> Reply | Stream:
     made = [_call(provider, *call) for call in calls]
+    if provider == "responses":
+        return responses(response(made), stream=stream)
     if provider == "openai":
         return openai({"tool_calls": made}, "tool_calls", stream=stream)
     return anthropic(made, "tool_use", stream=stream)
 
 
 def _words(provider: str, answer: str, stream: bool = False) -> Reply | Stream:
+    if provider == "responses":
+        return responses(response([output_message(answer)]), stream=stream)
     if provider == "openai":
         return openai({"content": answer}, stream=stream)
     return anthropic(text(answer), stream=stream)
@@ -91,6 +110,8 @@ def _target(provider: str, base_url: str, **fields: Any) -> dict[str, Any]:
         "tool_loop": True,
         **fields,
     }
+    if provider == "responses":
+        return {"kind": "openai", "api": "responses", "model": RESPONSES_MODEL, **common}
     if provider == "openai":
         return {"kind": "openai", "model": OPENAI_MODEL, **common}
     return {"kind": "anthropic", "model": CLAUDE, "max_tokens": 64, **common}
@@ -125,6 +146,12 @@ def _bodies(server: ScriptedServer, question: str) -> list[dict[str, Any]]:
 
 def _results(provider: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The tool results a request sends, as `{id, content, is_error}`."""
+    if provider == "responses":
+        return [
+            {"id": i["call_id"], "content": i["output"], "is_error": False}
+            for i in body["input"]
+            if i.get("type") == "function_call_output"
+        ]
     if provider == "openai":
         return [
             {"id": m["tool_call_id"], "content": m["content"], "is_error": False}
@@ -140,14 +167,25 @@ def _results(provider: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-USAGE = {"openai": (9, 7), "anthropic": (12, 6)}  # one reply's input and output tokens (wire_payloads)
+def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's conversation: its messages, or (the Responses API) its input items."""
+    return body["messages"] if "messages" in body else body["input"]
+
+
+PROVIDERS = ["openai", "anthropic", "responses"]
+PREFIX = {"openai": "call_", "anthropic": "toolu_", "responses": "call_"}
+USAGE = {
+    "openai": (9, 7),
+    "anthropic": (12, 6),
+    "responses": (36, 87),
+}  # one reply's input and output tokens (wire_payloads)
 TRAJECTORY = {"kind": "trajectory", "name": "tools_used", "mode": "exact"}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, provider, stream):
-    prefix = {"openai": "call_", "anthropic": "toolu_"}[provider]
+    prefix = PREFIX[provider]
     scripted.script(
         _calls(provider, (f"{prefix}1", "get_weather", "Paris"), stream=stream),
         _calls(
@@ -204,9 +242,25 @@ def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, pro
             "name": "population",
             "arguments": '{"city": "Oslo"}',
         }
-    else:
+    elif provider == "anthropic":
         assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
         assert [b["name"] for b in third["messages"][3]["content"]] == ["get_weather", "population"]
+    else:  # output items: each call as its `function_call` item, each result a `function_call_output`
+        assert [i.get("type", i.get("role")) for i in third["input"]] == [
+            "user",
+            "function_call",
+            "function_call_output",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+        ]
+        assert third["input"][4] == {
+            "type": "function_call",
+            "call_id": f"{prefix}3",
+            "name": "population",
+            "arguments": '{"city": "Oslo"}',
+        }
 
     # The exchange is the trajectory the scorer read, kept as the item's `trajectory.json`.
     assert Store(store).run_scores(run_id).select("item_id", "score").rows() == [("one", 1.0)]
@@ -229,8 +283,8 @@ def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, pro
     # Each round's request was captured as the run's own, the tool results in its body.
     requests = Store(store).run_requests(run_id)
     sent = [json.loads(body) for body in requests.filter(pl.col("request").is_not_null())["request"]]
-    assert sorted(len(body["messages"]) for body in sent) == [1, 3, len(third["messages"])]
-    assert max(sent, key=lambda body: len(body["messages"]))["messages"] == third["messages"]
+    assert sorted(len(_turns(body)) for body in sent) == [1, 3, len(_turns(third))]
+    assert _turns(max(sent, key=lambda body: len(_turns(body)))) == _turns(third)
 
     # A rescore's scorer reads the kept trajectory, and `assay trajectories export` makes it ATIF.
     assert main(["rescore", run_id, "--spec", str(spec), "--store", str(store), "--json"]) == 0
@@ -247,9 +301,9 @@ def test_two_rounds_of_tool_calls_then_an_answer(tmp_path, scripted, capsys, pro
     assert [r["source_call_id"] for r in agent[1]["observation"]["results"]] == [f"{prefix}2", f"{prefix}3"]
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_tool_that_raises_or_hangs_sends_the_model_its_error(tmp_path, scripted, capsys, provider):
-    prefix = {"openai": "call_", "anthropic": "toolu_"}[provider]
+    prefix = PREFIX[provider]
     scripted.script(
         _calls(provider, (f"{prefix}e", "explode", "Paris")),
         _words(provider, "no station there"),
@@ -299,11 +353,11 @@ def test_a_tool_that_raises_or_hangs_sends_the_model_its_error(tmp_path, scripte
     assert scores == {"raises": 1.0, "hangs": 0.0}
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_model_that_never_stops_calling_tools_fails_at_max_tool_rounds(
     tmp_path, scripted, capsys, provider
 ):
-    prefix = {"openai": "call_", "anthropic": "toolu_"}[provider]
+    prefix = PREFIX[provider]
     scripted.script(*(_calls(provider, (f"{prefix}{n}", "get_weather", "Paris")) for n in range(3)))
     spec = _spec(
         tmp_path,
@@ -317,6 +371,10 @@ def test_a_model_that_never_stops_calling_tools_fails_at_max_tool_rounds(
     item = _items(store, run_id)["loops"]
     assert (item["outcome"], item["failure_kind"]) == ("failed", "max_tool_rounds")
     assert "after 2 rounds of tool calls" in item["error"]
+    # The row keeps every call the model made, the last reply's among them.
+    assert [(c["id"], c["name"]) for c in item["tool_calls"]] == [
+        (f"{prefix}{n}", "get_weather") for n in range(3)
+    ]
     # Two rounds run, so three model calls, all counted; the trajectory is kept as evidence.
     assert len(scripted.requests) == 3
     tokens_in, tokens_out = USAGE[provider]
@@ -353,23 +411,41 @@ def test_a_tool_loop_that_cannot_run_is_a_spec_error(tmp_path, capsys, fields, s
     assert not (tmp_path / "store").exists()
 
 
+OPENAI_ERROR = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
 ERRORS = {
-    "openai": {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}},
+    "openai": OPENAI_ERROR,
+    "responses": OPENAI_ERROR,
     "anthropic": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
 }
 THOUGHT = {"type": "thinking", "thinking": "Paris first.", "signature": "EqQBCkYIBxgCKkA"}
+# A Responses reasoning item as `include: [reasoning.encrypted_content]` has it sent: the one form a
+# request that is not stored can send back.
+SEALED = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [{"type": "summary_text", "text": "Paris first."}],
+    "encrypted_content": "gAAAAABo",
+}
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_round_is_retried_as_any_call_and_a_thought_is_sent_back_signed(
     tmp_path, scripted, capsys, provider
 ):
-    prefix = {"openai": "call_", "anthropic": "toolu_"}[provider]
+    prefix = PREFIX[provider]
     first = _calls(provider, (f"{prefix}1", "get_weather", "Paris"))
     fields: dict[str, Any] = {"max_retries": 1}
     if provider == "anthropic":  # extended thinking: the signed thought goes back with the call
         first = anthropic([THOUGHT, _call(provider, f"{prefix}1", "get_weather", "Paris")], "tool_use")
         fields |= {"thinking": {"budget_tokens": 1024}, "max_tokens": 2048}
+    if provider == "responses":  # the sealed reasoning goes back before the call; a message's text too
+        calls = [
+            SEALED,
+            output_message("Let me look."),
+            _call(provider, f"{prefix}1", "get_weather", "Paris"),
+        ]
+        first = responses(response(calls))
+        fields |= {"params": {"include": ["reasoning.encrypted_content"]}}
     scripted.script(first, Reply(provider, ERRORS[provider], status=503), _words(provider, "sunny"))
     spec = _spec(
         tmp_path,
@@ -387,3 +463,70 @@ def test_a_round_is_retried_as_any_call_and_a_thought_is_sent_back_signed(
     if provider == "anthropic":
         assert again["messages"][1]["content"][0] == THOUGHT
         assert item["reasoning"] == "Paris first."
+    if provider == "responses":
+        assert again["include"] == ["reasoning.encrypted_content"]
+        assert again["input"][1:4] == [
+            SEALED,
+            {"role": "assistant", "content": "Let me look."},
+            {
+                "type": "function_call",
+                "call_id": f"{prefix}1",
+                "name": "get_weather",
+                "arguments": '{"city": "Paris"}',
+            },
+        ]
+        assert item["reasoning"] == "Paris first."
+
+
+TWO_PROMPTS = """
+async def policy(session):
+    await session.start(session.prompt)
+    await session.resume("and in Oslo?")
+"""
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "responses"])
+def test_a_sessions_turns_keep_their_tool_exchanges_as_the_attempts_trajectory(
+    tmp_path, scripted, capsys, provider
+):
+    """Each turn of a policy runs its own loop, kept as `<session>/turn-<n>/trajectory.json`: the
+    attempt's artifacts list them in order, a rescore's scorers read them, and `assay trajectories
+    export` makes one ATIF trajectory of them."""
+    prefix = PREFIX[provider]
+    scripted.script(
+        _calls(provider, (f"{prefix}1", "get_weather", "Paris")),
+        _words(provider, "sunny in Paris"),
+        _calls(provider, (f"{prefix}2", "population", "Oslo")),
+        _words(provider, "709000 people"),
+    )
+    policy = write_policy(tmp_path, TWO_PROMPTS)
+    expected = ["get_weather", "population"]
+    spec = _spec(
+        tmp_path,
+        _target(provider, scripted.base_url),
+        [{"id": "one", "question": "weather in Paris?"}],
+        scorers=[{**TRAJECTORY, "expected": expected}],
+        policy=policy,
+    )
+    store = tmp_path / "store"
+    run_id = _run(spec, store, capsys)
+
+    item = _items(store, run_id)["one"]
+    assert (item["outcome"], json.loads(item["output"])) == ("completed", "709000 people")
+    first, second = item["artifacts"]
+    assert re.fullmatch(r".*/[^/]+/turn-0/trajectory\.json", first), first
+    assert re.fullmatch(r".*/[^/]+/turn-1/trajectory\.json", second), second
+    kept = [json.loads(Store(store).read_artifact(path))["steps"] for path in (first, second)]
+    assert [[c["name"] for s in steps for c in s["tool_calls"]] for steps in kept] == [
+        ["get_weather"],
+        ["population"],
+    ]
+    assert Store(store).run_scores(run_id).select("item_id", "score").rows() == [("one", 1.0)]
+
+    assert main(["rescore", run_id, "--spec", str(spec), "--store", str(store), "--json"]) == 0
+    rescored = json.loads(capsys.readouterr().out)["run_id"]
+    assert Store(store).run_scores(rescored).select("item_id", "score").rows() == [("one", 1.0)]
+    assert main(["trajectories", "export", run_id, "--store", str(store)]) == 0
+    [atif] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    called = [c["function_name"] for step in atif["steps"] for c in step.get("tool_calls", [])]
+    assert called == expected

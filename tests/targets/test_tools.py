@@ -17,6 +17,8 @@ import pytest
 
 from assay.calls.messages import FunctionTool, function_tool
 from assay.cli import main
+from assay.run.identity import identity_of
+from assay.spec import parse_spec
 from assay.store import Store
 from assay.testing.scripted import ScriptedServer
 from tests.conftest import write_jsonl, write_spec
@@ -70,7 +72,11 @@ def _anthropic_call(call_id: str, city: str) -> dict[str, Any]:
 def _script(server: ScriptedServer, provider: str, stream: bool) -> None:
     if provider == "openai":
         replies = {
-            "q-one": openai({"tool_calls": [_openai_call("call_1", "Paris")]}, "tool_calls", stream=stream),
+            "q-one": openai(
+                {"content": "Let me check.", "tool_calls": [_openai_call("call_1", "Paris")]},
+                "tool_calls",
+                stream=stream,
+            ),
             "q-two": openai(
                 {"tool_calls": [_openai_call("call_2", "Paris"), _openai_call("call_3", "Oslo")]},
                 "tool_calls",
@@ -116,7 +122,7 @@ def _spec(folder: Path, target: dict[str, Any]) -> Path:
 
 
 def _stored_calls(store: Store, run_id: str) -> dict[str, Any]:
-    items = store.run_items(run_id).select("item_id", "outcome", "tool_calls", "output")
+    items = store.run_items(run_id).select("item_id", "outcome", "tool_calls", "tool_call_text", "output")
     return {row["item_id"]: row for row in items.iter_rows(named=True)}
 
 
@@ -150,6 +156,12 @@ def test_a_reply_of_tool_calls_is_the_answer_stored_as_a_column_and_scored(
         (f"{prefix}3", "get_weather", {"city": "Oslo"}),
     ]
     assert items["words"]["tool_calls"] is None
+    # The text said beside the calls is kept apart; the calls alone are the answer.
+    assert {k: row["tool_call_text"] for k, row in items.items()} == {
+        "one": "Let me check.",
+        "two": None,
+        "words": None,
+    }
     # The output is the calls too (JSON text of objects), for what reads `output` alone.
     assert json.loads(items["one"]["output"]) == [
         {"name": "get_weather", "arguments": {"city": "Paris"}, "id": f"{prefix}1"}
@@ -297,3 +309,34 @@ def test_a_python_callable_is_a_tool_by_its_signature_and_docstring():
     with pytest.raises(TypeError, match=r"takes \*values"):
         function_tool(spread)
     assert FunctionTool(name="f").parameters == {"type": "object", "properties": {}}
+
+
+def test_a_python_tools_identity_is_its_schema_not_its_modules_name(tmp_path):
+    """A run's identity holds a `module:function` tool as the definition the model is offered:
+    moved to a module of another name it is the same run; its signature changed, another one."""
+
+    def digest(folder: Path, module: str, source: str) -> str:
+        folder.mkdir()
+        (folder / f"{module}.py").write_text(source)
+        spec = parse_spec(
+            {
+                "name": "tools",
+                "dataset": {"path": "d.jsonl"},
+                "target": {
+                    "kind": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": OPENAI_MODEL,
+                    "prompt": "{input}",
+                    "tools": [f"{module}:get_weather", LOOKUP],
+                },
+                "scorers": [{"kind": "exact_match"}],
+            }
+        )
+        return identity_of(spec, [], folder).target
+
+    first = digest(tmp_path / "a", "weather_tools", TOOLS_MODULE)
+    assert digest(tmp_path / "b", "forecast_tools", TOOLS_MODULE) == first
+    wider = TOOLS_MODULE.replace('unit: Literal["c", "f"] = "c"', 'unit: Literal["c", "f", "k"] = "c"')
+    assert digest(tmp_path / "c", "weather_tools", wider) != first
+    described = TOOLS_MODULE.replace("The weather in a city now.", "Today's weather in a city.")
+    assert digest(tmp_path / "d", "weather_tools", described) != first
