@@ -171,12 +171,7 @@ def corrected_delta(
     a = judged(store, baseline, scorer)
     b = judged(store, candidate, scorer)
     pairs = a.join(b, on=_KEY, how="inner", suffix="_b")
-    if pairs.select(pairs["pi"].drop_nulls().n_unique() > 1, pairs["pi_b"].drop_nulls().n_unique() > 1).row(
-        0
-    ) != (
-        False,
-        False,
-    ):
+    if any(pairs[column].drop_nulls().n_unique() > 1 for column in ("pi", "pi_b")):
         raise InputError(
             "a corrected delta needs uniform random labels; these were sampled with unequal chances"
         )
@@ -210,3 +205,57 @@ def nan_to_none(value: Any) -> Any:
     if isinstance(value, list):
         return [nan_to_none(v) for v in value]
     return value
+
+
+def with_labels(store: Store, comparison: dict[str, Any], *, fail_on: list[str]) -> dict[str, Any]:
+    """`assay compare --labels`: the comparison with each labelled scorer's corrected delta beside
+    its raw one (`labels`, keyed by scorer) and that scorer's verdict gate read from the corrected
+    interval instead; scorers without labels on both sides keep their gates.
+
+    Raises:
+        InputError: more than one run on a side (labels belong to one run), or no scorer has
+            labels on both sides.
+    """
+    if len(comparison["baseline"]) != 1 or len(comparison["candidate"]) != 1:
+        raise InputError("--labels compares one baseline run with one candidate run")
+    baseline, candidate = comparison["baseline"][0], comparison["candidate"][0]
+    corrected: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for row in comparison["scorers"]:
+        if not row.get("n_pairs"):
+            continue
+        try:
+            corrected[row["scorer"]] = corrected_delta(
+                store, baseline, candidate, row["scorer"], threshold=row["threshold"]
+            )
+        except InputError as exc:
+            refused[row["scorer"]] = exc.problems[0]
+    if not corrected:
+        reasons = "; ".join(f"{scorer}: {why}" for scorer, why in refused.items())
+        raise InputError(f"--labels: no scorer has labels to correct with ({reasons})")
+    for gate in comparison["gates"]:
+        found = corrected.get(gate.get("scorer") or "")
+        if gate["gate"] != "verdict" or found is None:
+            continue
+        gate["value"] = found["verdict"]
+        gate["passed"] = found["verdict"] not in fail_on
+        gate["message"] = f"{candidate} vs {baseline}: {corrected_line(found)}"
+    comparison["labels"] = {"corrected": corrected, "refused": refused}
+    comparison["lines"] = [*comparison["lines"], *(corrected_line(found) for found in corrected.values())]
+    comparison["failed_gates"] = [gate["message"] for gate in comparison["gates"] if not gate["passed"]]
+    comparison["passed"] = all(gate["passed"] for gate in comparison["gates"])
+    return comparison
+
+
+def corrected_line(found: dict[str, Any]) -> str:
+    """`judge corrected by 200 labels −4.8 pts [−8.1, −1.5] regressed · raw judge +1.0 pts [...] unchanged`."""
+    c, raw = found["corrected_delta"], found["judge_delta"]
+
+    def pts(value: float) -> str:
+        return f"{value * 100:+.1f}"
+
+    return (
+        f"{found['scorer']} corrected by {c['n_labelled']} labels {pts(c['estimate'])} pts "
+        f"[{pts(c['ci_low'])}, {pts(c['ci_high'])}] ({c['method']}) {found['verdict']} · raw judge "
+        f"{pts(raw['estimate'])} pts [{pts(raw['ci_low'])}, {pts(raw['ci_high'])}] {found['judge_verdict']}"
+    )

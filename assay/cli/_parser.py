@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     compare.add_argument(
+        "--labels", action="store_true", help="gate labelled scorers on their judge-corrected delta"
+    )
+    compare.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
     power = commands.add_parser(

@@ -212,3 +212,53 @@ def test_a_sample_is_reproducible_and_records_its_chances(store_path, tmp_path, 
     with pytest.raises(SystemExit) as exited:
         assay_out(capsys, *base, "--strategy", "guess")
     assert exited.value.code == EXIT_INPUT
+
+
+def test_compare_with_labels_gates_on_the_corrected_delta_and_shows_the_raw_one(tmp_path, capsys):
+    store_path = tmp_path / "store"
+    store = Store(store_path)
+    # The judge passes everything on both runs; people pass all 20 labelled items of the
+    # baseline and half of the candidate's: the judge sees no change, people a regression.
+    _write_run(store, "base", [1.0] * 40)
+    _write_run(store, "cand", [1.0] * 40)
+    labelled = [f"i{i:03d}" for i in range(20)]
+    args = ("--scorer", "judge", "--labeller", "ann", "--store", store_path)
+    assay_json(
+        capsys,
+        "labels",
+        "import",
+        _jsonl(tmp_path / "b.jsonl", [{"item_id": i, "value": 1} for i in labelled]),
+        "--run",
+        "base",
+        *args,
+    )
+    assay_json(
+        capsys,
+        "labels",
+        "import",
+        _jsonl(tmp_path / "c.jsonl", [{"item_id": i, "value": n % 2} for n, i in enumerate(labelled)]),
+        "--run",
+        "cand",
+        *args,
+    )
+    raw = assay_json(capsys, "compare", "base", "--candidate", "cand", "--store", store_path)
+    assert raw["passed"] is True and raw["scorers"][0]["verdict"] == "unchanged"
+    gated = assay_json(
+        capsys, "compare", "base", "--candidate", "cand", "--labels", "--store", store_path, code=1
+    )
+    found = gated["labels"]["corrected"]["judge"]
+    assert found["verdict"] == "regressed" and found["judge_verdict"] == "unchanged"
+    assert found["corrected_delta"]["estimate"] == pytest.approx(-0.5)
+    assert found["corrected_delta"]["n_labelled"] == 20 and found["n_pairs"] == 40
+    assert any("corrected by 20 labels" in line and "raw judge" in line for line in gated["lines"])
+    assert not gated["passed"] and any("corrected by 20 labels" in m for m in gated["failed_gates"])
+    # the stored comparison holds the corrected figures too
+    folder = store_path / "comparisons" / f"comparison_id={gated['comparison_id']}"
+    stored = json.loads((folder / "comparison.json").read_text())
+    assert stored["labels"]["corrected"]["judge"]["verdict"] == "regressed"
+    # no labels on a run: refused, exit 2
+    _write_run(store, "bare", [1.0] * 40)
+    printed = assay_out(
+        capsys, "compare", "base", "--candidate", "bare", "--labels", "--store", store_path, code=EXIT_INPUT
+    )
+    assert "no scorer has labels to correct with" in printed.err
