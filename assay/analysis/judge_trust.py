@@ -259,3 +259,26 @@ def corrected_line(found: dict[str, Any]) -> str:
         f"[{pts(c['ci_low'])}, {pts(c['ci_high'])}] ({c['method']}) {found['verdict']} · raw judge "
         f"{pts(raw['estimate'])} pts [{pts(raw['ci_low'])}, {pts(raw['ci_high'])}] {found['judge_verdict']}"
     )
+
+
+def labelled_means(store: Store, run_id: str) -> dict[str, Any]:
+    """`assay show`'s figures for each scorer with people's labels on the run: the raw judge mean
+    and the corrected (human-scale) mean with their intervals, or why there is no corrected one.
+    No labels: an empty dict."""
+    labels = run_labels(store, run_id)
+    found: dict[str, Any] = {}
+    for scorer in sorted(set(labels["scorer"].to_list())):
+        try:
+            frame = judged(store, run_id, scorer)
+        except InputError:
+            continue  # labels of a scorer this run has no scores of
+        entry: dict[str, Any] = {
+            "judge_mean": judge_only_mean(frame["judge"].to_numpy()).as_dict() if frame.height > 1 else None,
+            "n_stale": stale_count(store, run_id, scorer),
+        }
+        try:
+            entry["corrected_mean"] = corrected_mean(frame).as_dict()
+        except InputError as exc:
+            entry["corrected_mean"], entry["corrected_refused"] = None, exc.problems[0]
+        found[scorer] = entry
+    return found

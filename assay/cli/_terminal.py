@@ -186,6 +186,29 @@ def print_summary(summary: dict[str, Any]) -> None:
     rate = summary.get("rate_control")
     if numbers.rate_worth_showing(rate):
         console.print(escape(numbers.rate_line(rate)))
+    for scorer, found in summary.get("labels", {}).items():
+        console.print(escape(_labelled_line(scorer, found)))
+
+
+def _labelled_line(scorer: str, found: dict[str, Any]) -> str:
+    """`judge: raw judge 0.780 [0.762, 0.798] · corrected by 200 labels 0.701 [0.655, 0.747]`."""
+
+    def shown(mean: dict[str, Any]) -> str:
+        return (
+            f"{numbers.num(mean['estimate'])} [{numbers.num(mean['ci_low'])}, {numbers.num(mean['ci_high'])}]"
+        )
+
+    parts = [f"{scorer}: raw judge {shown(found['judge_mean'])}" if found["judge_mean"] else f"{scorer}:"]
+    corrected = found["corrected_mean"]
+    if corrected:
+        parts.append(
+            f"corrected by {corrected['n_labelled']} labels {shown(corrected)} ({corrected['method']})"
+        )
+    else:
+        parts.append(f"no corrected mean: {found['corrected_refused']}")
+    if found["n_stale"]:
+        parts.append(f"{found['n_stale']} stale labels left out")
+    return " · ".join(parts)
 
 
 def _batches_line(batch: dict[str, Any]) -> str:

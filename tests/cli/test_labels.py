@@ -35,6 +35,10 @@ def _write_run(
         "name": "judged",
         "status": "completed",
         "created_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "trials": 1,
+        "spec_json": "{}",
+        "fail_on_item_error_rate": 0.05,
+        "n_planned": len(judge),
     }
     if source:
         record |= {"kind": "rescore", "source_run_id": source}
@@ -262,3 +266,19 @@ def test_compare_with_labels_gates_on_the_corrected_delta_and_shows_the_raw_one(
         capsys, "compare", "base", "--candidate", "bare", "--labels", "--store", store_path, code=EXIT_INPUT
     )
     assert "no scorer has labels to correct with" in printed.err
+
+
+def test_show_puts_the_corrected_mean_beside_the_raw_judges(store_path, tmp_path, capsys):
+    # Judge passes 7 of 10; people fail two of the five labelled passes.
+    labels = [{"item_id": f"i{i:03d}", "value": v} for i, v in ((0, 1), (1, 0), (2, 0), (3, 0), (4, 0))]
+    args = ("--run", "r1", "--scorer", "judge", "--labeller", "ann", "--store", store_path)
+    assay_json(capsys, "labels", "import", _jsonl(tmp_path / "a.jsonl", labels), *args)
+    summary = assay_json(capsys, "show", "r1", "--store", store_path)
+    found = summary["labels"]["judge"]
+    assert found["judge_mean"]["estimate"] == pytest.approx(0.7)
+    assert found["corrected_mean"]["n_labelled"] == 5 and found["corrected_mean"]["method"] == "ppi++"
+    printed = assay_out(capsys, "show", "r1", "--store", store_path).out
+    assert "judge: raw judge 0.7" in printed and "corrected by 5 labels" in printed
+    bare = tmp_path / "bare"
+    _write_run(Store(bare), "r9", [1.0, 0.0])
+    assert "labels" not in assay_json(capsys, "show", "r9", "--store", bare)
