@@ -16,7 +16,7 @@ from assay import _schema
 from assay.cli import EXIT_INPUT
 from assay.store import Store
 from assay.store.labels import read_labels, run_labels
-from tests.helpers.cli import assay_json, assay_out
+from tests.helpers.cli import REPO, assay_json, assay_out
 
 
 def _write_run(
@@ -282,3 +282,25 @@ def test_show_puts_the_corrected_mean_beside_the_raw_judges(store_path, tmp_path
     bare = tmp_path / "bare"
     _write_run(Store(bare), "r9", [1.0, 0.0])
     assert "labels" not in assay_json(capsys, "show", "r9", "--store", bare)
+
+
+def test_the_worked_example_corrects_its_judge(tmp_path, capsys):
+    folder = REPO / "examples" / "judge_labels"
+    store_path = tmp_path / "store"
+    assay_json(capsys, "run", folder / "spec.yaml", "--store", store_path)
+    assay_json(
+        capsys,
+        "labels",
+        "import",
+        folder / "labels.csv",
+        "--run",
+        "latest",
+        "--scorer",
+        "judge",
+        "--store",
+        store_path,
+    )
+    report = assay_json(capsys, "agreement", "latest", "--scorer", "judge", "--store", store_path)
+    assert report["agreement"]["accuracy"]["value"] == 0.7 and report["agreement"]["confusion"]["fn"] == 5
+    assert report["judge_mean"]["estimate"] == 0.75
+    assert report["corrected_mean"]["estimate"] == pytest.approx(0.95)
