@@ -243,6 +243,7 @@ def compare(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             seed=args.seed,
             adjust=args.adjust,
+            labels=args.labels,
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None

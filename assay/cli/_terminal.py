@@ -216,6 +216,29 @@ def print_summary(summary: dict[str, Any]) -> None:
     rate = summary.get("rate_control")
     if numbers.rate_worth_showing(rate):
         console.print(escape(numbers.rate_line(rate)))
+    for scorer, found in summary.get("labels", {}).items():
+        console.print(escape(_labelled_line(scorer, found)))
+
+
+def _labelled_line(scorer: str, found: dict[str, Any]) -> str:
+    """`judge: raw judge 0.780 [0.762, 0.798] · corrected by 200 labels 0.701 [0.655, 0.747]`."""
+
+    def shown(mean: dict[str, Any]) -> str:
+        return (
+            f"{numbers.num(mean['estimate'])} [{numbers.num(mean['ci_low'])}, {numbers.num(mean['ci_high'])}]"
+        )
+
+    parts = [f"{scorer}: raw judge {shown(found['judge_mean'])}" if found["judge_mean"] else f"{scorer}:"]
+    corrected = found["corrected_mean"]
+    if corrected:
+        parts.append(
+            f"corrected by {corrected['n_labelled']} labels {shown(corrected)} ({corrected['method']})"
+        )
+    else:
+        parts.append(f"no corrected mean: {found['corrected_refused']}")
+    if found["n_stale"]:
+        parts.append(f"{found['n_stale']} stale labels left out")
+    return " · ".join(parts)
 
 
 def _batches_line(batch: dict[str, Any]) -> str:
@@ -346,6 +369,38 @@ def print_power(report: dict[str, Any]) -> None:
         "The SD assumes two independent runs of this run's variance; paired runs correlate, so this "
         "over-states what you need (docs/statistics.md)."
     )
+
+
+def print_agreement(report: dict[str, Any]) -> None:
+    console = _console()
+    figures = report["agreement"]
+    console.print(
+        f"[bold]{report['scorer']}[/bold] against people's labels, run {report['run_id']}: "
+        f"{report['n_labelled']} of {report['n_scored']} scored items labelled ({figures['scale']} scale)"
+        + (f", {report['n_stale']} stale labels left out (the output changed)" if report["n_stale"] else "")
+    )
+    table = _table(("figure", "value", "interval", "n"), left=("figure",))
+    shown = ("accuracy", "kappa", "weighted_kappa", "exact_agreement", "spearman", "mae", "bias")
+    for name in (key for key in shown if key in figures):
+        figure = figures[name]
+        interval = f"[{numbers.num(figure['ci_low'])}, {numbers.num(figure['ci_high'])}]"
+        table.add_row(name.replace("_", " "), numbers.num(figure["value"]), interval, str(figure["n"]))
+    for name, label in (
+        ("judge_mean", "mean, raw judge"),
+        ("corrected_mean", "mean, corrected (human scale)"),
+    ):
+        if (mean := report.get(name)) is not None:
+            interval = f"[{numbers.num(mean['ci_low'])}, {numbers.num(mean['ci_high'])}]"
+            n = mean["n_labelled"] if name == "corrected_mean" else mean["n_items"]
+            table.add_row(label, numbers.num(mean["estimate"]), interval, str(n))
+    console.print(table)
+    if "confusion" in figures:
+        c = figures["confusion"]
+        console.print(
+            f"confusion (judge vs people): {c['tp']} both pass, {c['fp']} judge only, {c['fn']} people only, {c['tn']} both fail"
+        )
+    if report.get("corrected_refused"):
+        console.print(f"no corrected mean: {report['corrected_refused']}")
 
 
 def print_leaderboard(board: dict[str, Any]) -> None:
