@@ -111,7 +111,9 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
     """
     store.read_run(run_id)
     items, scores = _items(store, run_id), _scores(store, run_id)
-    keys = items.select("item_id", "trial", "item_index", "outcome", "duration_ms", "cost_usd")
+    # Joined on (item_index, trial), integers, which name an item x trial of one run as its id does.
+    on = ["item_index", "trial"]
+    keys = items.select("item_index", "trial", "outcome", "duration_ms", "cost_usd")
     if query.outcome:
         keys = keys.filter(pl.col("outcome") == query.outcome)
     if query.low is not None or query.high is not None:
@@ -122,9 +124,9 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
             bounded = bounded.filter(pl.col("score") >= query.low)
         if query.high is not None:
             bounded = bounded.filter(pl.col("score") <= query.high)
-        keys = keys.join(bounded.select("item_id", "trial"), on=["item_id", "trial"], how="semi")
+        keys = keys.join(bounded.select(on), on=on, how="semi")
     if query.annotation or query.text:
-        texts = items.select("item_id", "trial", "annotations", "input", "output", "output_text")
+        texts = items.select(*on, "annotations", "input", "output", "output_text")
         if query.annotation:
             key, value = _annotation(query.annotation)
             texts = texts.filter(annotation_value(key) == value)
@@ -136,34 +138,33 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
                     for c in ("input", "output", "output_text")
                 )
             )
-        keys = keys.join(texts.select("item_id", "trial"), on=["item_id", "trial"], how="semi")
+        keys = keys.join(texts.select(on), on=on, how="semi")
     if query.sort.startswith("score:"):
         by_score = scores.filter(pl.col("scorer") == query.sort.removeprefix("score:")).select(
-            "item_id", "trial", pl.col("score").alias("_sort")
+            *on, pl.col("score").alias("_sort")
         )
-        keys = keys.join(by_score, on=["item_id", "trial"], how="left")
+        keys = keys.join(by_score, on=on, how="left")
         sort_by = "_sort"
     else:
         sort_by = query.sort if query.sort in SORTS else "item_index"
-    matched = keys.select(pl.len()).collect().item()
+    # The matching keys once, sorted: the count and the page come from them, not two scans.
+    matching = keys.select(*on, *([sort_by] if sort_by not in on else [])).collect()
     page = (
-        keys.sort(
+        matching.sort(
             [sort_by, "item_index", "trial"], descending=[query.descending, False, False], nulls_last=True
         )
         .slice(query.page * PAGE, PAGE)
-        .select("item_id", "trial")
-        .collect()
+        .select(on)
     )
-    wanted = pl.col("item_id").is_in(page["item_id"].implode())
-    texts = items.filter(wanted).select(
-        "item_id", "trial", "item_index", "outcome", "input", "output", "output_text", "error"
-    )
-    full = page.join(texts.collect(), on=["item_id", "trial"], how="left", maintain_order="left")
-    by_item: dict[tuple[str, int], dict[str, float | None]] = {}
-    for item_id, trial, scorer, score in (
-        scores.filter(wanted).select("item_id", "trial", "scorer", "score").collect().iter_rows()
+    # By item_index, which each part holds in order: its row groups' statistics skip the rest.
+    wanted = pl.col("item_index").is_in(page["item_index"].implode())
+    texts = items.filter(wanted).select(*on, "item_id", "outcome", "input", "output", "output_text", "error")
+    full = page.join(texts.collect(), on=on, how="left", maintain_order="left")
+    by_item: dict[tuple[int, int], dict[str, float | None]] = {}
+    for index, trial, scorer, score in (
+        scores.filter(wanted).select(*on, "scorer", "score").collect().iter_rows()
     ):
-        by_item.setdefault((item_id, trial), {})[scorer] = (
+        by_item.setdefault((index, trial), {})[scorer] = (
             score if score is None or math.isfinite(score) else None
         )
     rows = [
@@ -175,11 +176,12 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
             "input": _preview(json_text(r["input"])),
             "output": _preview(r["output_text"] if r["output_text"] is not None else json_text(r["output"])),
             "error": _preview(r["error"] or ""),
-            "scores": by_item.get((r["item_id"], r["trial"]), {}),
+            "scores": by_item.get((r["item_index"], r["trial"]), {}),
         }
         for r in full.iter_rows(named=True)
     ]
     scorers = sorted(scores.select(pl.col("scorer").unique()).collect()["scorer"].to_list())
+    matched = matching.height
     return ItemsPage(rows=rows, matched=matched, scorers=scorers, pages=max(1, math.ceil(matched / PAGE)))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from assay.analysis.intervals import score_interval
+from assay.analysis.intervals import moments_interval
 from assay.analysis.summary import RunSummary, summarise
 from assay.outcomes import ItemOutcome, RowKind, RunStatus, ScorerOutcome
 from assay.report import figures
@@ -37,9 +37,11 @@ LISTED = (
 SORTS = ("created_at", "name", "model", "status", "n_planned", "cost_usd")
 # The main scores shown per run on the runs page.
 MAIN_SCORERS = 3
-# Finished runs' scores never change: kept for this many runs, by (run id, revision).
+# Finished runs' scores never change: kept for this many runs, by (store, run id, revision).
 _CACHED_RUNS = 512
-_score_cache: OrderedDict[tuple[str, int], list[dict[str, Any]]] = OrderedDict()
+_score_cache: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
+_CACHED_PAGES = 16
+_page_cache: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
 
 
 def run_list(
@@ -104,26 +106,34 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
         revision: its record's revision (a new one may hold new scores).
         status: its status (a running run's scores are read each time).
     """
-    key = (run_id, revision)
+    key = (str(store.root), run_id, revision)
     if status != RunStatus.RUNNING and key in _score_cache:
         _score_cache.move_to_end(key)
         return _score_cache[key]
-    scored = (
+    finite = pl.col("score").filter(pl.col("score").is_finite())
+    moments = (
         store.scan_run(run_id, "scores")
         .filter(pl.col("kind") == RowKind.SCORE.value, pl.col("outcome") == ScorerOutcome.SCORED.value)
-        .select("scorer", "score")
-        .drop_nulls()
+        .group_by("scorer")
+        .agg(
+            finite.len().alias("n"),
+            finite.mean().alias("mean"),
+            finite.std(ddof=1).alias("sd"),
+            finite.sum().alias("sum"),
+            finite.is_in([0.0, 1.0]).all().alias("binary"),
+        )
+        .sort("scorer")
         .collect()
     )
     means = []
-    for (scorer,), group in sorted(scored.group_by("scorer"), key=lambda kv: str(kv[0][0])):
-        values = group["score"].to_numpy()
-        low, high, method = score_interval(values)
+    for row in moments.iter_rows(named=True):
+        successes = int(row["sum"]) if row["binary"] and row["n"] else None
+        low, high, method = moments_interval(row["n"], row["mean"], row["sd"], successes)
         means.append(
             {
-                "scorer": scorer,
-                "n": int(values.size),
-                "mean": float(values.mean()) if values.size else None,
+                "scorer": row["scorer"],
+                "n": row["n"],
+                "mean": row["mean"] if row["n"] else None,
                 "ci_low": None if math.isnan(low) else low,
                 "ci_high": None if math.isnan(high) else high,
                 "ci_method": method.value,
@@ -138,12 +148,26 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
 
 def run_page(store: Store, run_id: str) -> dict[str, Any]:
     """What a run's page shows: its record, its summary (`assay show`'s), its scorers' means and
-    intervals, and the figures (scores, latency, cost, rate control).
+    intervals, and the figures (scores, latency, cost, rate control). A finished run's page is
+    kept (`_CACHED_PAGES`, by revision): its summary of a million items takes ~1 s.
 
     Raises:
         RunNotFoundError: no such run.
     """
     record = store.read_run(run_id)
+    key = (str(store.root), run_id, record["revision"])
+    if key in _page_cache:
+        _page_cache.move_to_end(key)
+        return _page_cache[key]
+    page = _run_page(store, run_id, record)
+    if record["status"] != RunStatus.RUNNING:
+        _page_cache[key] = page
+        while len(_page_cache) > _CACHED_PAGES:
+            _page_cache.popitem(last=False)
+    return page
+
+
+def _run_page(store: Store, run_id: str, record: Any) -> dict[str, Any]:
     summary: RunSummary = summarise(store, run_id, record=record)
     means = scorer_means(store, run_id, record["revision"], record["status"])
     stats = {row["scorer"]: row for row in summary["scorers"]}

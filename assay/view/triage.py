@@ -8,12 +8,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections import OrderedDict
 from typing import Any
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.analysis.compare import CompareOptions, compare, load_sides
+from assay.analysis.compare import CompareOptions, Comparison, compare, load_sides
 from assay.analysis.sides import Side
 from assay.outcomes import Adjustment
 from assay.report import figures
@@ -27,6 +28,9 @@ DIFFED = 4_000
 # Annotations offered as slices: the keys of the first this many items.
 _SLICE_PROBE = 1_000
 _WORDS = re.compile(r"\s+|[^\s]+")
+# Comparisons kept: each holds both runs' items (~100 MB for two runs of 100,000).
+_KEPT = 2
+_kept: OrderedDict[tuple[Any, ...], tuple[Side, Side, Comparison]] = OrderedDict()
 
 
 class CompareQuery(BaseModel):
@@ -58,8 +62,7 @@ def compare_page(store: Store, query: CompareQuery) -> dict[str, Any]:
         RunNotFoundError: a run is not in the store.
         InputError: the runs cannot be compared (one is running; nothing pairs).
     """
-    base, cand = load_sides(store, [query.a], [query.b])
-    document = compare(base, cand, CompareOptions(adjust=query.adjust))
+    base, cand, document = _compared(store, query.a, query.b, query.adjust)
     compared = [row["scorer"] for row in document["scorers"] if row.get("n_pairs")]
     scorer = query.scorer if query.scorer in compared else compared[0]
     pairs = _pairs(base, cand, scorer)
@@ -81,6 +84,19 @@ def compare_page(store: Store, query: CompareQuery) -> dict[str, Any]:
         "slice_keys": _annotation_keys(base),
         "slices": _slices(base, pairs, query.slice) if query.slice else [],
     }
+
+
+def _compared(store: Store, a: str, b: str, adjust: Adjustment) -> tuple[Side, Side, Comparison]:
+    """Both sides and their comparison, kept for the last `_KEPT` pairs of runs (by their
+    records' revisions): turning a page or a scorer re-runs no bootstrap."""
+    key = (str(store.root), a, store.read_run(a)["revision"], b, store.read_run(b)["revision"], adjust)
+    if key not in _kept:
+        base, cand = load_sides(store, [a], [b])
+        _kept[key] = (base, cand, compare(base, cand, CompareOptions(adjust=adjust)))
+        while len(_kept) > _KEPT:
+            _kept.popitem(last=False)
+    _kept.move_to_end(key)
+    return _kept[key]
 
 
 def _pairs(base: Side, cand: Side, scorer: str) -> pl.DataFrame:
