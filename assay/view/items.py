@@ -18,11 +18,12 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.errors import InputError
-from assay.outcomes import RowKind
+from assay.outcomes import RowKind, RunStatus
 from assay.report.conversation import conversations
 from assay.report.data import cut, json_text, shown_tool_calls
 from assay.run.trajectories import item_trajectory
 from assay.store import Store, current_items
+from assay.view.runs import scorer_means
 
 PAGE = 50
 # Characters of an input or output shown in a row of the items table.
@@ -69,11 +70,21 @@ class ItemsPage:
     pages: int = field(default=1)
 
 
-def _items(store: Store, run_id: str) -> pl.LazyFrame:
-    """The run's current item rows, lazily (the retry window only when some row is a retry)."""
+def _items(store: Store, record: Any) -> pl.LazyFrame:
+    """The run's current item rows, lazily (the retry window only when some row is a retry:
+    asked once of a finished run, whose rows no longer change)."""
+    run_id = record["run_id"]
     scan = store.scan_run(run_id, "items")
-    retried = scan.select(pl.col("retry").max()).collect().item()
+    key = (str(store.root), run_id, record["revision"])
+    retried = _retried.get(key)
+    if retried is None:
+        retried = bool(scan.select(pl.col("retry").max()).collect().item())
+        if record["status"] != RunStatus.RUNNING:
+            _retried[key] = retried
     return current_items(scan) if retried else scan
+
+
+_retried: dict[tuple[str, str, int], bool] = {}
 
 
 def _scores(store: Store, run_id: str) -> pl.LazyFrame:
@@ -109,8 +120,8 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
         InputError: a filter that cannot be one (an annotation without `=`, a score bound
             without a scorer).
     """
-    store.read_run(run_id)
-    items, scores = _items(store, run_id), _scores(store, run_id)
+    record = store.read_run(run_id)
+    items, scores = _items(store, record), _scores(store, run_id)
     # Joined on (item_index, trial), integers, which name an item x trial of one run as its id does.
     on = ["item_index", "trial"]
     keys = items.select("item_index", "trial", "outcome", "duration_ms", "cost_usd")
@@ -180,7 +191,7 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
         }
         for r in full.iter_rows(named=True)
     ]
-    scorers = sorted(scores.select(pl.col("scorer").unique()).collect()["scorer"].to_list())
+    scorers = [m["scorer"] for m in scorer_means(store, run_id, record["revision"], record["status"])]
     matched = matching.height
     return ItemsPage(rows=rows, matched=matched, scorers=scorers, pages=max(1, math.ceil(matched / PAGE)))
 
@@ -200,7 +211,7 @@ def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, 
     """
     record = store.read_run(run_id)
     key = (pl.col("item_id") == item_id) & (pl.col("trial") == trial)
-    found = _items(store, run_id).filter(key).collect()
+    found = _items(store, record).filter(key).collect()
     if found.is_empty():
         raise InputError(f"run {run_id} has no item {item_id!r} (trial {trial})")
     row = found.row(0, named=True)
@@ -212,7 +223,7 @@ def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, 
     return {
         "record": record,
         "item": row,
-        "turns": _conversations(store, run_id).get(item_id),
+        "turns": _conversations(store, record).get(item_id),
         "input": cut(json_text(row["input"])),
         "expected": cut(json_text(row["expected"])) if row["expected"] is not None else None,
         "output": cut(row["output_text"] if row["output_text"] is not None else json_text(row["output"])),
@@ -234,9 +245,8 @@ def _conversations_of(store_root: str, run_id: str, spec_json: str, spec_path: s
     return conversations({"spec_json": spec_json, "spec_path": spec_path})
 
 
-def _conversations(store: Store, run_id: str) -> dict[str, Any]:
+def _conversations(store: Store, record: Any) -> dict[str, Any]:
     """The run's items' conversations (`assay.report.conversation`), made once per run."""
-    record = store.read_run(run_id)
     return _conversations_of(
-        str(store.root), run_id, record.get("spec_json") or "", record.get("spec_path") or ""
+        str(store.root), record["run_id"], record.get("spec_json") or "", record.get("spec_path") or ""
     )
