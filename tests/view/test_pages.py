@@ -4,9 +4,13 @@ it should show; filters, sorting and paging happen on the server; bad input is a
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
 
+from assay import _schema
+from assay.store import Store
 from tests.view.conftest import SCRIPT, WORSE, N, client
 
 
@@ -107,3 +111,28 @@ def _matched(page) -> int:
     found = re.search(r'<span id="matched">(\d+)</span>', page.text)
     assert found, page.text[:2000]
     return int(found.group(1))
+
+
+def test_a_running_run_polls_and_a_finished_one_does_not(tmp_path):
+    """The runs page's rows and a run's page ask again every 2 s (htmx) while the run is running,
+    and show what it has committed so far; once finished, neither polls."""
+    store = Store(tmp_path / "store")
+    record = {"kind": "run", "name": "live", "status": "running", "created_at": datetime.now(UTC)}
+    record |= {"trials": 1, "n_planned": 10, "fail_on_item_error_rate": 1.0, "tags": []}
+    store.write_run("live", record)
+    items = [{"item_id": "a", "item_index": 0, "trial": 0, "outcome": "completed", "retry": 0}]
+    scores = [{"item_id": "a", "item_index": 0, "trial": 0, "kind": "score", "scorer": "s", "score": 1.0}]
+    store.commit_batch(
+        "live",
+        "part-00000-a",
+        pa.Table.from_pylist(items, schema=_schema.ITEMS),
+        pa.Table.from_pylist(
+            [s | {"value": 1.0, "outcome": "scored"} for s in scores], schema=_schema.SCORES
+        ),
+    )
+    with client(store.root) as http:
+        runs_page, run_page = http.get("/"), http.get("/runs/live")
+        assert 'hx-trigger="every 2s"' in runs_page.text and 'hx-trigger="every 2s"' in run_page.text
+        assert "completed 1" in run_page.text
+        store.write_run("live", record | {"status": "completed"})
+        assert "hx-trigger" not in http.get("/").text and "hx-trigger" not in http.get("/runs/live").text
