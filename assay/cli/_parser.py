@@ -223,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
     ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
     _add_label_commands(commands, common)
+    _add_view(commands, common)
     return parser
 
 
@@ -273,4 +274,17 @@ def _add_label_commands(commands: argparse._SubParsersAction, common: argparse.A
     )
     agreement.add_argument(
         "--by", metavar="ANNOTATION", help="the agreement per value of this item annotation too"
+    )
+
+
+def _add_view(commands: argparse._SubParsersAction[_ArgumentParser], common: argparse.ArgumentParser) -> None:
+    """`assay view`: the local web app over a store (docs/view.md)."""
+    view = commands.add_parser(
+        "view", parents=[common], help="a local web app over the store: runs, items, compare (Ctrl-C stops)"
+    )
+    view.add_argument("--port", type=int, default=8484, help="the port (default 8484)")
+    view.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to bind (default 127.0.0.1); one not loopback needs ASSAY_VIEW_TOKEN",
     )

@@ -77,6 +77,7 @@ def _argv(command: str, spec: Path) -> list[str]:
         "show": ["RUN"],
         "ls": [],
         "ui": ["--port", "1"],
+        "view": ["--port", "1"],
     }
     return [*command.split(), *arguments[command]]
 
