@@ -78,6 +78,10 @@ def _argv(command: str, spec: Path) -> list[str]:
         "ls": [],
         "ui": ["--port", "1"],
         "view": ["--port", "1"],
+        "labels import": ["labels.csv"],
+        "labels export": ["RUN"],
+        "labels sample": ["RUN", "--scorer", "judge"],
+        "agreement": ["RUN", "--scorer", "judge"],
     }
     return [*command.split(), *arguments[command]]
 
