@@ -42,13 +42,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from assay._templates import FieldValue, template_problem
-from assay.calls.apis import APIS
+from assay.calls.apis import APIS, OTHER_APIS
 from assay.calls.batch import custom_id
 from assay.calls.batch_mode import BatchOption, batched_call
 from assay.calls.endpoint import ENDPOINT_SETTINGS, ModelEndpoint
 from assay.calls.pinning import model_pin_problem
 from assay.calls.response_cache import check_cache
-from assay.calls.responses import RESPONSES
 from assay.calls.wire import ChatAPI
 from assay.errors import JudgeError, TargetFailure
 from assay.evaluators._base import Sample, Score, Scorer, run_context
@@ -184,8 +183,10 @@ class LlmJudge(ModelEndpoint, Scorer):
             raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
         if self.batch is not None and self.cache:
             raise ValueError("batch cannot be combined with cache")
-        if self.api == "responses" and self.provider != "openai":
-            raise ValueError(f"api: responses is OpenAI's API, not provider {self.provider}'s")
+        if (other := OTHER_APIS.get(self.api)) is not None and other.name != self.provider:
+            raise ValueError(
+                f"api: {self.api} is provider {other.name}'s API, not provider {self.provider}'s"
+            )
         if self.api == "responses" and self.batch is not None:
             raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
         if self.batch is not None and self.max_tokens is None:
@@ -279,7 +280,7 @@ class LlmJudge(ModelEndpoint, Scorer):
 
     @property
     def _api(self) -> ChatAPI:
-        return RESPONSES if self.api == "responses" else APIS[self.provider]
+        return OTHER_APIS.get(self.api) or APIS[self.provider]
 
     def request_body(self, sample: Sample) -> dict[str, Any]:
         return self._api.prompt_body(

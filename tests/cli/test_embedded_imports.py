@@ -194,9 +194,9 @@ class Counting:
         self.inner = inner
     def started(self, total, already_done):
         self.inner.started(total, already_done)
-    def item_done(self, outcome, cost_usd=None):
+    def item_done(self, outcome, cost_usd=None, cached=False):
         finished[0] += 1
-        self.inner.item_done(outcome, cost_usd)
+        self.inner.item_done(outcome, cost_usd, cached)
     def batches(self, label, counts):
         self.inner.batches(label, counts)
 progress.current = lambda: Counting(installed())

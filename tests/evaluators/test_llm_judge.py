@@ -534,7 +534,7 @@ def test_a_judges_api_is_part_of_the_identity_only_when_it_is_not_the_default():
     [
         (
             {"provider": "anthropic", "max_tokens": 64},
-            "api: responses is OpenAI's API, not provider anthropic's",
+            "api: responses is provider openai's API, not provider anthropic's",
         ),
         ({"batch": True}, "batch sends chat completions: it cannot be combined with `api: responses`"),
     ],
