@@ -242,7 +242,9 @@ class JsonSchemaFormat(BaseModel):
     description: str | None = None
     """What the reply is, for the model."""
     strict: bool | None = None
-    """OpenAI's strict mode: the reply is held to the schema exactly."""
+    """Strict mode: the reply is held to the schema exactly. OpenAI's `strict`; on Anthropic, its
+    native structured output (`output_config.format`, for the models that take it) instead of a
+    forced tool."""
 
     @field_validator("schema_")
     @classmethod

@@ -107,11 +107,16 @@ class AnthropicMessages(MessagesAPI):
         )
 
     def format_fields(self, response_format: ResponseFormat) -> dict[str, Any]:
-        """A schema's reply forced through a tool whose input is the object (the spec refuses
-        `json_object`, which this API has no word for, and `response_format` beside `tools`)."""
+        """With `strict: true`, the native structured output (`output_config.format`, as the SDK's
+        `OutputConfigParam` has it: the reply's text is the object, held to the schema); else a
+        schema's reply forced through a tool whose input is the object, which every model takes
+        (the spec refuses `json_object`, which this API has no word for, and `response_format`
+        beside `tools`)."""
         schema = response_format.json_schema
         if schema is None:
             raise ValueError("the Messages API takes a response_format of type json_schema only")
+        if schema.strict:
+            return {"output_config": {"format": {"type": "json_schema", "schema": schema.schema_}}}
         tool = FunctionTool(
             name=schema.name,
             description=schema.description or "Give the answer as this tool's input.",
@@ -120,7 +125,8 @@ class AnthropicMessages(MessagesAPI):
         return self.tool_fields([tool], NamedTool(name=schema.name), None)
 
     def structured(self, response_format: ResponseFormat, content: Any, finish: Finish) -> Any:
-        """The forced tool's input; if the model answered in words instead, those parsed as JSON."""
+        """The forced tool's input; else (a native structured reply, or a model that answered in
+        words instead of calling the tool) the text parsed as JSON."""
         name = response_format.json_schema.name if response_format.json_schema else None
         for call in finish.tool_calls or []:
             if isinstance(call, dict) and call.get("name") == name:

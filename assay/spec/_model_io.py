@@ -221,7 +221,7 @@ class AnthropicThinking(StrictModel):
     thinking: ThinkingSettings | None = None
     """`{budget_tokens: N}`: let the model think first. The API then refuses a `temperature`,
     a `max_tokens` not above the budget, and a tool choice that forces a call (`required`, a
-    named tool, or `response_format`, which forces one)."""
+    named tool, or a `response_format` that is not `strict`, which forces one)."""
 
     @model_validator(mode="after")
     def _thinking_rules(self) -> AnthropicThinking:
@@ -233,8 +233,11 @@ class AnthropicThinking(StrictModel):
         if getattr(self, "max_tokens", 0) <= budget:
             raise ValueError(f"thinking needs max_tokens above its budget_tokens ({budget})")
         choice = getattr(self, "tool_choice", None)
-        if choice == "required" or isinstance(choice, NamedTool) or getattr(self, "response_format", None):
+        shaped = getattr(self, "response_format", None)
+        forced_shape = shaped is not None and not (shaped.json_schema and shaped.json_schema.strict)
+        if choice == "required" or isinstance(choice, NamedTool) or forced_shape:
             raise ValueError(
-                "thinking refuses a forced tool call (tool_choice required or named, response_format)"
+                "thinking refuses a forced tool call (tool_choice required or named, a response_format "
+                "that is not strict: `strict: true` asks for the native structured output)"
             )
         return self

@@ -241,7 +241,8 @@ class AnthropicTarget(ModelEndpoint, RequestFields, ToolLoop, AnthropicThinking)
                 raise ValueError("response_format: the Messages API has no JSON mode; give a json_schema")
             if self.tools is not None and self.response_format.structured:
                 raise ValueError(
-                    "response_format goes through a forced tool on anthropic: it cannot be combined with `tools`"
+                    "response_format is the answer on anthropic (a forced tool, or with `strict: true` "
+                    "the native structured output): it cannot be combined with `tools`"
                 )
         return self
 

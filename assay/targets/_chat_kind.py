@@ -193,9 +193,8 @@ def _tool_prompt_tokens(spec: Any) -> int:
     """The system prompt Anthropic's tool use guide says it adds when a request offers tools:
     346 tokens (`auto`, `none`), 313 when a call is forced (`required`, a named tool, or
     `response_format`, sent as a forced tool)."""
-    shaped = (
-        getattr(spec, "response_format", None) is not None and spec.response_format.json_schema is not None
-    )
+    schema = None if getattr(spec, "response_format", None) is None else spec.response_format.json_schema
+    shaped = schema is not None and not schema.strict  # strict: the native structured output, no tool
     if not getattr(spec, "tools", None) and not shaped:
         return 0
     forced = shaped or spec.tool_choice == "required" or isinstance(spec.tool_choice, NamedTool)

@@ -39,6 +39,7 @@ CITY = {
     "additionalProperties": False,
 }
 FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
+LOOSE = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY}}  # not strict
 ROWS = [
     {"id": "good", "question": "q-good"},
     {"id": "bad", "question": "q-bad"},
@@ -124,10 +125,11 @@ def test_anthropic_json_schema_goes_through_a_forced_tool_whose_input_is_the_ans
     scripted.script(forced({"city": "Paris"}), when="q-bad")
     scripted.script(anthropic(text("I can't"), "refusal", stream=stream), when="q-refused")
     run_id, store = _run(
-        tmp_path, _target("anthropic", scripted.base_url, stream=stream, response_format=FORMAT), capsys
+        tmp_path, _target("anthropic", scripted.base_url, stream=stream, response_format=LOOSE), capsys
     )
 
     _, body = scripted.requests[0]
+    assert "output_config" not in body
     assert body["tools"] == [
         {"name": "city", "description": "Give the answer as this tool's input.", "input_schema": CITY}
     ]
@@ -135,6 +137,33 @@ def test_anthropic_json_schema_goes_through_a_forced_tool_whose_input_is_the_ans
     items = _items(store, run_id)
     assert json.loads(items["good"]["output"]) == {"city": "Paris", "population": 2100000}
     assert items["good"]["tool_calls"] is None  # the forced call is the object, not a tool call
+    assert (items["refused"]["outcome"], items["refused"]["failure_kind"]) == ("failed", "refusal")
+    assert dict(store.run_scores(run_id).select("item_id", "score").rows()) == {"good": 1.0, "bad": 0.0}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_strict_anthropic_schema_asks_for_the_native_structured_output(tmp_path, scripted, capsys, stream):
+    """`strict: true` on anthropic is its native structured output, in the SDK's words
+    (`output_config: {format: {type: json_schema, schema}}`, which the scripted server checks against
+    `MessageCreateParams`): no forced tool, the reply's text the object; so thinking may go with it."""
+    scripted.script(anthropic(text('{"city": "Paris", "population": 2100000}'), stream=stream), when="q-good")
+    scripted.script(anthropic(text('{"city": "Paris"}'), stream=stream), when="q-bad")
+    scripted.script(anthropic(text("I can't"), "refusal", stream=stream), when="q-refused")
+    target = _target(
+        "anthropic",
+        scripted.base_url,
+        stream=stream,
+        response_format=FORMAT,
+        max_tokens=2048,
+        thinking={"budget_tokens": 1024},
+    )
+    run_id, store = _run(tmp_path, target, capsys)
+
+    _, body = scripted.requests[0]
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": CITY}}
+    assert "tools" not in body and "tool_choice" not in body
+    items = _items(store, run_id)
+    assert json.loads(items["good"]["output"]) == {"city": "Paris", "population": 2100000}
     assert (items["refused"]["outcome"], items["refused"]["failure_kind"]) == ("failed", "refusal")
     assert dict(store.run_scores(run_id).select("item_id", "score").rows()) == {"good": 1.0, "bad": 0.0}
 
@@ -273,6 +302,16 @@ def test_anthropic_thinking_is_sent_and_its_text_kept_apart(tmp_path, scripted, 
                 "thinking": {"budget_tokens": 1024},
             },
             r"thinking refuses a temperature",
+        ),
+        (
+            {
+                "kind": "anthropic",
+                "model": CLAUDE,
+                "max_tokens": 4000,
+                "thinking": {"budget_tokens": 1024},
+                "response_format": LOOSE,
+            },
+            r"thinking refuses a forced tool call .*`strict: true` asks for the native structured output",
         ),
         (
             {
