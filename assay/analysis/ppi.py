@@ -217,3 +217,29 @@ def judge_only_mean(f: Any, *, confidence: float = 0.95) -> Corrected:
     se = float(np.std(judged, ddof=1)) / math.sqrt(judged.size)
     half = _z(confidence) * se
     return Corrected(estimate, estimate - half, estimate + half, se, 1.0, 0, judged.size, "judge")
+
+
+def labels_for_width(
+    sd: float, rho: float, n_items: int, width: float, *, confidence: float = 0.95
+) -> int | None:
+    """The fewest labels whose PPI++ interval is at most `width` wide (both ends), for a scorer
+    whose labels have SD `sd` and correlate `rho` with the judge over `n_items` judged items:
+    the smallest n with `2 z sqrt(sd² / n · (1 − rho² (N − n) / N)) <= width` (the variance of
+    PPI++ at its best lam). None when even labelling every item is not enough."""
+    if not 0 < width:
+        raise ValueError(f"width must be > 0, got {width!r}")
+    z = _z(confidence)
+
+    def wide(n: int) -> float:
+        return 2 * z * math.sqrt(sd * sd / n * (1 - rho * rho * (n_items - n) / n_items))
+
+    if wide(n_items) > width:
+        return None
+    low, high = 1, n_items  # wide() falls as n grows: bisect for the first n that fits
+    while low < high:
+        middle = (low + high) // 2
+        if wide(middle) <= width:
+            high = middle
+        else:
+            low = middle + 1
+    return max(low, 2)

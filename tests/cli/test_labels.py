@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -304,3 +305,31 @@ def test_the_worked_example_corrects_its_judge(tmp_path, capsys):
     assert report["agreement"]["accuracy"]["value"] == 0.7 and report["agreement"]["confusion"]["fn"] == 5
     assert report["judge_mean"]["estimate"] == 0.75
     assert report["corrected_mean"]["estimate"] == pytest.approx(0.95)
+
+
+def test_an_uncertain_sample_is_weighted_and_power_counts_the_labels_needed(tmp_path, capsys):
+    store_path = tmp_path / "store"
+    judge = np.round(np.random.default_rng(42).random(200), 2).tolist()
+    _write_run(Store(store_path), "c1", judge)
+    base = ("labels", "sample", "c1", "--scorer", "judge", "--n", "40", "--strategy", "uncertain")
+    tasks = [json.loads(line) for line in assay_out(capsys, *base, "--store", store_path).out.splitlines()]
+    chances = {t["item_id"]: t["inclusion_probability"] for t in tasks}
+    # more likely near 0.5 than at the ends, every chance in (0, 1]
+    middle = [c for t, c in zip(tasks, chances.values(), strict=True) if 0.4 <= t["judge_score"] <= 0.6]
+    ends = [
+        c
+        for t, c in zip(tasks, chances.values(), strict=True)
+        if t["judge_score"] <= 0.1 or t["judge_score"] >= 0.9
+    ]
+    assert min(middle) > max(ends) and all(0 < c <= 1 for c in chances.values())
+    filled = [t | {"value": min(1.0, t["judge_score"] + 0.1), "labeller": "ann"} for t in tasks]
+    assay_json(capsys, "labels", "import", _jsonl(tmp_path / "t.jsonl", filled), "--store", store_path)
+    report = assay_json(capsys, "agreement", "c1", "--scorer", "judge", "--store", store_path)
+    assert report["corrected_mean"]["method"] == "ipw-ppi++"
+    assert report["agreement"]["scale"] == "continuous"
+    needed = assay_json(
+        capsys, "power", "c1", "--labels", "--scorer", "judge", "--width", "0.15", "--store", store_path
+    )
+    assert needed["labels_needed"] < needed["labels_alone_needed"] and needed["n_labelled"] == len(tasks)
+    printed = assay_out(capsys, "power", "c1", "--labels", "--store", store_path, code=EXIT_INPUT)
+    assert "--scorer and --width" in printed.err
