@@ -119,13 +119,19 @@ def agreement_report(
     """
     frame = judged(store, run_id, scorer)
     labelled = frame.filter(frame["human"].is_not_null())
+    stale = stale_count(store, run_id, scorer)
+    if labelled.is_empty() and not stale:
+        raise InputError(
+            f"run {run_id!r} has no labels of scorer {scorer!r}: `assay labels sample` says which items"
+            " to label, `assay labels import` stores the labels"
+        )
     raw = judge_only_mean(frame["judge"].to_numpy()) if frame.height > 1 else None
     report: dict[str, Any] = {
         "run_id": run_id,
         "scorer": scorer,
         "n_scored": frame.height,
         "n_labelled": labelled.height,
-        "n_stale": stale_count(store, run_id, scorer),
+        "n_stale": stale,
         "judge_mean": raw.as_dict() if raw else None,
         "agreement": agreement(
             labelled["judge"].to_numpy(), labelled["human"].to_numpy(), scale=scale, confidence=confidence

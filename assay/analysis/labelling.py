@@ -6,7 +6,8 @@ A label file is CSV (a header row), JSONL (an object a line) or Parquet, with th
 optional `trial` (default 0), `labelled_at` (ISO 8601; default now), `note`, `output_hash`
 (default: the run's current output, which the labeller is taken to have judged) and
 `inclusion_probability`. A task list that `sample` wrote is such a file once its `value` column
-is filled; its other columns (`judge_score`, `input`, `output_text`) are read and ignored. Every
+is filled; its other columns (`judge_score`, `input`, `output_text`) are read and ignored, and so is an
+export's `revision`. Every
 bad row is named by its line (the row, for Parquet) and nothing is written while any is bad.
 
 Sampling strategies, each seeded and reproducible, each recording every pick's inclusion
@@ -40,7 +41,8 @@ from assay.store import Store, current_items
 from assay.store.labels import current_hashes, read_labels
 
 STRATEGIES = ("random", "stratified", "uncertain")
-_TASK_EXTRAS = frozenset({"judge_score", "input", "output_text"})
+# Read and ignored: a task list's context for the labeller, an export's revision.
+_TASK_EXTRAS = frozenset({"judge_score", "input", "output_text", "revision"})
 _COLUMNS = frozenset(_schema.LABELS.names) - {"revision"} | {"run_id"}
 _BINS = 5
 

@@ -182,7 +182,7 @@ def test_a_changed_output_makes_a_label_stale_and_a_rescore_keeps_it(store_path,
     moved = tmp_path / "moved.jsonl"
     moved.write_text(
         "".join(
-            json.dumps({k: v for k, v in json.loads(line).items() if k not in ("revision", "run_id")}) + "\n"
+            json.dumps({k: v for k, v in json.loads(line).items() if k != "run_id"}) + "\n"
             for line in exported.splitlines()
         )
     )
@@ -333,3 +333,12 @@ def test_an_uncertain_sample_is_weighted_and_power_counts_the_labels_needed(tmp_
     assert needed["labels_needed"] < needed["labels_alone_needed"] and needed["n_labelled"] == len(tasks)
     printed = assay_out(capsys, "power", "c1", "--labels", "--store", store_path, code=EXIT_INPUT)
     assert "--scorer and --width" in printed.err
+
+
+def test_agreement_without_labels_says_how_to_get_them(store_path, capsys):
+    printed = assay_out(
+        capsys, "agreement", "r1", "--scorer", "judge", "--store", store_path, code=EXIT_INPUT
+    )
+    assert "has no labels of scorer 'judge'" in printed.err and "assay labels sample" in printed.err
+    printed = assay_out(capsys, "agreement", "r1", "--scorer", "nope", "--store", store_path, code=EXIT_INPUT)
+    assert "no scores of scorer 'nope' (its scorers: judge)" in printed.err
