@@ -342,3 +342,20 @@ def test_agreement_without_labels_says_how_to_get_them(store_path, capsys):
     assert "has no labels of scorer 'judge'" in printed.err and "assay labels sample" in printed.err
     printed = assay_out(capsys, "agreement", "r1", "--scorer", "nope", "--store", store_path, code=EXIT_INPUT)
     assert "no scores of scorer 'nope' (its scorers: judge)" in printed.err
+
+
+def test_agreement_per_annotation_slice(store_path, tmp_path, capsys):
+    # items of odd index have topic a, even b; the judge gave 1,0,1,1,0,1 to i000..i005
+    labels = [{"item_id": f"i{i:03d}", "value": v} for i, v in enumerate([1, 0, 0, 1, 0, 0])]
+    args = ("--run", "r1", "--scorer", "judge", "--labeller", "ann", "--store", store_path)
+    assay_json(capsys, "labels", "import", _jsonl(tmp_path / "a.jsonl", labels), *args)
+    report = assay_json(
+        capsys, "agreement", "r1", "--scorer", "judge", "--by", "topic", "--store", store_path
+    )
+    assert report["agreement"]["accuracy"]["value"] == pytest.approx(4 / 6)
+    assert report["agreement"]["confusion"] == {"tp": 2, "fp": 2, "fn": 0, "tn": 2}
+    # topic b: i000 (1 vs 1), i002 (1 vs 0), i004 (0 vs 0); topic a: i001 (0/0), i003 (1/1), i005 (1/0)
+    assert {k: v["accuracy"]["value"] for k, v in report["slices"].items()} == pytest.approx(
+        {"a": 2 / 3, "b": 2 / 3}
+    )
+    assert report["slices"]["a"]["n"] == 3
