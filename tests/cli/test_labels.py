@@ -359,3 +359,26 @@ def test_agreement_per_annotation_slice(store_path, tmp_path, capsys):
         {"a": 2 / 3, "b": 2 / 3}
     )
     assert report["slices"]["a"]["n"] == 3
+
+
+def test_labels_on_object_storage(s3, tmp_path, capsys):
+    url = s3.url("labels-on-s3")
+    _write_run(Store(url), "r1", [1.0, 0.0, 1.0, 1.0])
+    args = ("--run", "r1", "--scorer", "judge", "--labeller", "ann", "--store", url)
+    for n, value in enumerate((0, 1)):
+        rows = [{"item_id": "i000", "value": value}, {"item_id": "i001", "value": 0}]
+        assert (
+            assay_json(capsys, "labels", "import", _jsonl(tmp_path / f"{n}.jsonl", rows), *args)["runs"][
+                "r1"
+            ]["revision"]
+            == n + 1
+        )
+    exported = [
+        json.loads(line)
+        for line in assay_out(capsys, "labels", "export", "r1", "--store", url).out.splitlines()
+    ]
+    assert sorted((r["item_id"], r["value"], r["revision"]) for r in exported) == [
+        ("i000", 1.0, 2),
+        ("i001", 0.0, 2),
+    ]
+    assert run_labels(Store(url), "r1")["stale"].to_list() == [False, False]
