@@ -305,6 +305,12 @@ def test_the_worked_example_corrects_its_judge(tmp_path, capsys):
     assert report["agreement"]["accuracy"]["value"] == 0.7 and report["agreement"]["confusion"]["fn"] == 5
     assert report["judge_mean"]["estimate"] == 0.75
     assert report["corrected_mean"]["estimate"] == pytest.approx(0.95)
+    page = Path(
+        assay_json(capsys, "report", "latest", "--out", tmp_path / "r.html", "--store", store_path)["path"]
+    )
+    html = page.read_text()
+    assert "Judges against people's labels" in html and '<a href="#labels">' in html
+    assert "<td>0.750 [0.614, 0.886]</td>" in html and "0.950 [0.854, 1.046] <small>ppi++</small>" in html
 
 
 def test_an_uncertain_sample_is_weighted_and_power_counts_the_labels_needed(tmp_path, capsys):
