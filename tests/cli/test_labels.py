@@ -311,6 +311,20 @@ def test_the_worked_example_corrects_its_judge(tmp_path, capsys):
     html = page.read_text()
     assert "Judges against people's labels" in html and '<a href="#labels">' in html
     assert "<td>0.750 [0.614, 0.886]</td>" in html and "0.950 [0.854, 1.046] <small>ppi++</small>" in html
+    # a real rescore keeps the outputs, so the labels still judge them
+    source = report["run_id"]
+    assay_json(
+        capsys,
+        "rescore",
+        source,
+        "--scorer",
+        "{kind: exact_match, name: exact}",
+        "--keep-scores",
+        "--store",
+        store_path,
+    )
+    again = assay_json(capsys, "agreement", "latest", "--scorer", "judge", "--store", store_path)
+    assert again["run_id"] != source and (again["n_labelled"], again["n_stale"]) == (20, 0)
 
 
 def test_an_uncertain_sample_is_weighted_and_power_counts_the_labels_needed(tmp_path, capsys):
