@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -118,13 +119,19 @@ def agreement_report(
     """
     frame = judged(store, run_id, scorer)
     labelled = frame.filter(frame["human"].is_not_null())
+    stale = stale_count(store, run_id, scorer)
+    if labelled.is_empty() and not stale:
+        raise InputError(
+            f"run {run_id!r} has no labels of scorer {scorer!r}: `assay labels sample` says which items"
+            " to label, `assay labels import` stores the labels"
+        )
     raw = judge_only_mean(frame["judge"].to_numpy()) if frame.height > 1 else None
     report: dict[str, Any] = {
         "run_id": run_id,
         "scorer": scorer,
         "n_scored": frame.height,
         "n_labelled": labelled.height,
-        "n_stale": stale_count(store, run_id, scorer),
+        "n_stale": stale,
         "judge_mean": raw.as_dict() if raw else None,
         "agreement": agreement(
             labelled["judge"].to_numpy(), labelled["human"].to_numpy(), scale=scale, confidence=confidence
@@ -282,3 +289,40 @@ def labelled_means(store: Store, run_id: str) -> dict[str, Any]:
             entry["corrected_mean"], entry["corrected_refused"] = None, exc.problems[0]
         found[scorer] = entry
     return found
+
+
+def labels_power(
+    store: Store, run_id: str, scorer: str, width: float, *, confidence: float = 0.95
+) -> dict[str, Any]:
+    """`assay power RUN --labels --scorer S --width W`: the labels a corrected mean needs for an
+    interval `width` wide, from the judge-human correlation the run's labels measure, beside the
+    labels alone would need (`ppi.labels_for_width`).
+
+    Raises:
+        InputError: fewer than three labels, or labels or judge scores that do not vary.
+    """
+    from assay.analysis.ppi import labels_for_width
+
+    if not 0 < width <= 2:
+        raise InputError(f"--width {width!r}: expected an interval width in (0, 2], e.g. 0.1 for ±5 points")
+    frame = judged(store, run_id, scorer)
+    labelled = frame.filter(frame["human"].is_not_null())
+    y, f = labelled["human"].to_numpy(), labelled["judge"].to_numpy()
+    if y.size < 3 or np.ptp(y) == 0 or np.ptp(f) == 0:
+        raise InputError(
+            f"{scorer}: the judge-human correlation needs at least 3 labels, with labels and judge scores "
+            f"that vary; run {run_id} has {y.size}"
+        )
+    sd, rho = float(np.std(y, ddof=1)), float(np.corrcoef(y, f)[0, 1])
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    return {
+        "run_id": run_id,
+        "scorer": scorer,
+        "width": width,
+        "n_items": frame.height,
+        "n_labelled": int(y.size),
+        "label_sd": sd,
+        "correlation": rho,
+        "labels_needed": labels_for_width(sd, rho, frame.height, width, confidence=confidence),
+        "labels_alone_needed": math.ceil((2 * z * sd / width) ** 2),
+    }

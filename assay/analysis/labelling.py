@@ -6,7 +6,8 @@ A label file is CSV (a header row), JSONL (an object a line) or Parquet, with th
 optional `trial` (default 0), `labelled_at` (ISO 8601; default now), `note`, `output_hash`
 (default: the run's current output, which the labeller is taken to have judged) and
 `inclusion_probability`. A task list that `sample` wrote is such a file once its `value` column
-is filled; its other columns (`judge_score`, `input`, `output_text`) are read and ignored. Every
+is filled; its other columns (`judge_score`, `input`, `output_text`) are read and ignored, and so is an
+export's `revision`. Every
 bad row is named by its line (the row, for Parquet) and nothing is written while any is bad.
 
 Sampling strategies, each seeded and reproducible, each recording every pick's inclusion
@@ -40,7 +41,8 @@ from assay.store import Store, current_items
 from assay.store.labels import current_hashes, read_labels
 
 STRATEGIES = ("random", "stratified", "uncertain")
-_TASK_EXTRAS = frozenset({"judge_score", "input", "output_text"})
+# Read and ignored: a task list's context for the labeller, an export's revision.
+_TASK_EXTRAS = frozenset({"judge_score", "input", "output_text", "revision"})
 _COLUMNS = frozenset(_schema.LABELS.names) - {"revision"} | {"run_id"}
 _BINS = 5
 
@@ -214,27 +216,22 @@ def export_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def _chances(strategy: str, scores: np.ndarray, n: int) -> np.ndarray:
-    size = scores.size
-    if strategy == "uncertain":
-        uncertainty = 1.0 - np.abs(2.0 * scores - 1.0)
-        weight = uncertainty + (uncertainty.mean() if uncertainty.mean() > 0 else 1.0)
-        chance = np.zeros(size)
-        free = np.ones(size, dtype=bool)
-        left = float(n)
-        # Cap at 1 and share what the capped items leave among the rest, until none is over.
-        while True:
-            chance[free] = left * weight[free] / weight[free].sum()
-            over = free & (chance >= 1.0)
-            if not over.any():
-                return chance
-            chance[over] = 1.0
-            free &= ~over
-            left = n - float(np.sum(~free))
-            if left <= 0 or not free.any():
-                chance[free] = 0.0 if left <= 0 else chance[free]
-                return np.maximum(chance, 1e-9)
-    raise ValueError(strategy)
+def _uncertain_chances(scores: np.ndarray, n: int) -> np.ndarray:
+    """Each item's chance under `uncertain`: proportional to `1 - |2 f - 1|` plus its mean (all
+    equal for a pass/fail judge), summing to n, capped at 1 with what the capped items leave
+    shared among the rest."""
+    uncertainty = 1.0 - np.abs(2.0 * scores - 1.0)
+    weight = uncertainty + (uncertainty.mean() or 1.0)
+    chance = np.zeros(scores.size)
+    free = np.ones(scores.size, dtype=bool)
+    while free.any():
+        chance[free] = (n - np.sum(~free)) * weight[free] / weight[free].sum()
+        over = free & (chance >= 1.0)
+        if not over.any():
+            break
+        chance[over] = 1.0
+        free &= ~over
+    return chance
 
 
 def strata(scores: np.ndarray) -> np.ndarray:
@@ -293,7 +290,7 @@ def sample_tasks(
             chance[members] = take / members.size
         picked = np.sort(np.array(chosen, dtype=np.int64))
     else:
-        chance = _chances(strategy, values, min(n, size))
+        chance = _uncertain_chances(values, min(n, size))
         picked = np.flatnonzero(rng.random(size) < chance)
     rows = frame.to_dicts()
     return [

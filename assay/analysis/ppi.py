@@ -79,6 +79,16 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf((1.0 + confidence) / 2.0)
 
 
+def _normal(
+    estimate: float, se: float, lam: float, n_labelled: int, n_items: int, method: str, confidence: float
+) -> Corrected:
+    """An estimate with its normal interval, `estimate ± z * se`."""
+    half = _z(confidence) * se
+    return Corrected(
+        estimate, estimate - half, estimate + half, se, lam, int(n_labelled), int(n_items), method
+    )
+
+
 def _as_array(values: Any, name: str) -> FloatArray:
     array = np.asarray(values, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(array)):
@@ -130,17 +140,8 @@ def ppi_mean(
     rectifier = labels - tuned * judged
     estimate = float(tuned * rest.mean() + rectifier.mean())
     se = math.sqrt(float(np.var(tuned * rest)) / rest.size + float(np.var(rectifier)) / labels.size)
-    half = _z(confidence) * se
-    return Corrected(
-        estimate=estimate,
-        ci_low=estimate - half,
-        ci_high=estimate + half,
-        se=se,
-        lam=tuned,
-        n_labelled=int(labels.size),
-        n_items=int(labels.size + rest.size),
-        method="ppi++" if lam is None else "ppi",
-    )
+    method = "ppi++" if lam is None else "ppi"
+    return _normal(estimate, se, tuned, labels.size, labels.size + rest.size, method, confidence)
 
 
 def ipw_ppi_mean(f: Any, y: Any, pi: Any, *, lam: float | None = None, confidence: float = 0.95) -> Corrected:
@@ -182,17 +183,8 @@ def ipw_ppi_mean(f: Any, y: Any, pi: Any, *, lam: float | None = None, confidenc
     terms = a + tuned * b
     estimate = float(terms.mean())
     se = float(np.std(terms, ddof=1)) / math.sqrt(terms.size)
-    half = _z(confidence) * se
-    return Corrected(
-        estimate=estimate,
-        ci_low=estimate - half,
-        ci_high=estimate + half,
-        se=se,
-        lam=tuned,
-        n_labelled=int(labelled.sum()),
-        n_items=int(judged.size),
-        method="ipw-ppi++" if lam is None else "ipw-ppi",
-    )
+    method = "ipw-ppi++" if lam is None else "ipw-ppi"
+    return _normal(estimate, se, tuned, int(labelled.sum()), judged.size, method, confidence)
 
 
 def labels_only_mean(y: Any, *, confidence: float = 0.95) -> Corrected:
@@ -203,8 +195,7 @@ def labels_only_mean(y: Any, *, confidence: float = 0.95) -> Corrected:
         raise ValueError(f"need at least 2 labels, got {labels.size}")
     estimate = float(labels.mean())
     se = float(np.std(labels)) / math.sqrt(labels.size)
-    half = _z(confidence) * se
-    return Corrected(estimate, estimate - half, estimate + half, se, 0.0, labels.size, labels.size, "labels")
+    return _normal(estimate, se, 0.0, labels.size, labels.size, "labels", confidence)
 
 
 def judge_only_mean(f: Any, *, confidence: float = 0.95) -> Corrected:
@@ -215,5 +206,30 @@ def judge_only_mean(f: Any, *, confidence: float = 0.95) -> Corrected:
         raise ValueError(f"need at least 2 judge scores, got {judged.size}")
     estimate = float(judged.mean())
     se = float(np.std(judged, ddof=1)) / math.sqrt(judged.size)
-    half = _z(confidence) * se
-    return Corrected(estimate, estimate - half, estimate + half, se, 1.0, 0, judged.size, "judge")
+    return _normal(estimate, se, 1.0, 0, judged.size, "judge", confidence)
+
+
+def labels_for_width(
+    sd: float, rho: float, n_items: int, width: float, *, confidence: float = 0.95
+) -> int | None:
+    """The fewest labels whose PPI++ interval is at most `width` wide (both ends), for a scorer
+    whose labels have SD `sd` and correlate `rho` with the judge over `n_items` judged items:
+    the smallest n with `2 z sqrt(sd² / n · (1 − rho² (N − n) / N)) <= width` (the variance of
+    PPI++ at its best lam). None when even labelling every item is not enough."""
+    if not 0 < width:
+        raise ValueError(f"width must be > 0, got {width!r}")
+    z = _z(confidence)
+
+    def wide(n: int) -> float:
+        return 2 * z * math.sqrt(sd * sd / n * (1 - rho * rho * (n_items - n) / n_items))
+
+    if wide(n_items) > width:
+        return None
+    low, high = 1, n_items  # wide() falls as n grows: bisect for the first n that fits
+    while low < high:
+        middle = (low + high) // 2
+        if wide(middle) <= width:
+            high = middle
+        else:
+            low = middle + 1
+    return max(low, 2)

@@ -88,10 +88,29 @@ def estimate(args: argparse.Namespace) -> int:
 
 
 def power(args: argparse.Namespace) -> int:
-    """`assay power RUN_ID --mde D`: the items a comparison needs."""
+    """`assay power RUN_ID --mde D`: the items a comparison needs; with `--labels --scorer S
+    --width W`, the labels a corrected mean needs."""
     from assay.analysis.compare import power_report
+    from assay.cli._runs import resolve_run
+    from assay.errors import InputError
     from assay.store import Store
 
+    if args.labels:
+        if args.scorer is None or args.width is None:
+            raise InputError("power --labels needs --scorer and --width")
+        from assay.analysis.judge_trust import labels_power
+
+        store = Store(args.store)
+        emit(
+            args,
+            labels_power(store, resolve_run(store, args.run_id), args.scorer, args.width),
+            "print_labels_power",
+        )
+        return EXIT_OK
+    if args.mde is None:
+        raise InputError(
+            "power needs --mde (items for a comparison) or --labels (labels for a corrected mean)"
+        )
     emit(args, power_report(Store(args.store), args.run_id, args.mde, power=args.power), "print_power")
     return EXIT_OK
 

@@ -155,8 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         "power", parents=[common], help="items a comparison needs to detect a difference"
     )
     power.add_argument("run_id")
-    power.add_argument("--mde", type=float, required=True, help="minimum detectable difference, e.g. 0.02")
+    power.add_argument("--mde", type=float, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
+    power.add_argument("--labels", action="store_true", help="instead: the labels a corrected mean needs")
+    power.add_argument("--scorer", help="with --labels: the model-graded scorer")
+    power.add_argument("--width", type=float, help="with --labels: the interval's width, e.g. 0.1")
     nightly = commands.add_parser(
         "nightly", parents=[common], help="the nightly benchmark: run, compare, prune"
     )

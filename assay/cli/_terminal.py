@@ -403,6 +403,16 @@ def print_agreement(report: dict[str, Any]) -> None:
         console.print(f"no corrected mean: {report['corrected_refused']}")
 
 
+def print_labels_power(report: dict[str, Any]) -> None:
+    needed, alone = report["labels_needed"], report["labels_alone_needed"]
+    _console().print(
+        f"{report['scorer']}: a corrected mean with an interval {report['width']:g} wide needs "
+        + (f"{needed} labels" if needed is not None else "more labels than the run has items")
+        + f" of {report['n_items']} items (the labels alone: {alone}), from the judge-human correlation"
+        f" {numbers.num(report['correlation'])} over {report['n_labelled']} labels of run {report['run_id']}"
+    )
+
+
 def print_leaderboard(board: dict[str, Any]) -> None:
     console = _console()
     console.print(

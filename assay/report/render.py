@@ -117,6 +117,7 @@ def build_report(
             baseline=against,
             sequential=sections.sequential(store, data),
             scores=sections.scores(data),
+            labels=sections.labels(store, data),
             outcomes=figures.outcomes(data),
             timing=sections.timing(data),
             models=sections.models(data),

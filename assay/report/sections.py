@@ -232,3 +232,25 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
             "artifacts": artifacts_href,
         },
     }
+
+
+def labels(store: Store, data: RunData) -> list[dict[str, Any]] | None:
+    """Each scorer with people's labels on the run: the judge's agreement with them and its
+    corrected mean beside the raw one (`assay agreement`); None without labels.
+
+    Args:
+        store: the store.
+        data: the run.
+    """
+    from assay.analysis.judge_trust import agreement_report, nan_to_none
+    from assay.store.labels import run_labels
+
+    if not store.location.names(f"labels/run_id={data.run_id}") and not data.record.get("source_run_id"):
+        return None
+    rows = []
+    for scorer in sorted(set(run_labels(store, data.run_id)["scorer"].to_list()) & set(data.scorers)):
+        try:
+            rows.append(nan_to_none(agreement_report(store, data.run_id, scorer)))
+        except InputError:
+            continue  # only stale labels or none of this scorer's: nothing to say here
+    return rows or None

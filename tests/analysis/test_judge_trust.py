@@ -106,3 +106,16 @@ def test_continuous_figures():
     assert report["mae"]["value"] == pytest.approx(np.mean(np.abs(judge - human)))
     assert report["bias"]["value"] == pytest.approx(judge.mean() - human.mean())
     assert report["spearman"]["ci_low"] < 0.9 < report["spearman"]["ci_high"]
+
+
+def test_labels_for_width_is_the_smallest_n_the_ppi_plus_plus_variance_allows():
+    from assay.analysis.ppi import labels_for_width
+
+    def wide(n: int, sd: float = 0.46, rho: float = 0.63, big_n: int = 2000) -> float:
+        return 2 * Z95 * math.sqrt(sd**2 / n * (1 - rho**2 * (big_n - n) / big_n))
+
+    n = labels_for_width(0.46, 0.63, 2000, 0.1)
+    assert n is not None and wide(n) <= 0.1 < wide(n - 1)
+    # a judge that knows nothing: the labels alone, (2 z sd / w)^2
+    assert labels_for_width(0.46, 0.0, 2000, 0.1) == math.ceil((2 * Z95 * 0.46 / 0.1) ** 2)
+    assert labels_for_width(0.46, 0.63, 50, 0.01) is None

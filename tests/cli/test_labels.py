@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -181,7 +182,7 @@ def test_a_changed_output_makes_a_label_stale_and_a_rescore_keeps_it(store_path,
     moved = tmp_path / "moved.jsonl"
     moved.write_text(
         "".join(
-            json.dumps({k: v for k, v in json.loads(line).items() if k not in ("revision", "run_id")}) + "\n"
+            json.dumps({k: v for k, v in json.loads(line).items() if k != "run_id"}) + "\n"
             for line in exported.splitlines()
         )
     )
@@ -304,3 +305,100 @@ def test_the_worked_example_corrects_its_judge(tmp_path, capsys):
     assert report["agreement"]["accuracy"]["value"] == 0.7 and report["agreement"]["confusion"]["fn"] == 5
     assert report["judge_mean"]["estimate"] == 0.75
     assert report["corrected_mean"]["estimate"] == pytest.approx(0.95)
+    page = Path(
+        assay_json(capsys, "report", "latest", "--out", tmp_path / "r.html", "--store", store_path)["path"]
+    )
+    html = page.read_text()
+    assert "Judges against people's labels" in html and '<a href="#labels">' in html
+    assert "<td>0.750 [0.614, 0.886]</td>" in html and "0.950 [0.854, 1.046] <small>ppi++</small>" in html
+    # a real rescore keeps the outputs, so the labels still judge them
+    source = report["run_id"]
+    assay_json(
+        capsys,
+        "rescore",
+        source,
+        "--scorer",
+        "{kind: exact_match, name: exact}",
+        "--keep-scores",
+        "--store",
+        store_path,
+    )
+    again = assay_json(capsys, "agreement", "latest", "--scorer", "judge", "--store", store_path)
+    assert again["run_id"] != source and (again["n_labelled"], again["n_stale"]) == (20, 0)
+
+
+def test_an_uncertain_sample_is_weighted_and_power_counts_the_labels_needed(tmp_path, capsys):
+    store_path = tmp_path / "store"
+    judge = np.round(np.random.default_rng(42).random(200), 2).tolist()
+    _write_run(Store(store_path), "c1", judge)
+    base = ("labels", "sample", "c1", "--scorer", "judge", "--n", "40", "--strategy", "uncertain")
+    tasks = [json.loads(line) for line in assay_out(capsys, *base, "--store", store_path).out.splitlines()]
+    chances = {t["item_id"]: t["inclusion_probability"] for t in tasks}
+    # more likely near 0.5 than at the ends, every chance in (0, 1]
+    middle = [c for t, c in zip(tasks, chances.values(), strict=True) if 0.4 <= t["judge_score"] <= 0.6]
+    ends = [
+        c
+        for t, c in zip(tasks, chances.values(), strict=True)
+        if t["judge_score"] <= 0.1 or t["judge_score"] >= 0.9
+    ]
+    assert min(middle) > max(ends) and all(0 < c <= 1 for c in chances.values())
+    filled = [t | {"value": min(1.0, t["judge_score"] + 0.1), "labeller": "ann"} for t in tasks]
+    assay_json(capsys, "labels", "import", _jsonl(tmp_path / "t.jsonl", filled), "--store", store_path)
+    report = assay_json(capsys, "agreement", "c1", "--scorer", "judge", "--store", store_path)
+    assert report["corrected_mean"]["method"] == "ipw-ppi++"
+    assert report["agreement"]["scale"] == "continuous"
+    needed = assay_json(
+        capsys, "power", "c1", "--labels", "--scorer", "judge", "--width", "0.15", "--store", store_path
+    )
+    assert needed["labels_needed"] < needed["labels_alone_needed"] and needed["n_labelled"] == len(tasks)
+    printed = assay_out(capsys, "power", "c1", "--labels", "--store", store_path, code=EXIT_INPUT)
+    assert "--scorer and --width" in printed.err
+
+
+def test_agreement_without_labels_says_how_to_get_them(store_path, capsys):
+    printed = assay_out(
+        capsys, "agreement", "r1", "--scorer", "judge", "--store", store_path, code=EXIT_INPUT
+    )
+    assert "has no labels of scorer 'judge'" in printed.err and "assay labels sample" in printed.err
+    printed = assay_out(capsys, "agreement", "r1", "--scorer", "nope", "--store", store_path, code=EXIT_INPUT)
+    assert "no scores of scorer 'nope' (its scorers: judge)" in printed.err
+
+
+def test_agreement_per_annotation_slice(store_path, tmp_path, capsys):
+    # items of odd index have topic a, even b; the judge gave 1,0,1,1,0,1 to i000..i005
+    labels = [{"item_id": f"i{i:03d}", "value": v} for i, v in enumerate([1, 0, 0, 1, 0, 0])]
+    args = ("--run", "r1", "--scorer", "judge", "--labeller", "ann", "--store", store_path)
+    assay_json(capsys, "labels", "import", _jsonl(tmp_path / "a.jsonl", labels), *args)
+    report = assay_json(
+        capsys, "agreement", "r1", "--scorer", "judge", "--by", "topic", "--store", store_path
+    )
+    assert report["agreement"]["accuracy"]["value"] == pytest.approx(4 / 6)
+    assert report["agreement"]["confusion"] == {"tp": 2, "fp": 2, "fn": 0, "tn": 2}
+    # topic b: i000 (1 vs 1), i002 (1 vs 0), i004 (0 vs 0); topic a: i001 (0/0), i003 (1/1), i005 (1/0)
+    assert {k: v["accuracy"]["value"] for k, v in report["slices"].items()} == pytest.approx(
+        {"a": 2 / 3, "b": 2 / 3}
+    )
+    assert report["slices"]["a"]["n"] == 3
+
+
+def test_labels_on_object_storage(s3, tmp_path, capsys):
+    url = s3.url("labels-on-s3")
+    _write_run(Store(url), "r1", [1.0, 0.0, 1.0, 1.0])
+    args = ("--run", "r1", "--scorer", "judge", "--labeller", "ann", "--store", url)
+    for n, value in enumerate((0, 1)):
+        rows = [{"item_id": "i000", "value": value}, {"item_id": "i001", "value": 0}]
+        assert (
+            assay_json(capsys, "labels", "import", _jsonl(tmp_path / f"{n}.jsonl", rows), *args)["runs"][
+                "r1"
+            ]["revision"]
+            == n + 1
+        )
+    exported = [
+        json.loads(line)
+        for line in assay_out(capsys, "labels", "export", "r1", "--store", url).out.splitlines()
+    ]
+    assert sorted((r["item_id"], r["value"], r["revision"]) for r in exported) == [
+        ("i000", 1.0, 2),
+        ("i001", 0.0, 2),
+    ]
+    assert run_labels(Store(url), "r1")["stale"].to_list() == [False, False]

@@ -78,7 +78,7 @@ def _argv(command: str, spec: Path) -> list[str]:
         "ls": [],
         "ui": ["--port", "1"],
         "view": ["--port", "1"],
-        "labels import": ["labels.csv"],
+        "labels import": [str(spec)],
         "labels export": ["RUN"],
         "labels sample": ["RUN", "--scorer", "judge"],
         "agreement": ["RUN", "--scorer", "judge"],
