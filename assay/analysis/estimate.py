@@ -35,7 +35,7 @@ from assay.calls.accounting import PriceTable, Usage
 from assay.evaluators import Sample
 from assay.outcomes import ItemOutcome, RunKind, ScorerOutcome, SpendKind
 from assay.run.checks import validate
-from assay.run.identity import identity_of
+from assay.run.identity import Identity, identity_of
 from assay.spec import EvalSpec
 from assay.spec.dataset import Item
 from assay.store import Store
@@ -50,9 +50,8 @@ def count_tokens(text: str) -> int:
     return math.ceil(len(text) / _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE
 
 
-def _stored_run(store: Store, spec: EvalSpec, items: list[Item]) -> str | None:
+def _stored_run(store: Store, identity: Identity) -> str | None:
     """The latest stored run of this spec's target over this dataset with a completed item."""
-    identity = identity_of(spec, items)
     runs = (
         store.runs()
         .filter(
@@ -105,9 +104,8 @@ def _judge_prompt_tokens(scorer: Any, item: Item) -> int:
         return 0
 
 
-def _observed_output_tokens(store: Store, spec: EvalSpec, items: list[Item]) -> float | None:
+def _observed_output_tokens(store: Store, target_hash: str) -> float | None:
     """Mean output tokens per completed item in the latest stored run of the same target."""
-    target_hash = identity_of(spec, items).target
     runs = (
         store.runs()
         .filter((pl.col("target_hash") == target_hash) & (pl.col("kind") == RunKind.RUN))
@@ -199,6 +197,7 @@ def _generation(
     store: Store,
     prices: PriceTable,
     spec_dir: Path,
+    identity: Identity,
     stored: str | None,
 ) -> dict[str, Any]:
     """The target's line: its measured calls (its kind says which), or the calls it makes
@@ -227,7 +226,7 @@ def _generation(
             sum(count_tokens(text) for text in metered.texts(item)) + metered.extra_tokens(item)
             for item in items
         )
-        observed = _observed_output_tokens(store, spec, items)
+        observed = _observed_output_tokens(store, identity.target)
         expected_out = (observed if observed is not None else (ceiling or 0)) * calls
         if observed is not None:
             note = "output tokens observed in a stored run of this target"
@@ -293,13 +292,14 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
         store: where earlier runs of the same target are looked up for observed output lengths.
     """
     spec, items = validate(Path(spec_path).resolve())
+    spec_dir = Path(spec_path).resolve().parent
     lines = []
     for cell, cell_spec in spec.cells():
         prices = PriceTable.shipped(cell_spec.prices)
-        stored = _stored_run(store, cell_spec, items)
-        lines.append(
-            _generation(cell, cell_spec, items, store, prices, Path(spec_path).resolve().parent, stored)
-        )
+        # With the spec's folder, as a run computes it: a Python tool's identity is its schema.
+        identity = identity_of(cell_spec, items, spec_dir)
+        stored = _stored_run(store, identity)
+        lines.append(_generation(cell, cell_spec, items, store, prices, spec_dir, identity, stored))
         for scorer in cell_spec.scorers:
             if type(scorer).deterministic or not hasattr(scorer, "model"):
                 continue

@@ -198,3 +198,23 @@ def test_the_estimate_says_when_its_expected_cost_is_an_upper_bound(tmp_path, mo
         "(an upper bound: output at max_tokens, no stored run of this spec measured it)"
         in capsys.readouterr().out
     )
+
+
+def test_a_spec_with_a_python_tool_is_estimated_from_its_stored_run(tmp_path, mock, capsys):
+    """A `module:function` tool is part of the target's identity as its schema, which needs the
+    spec's folder: the estimate finds the stored run of the same spec as the run computed it."""
+    (tmp_path / "weather_tools.py").write_text(
+        'def get_weather(city: str) -> str:\n    """The weather in a city now."""\n    return "sunny"\n'
+    )
+    spec = openai_spec(
+        tmp_path,
+        mock.base_url,
+        n=4,
+        target=mock_target(mock.base_url, max_tokens=20, tools=["weather_tools:get_weather"]),
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+    )
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
+    (run_id,) = Store(tmp_path / "s").runs().collect()["run_id"]
+    capsys.readouterr()
+    (generation,) = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")["lines"]
+    assert f"measured in stored run {run_id}" in generation["note"], generation
