@@ -34,6 +34,15 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _samples: OrderedDict[tuple[Any, ...], list[dict[str, Any]]] = OrderedDict()
 
 
+def _user() -> str:
+    """The server's user name, the labeller when the page names none ("labeller" where the
+    process has no name: a container's uid without a passwd entry)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "labeller"
+
+
 class LabelQuery(BaseModel):
     """The labelling page's state, as its URL holds it.
 
@@ -55,7 +64,7 @@ class LabelQuery(BaseModel):
     seed: int = 0
     i: int = Field(0, ge=0)
     blind: bool = False
-    labeller: str = Field(default_factory=getpass.getuser, min_length=1)
+    labeller: str = Field(default_factory=_user, min_length=1)
 
     def state(self, **changed: Any) -> dict[str, Any]:
         """The URL's parameters, with `changed` applied (`blind` only when set)."""
