@@ -101,6 +101,12 @@ class Settings(BaseModel):
         "`?token=` once, which sets a cookie). Required when `--host` is not loopback; when set, "
         "asked on loopback too. Never shown on a page. docs/view.md.",
     )
+    view_url: str | None = Field(
+        default=None,
+        description="Where `assay view` is served (`http://127.0.0.1:8484`, say). When set, Prefect "
+        "artifacts and `assay report` link to the view's pages of the run or the comparison. "
+        "docs/view.md.",
+    )
 
     @field_validator("event_loop", mode="before")
     @classmethod
@@ -113,6 +119,16 @@ class Settings(BaseModel):
                     f"to one of {', '.join(EVENT_LOOPS)}, or unset it for uvloop"
                 )
             return chosen
+        return value
+
+    @field_validator("view_url", mode="before")
+    @classmethod
+    def _web_address(cls, value: object) -> object:
+        if isinstance(value, str):
+            if not value.startswith(("http://", "https://")) or len(value) < len("http://x"):
+                raise ValueError(f"{env_name('view_url')}={value!r} is no http:// or https:// address")
+            # A link is the address plus the page's path, which starts with its own slash.
+            return value.rstrip("/")
         return value
 
     @classmethod

@@ -6,7 +6,10 @@ dataset to compare. `assay view` is then started as its own process (uvicorn on 
 each page is fetched over HTTP: once cold (the first request), then the median of `--repeat`.
 Prints each page's time against its target and the server's peak RSS (VmHWM).
 
-    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3]
+    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh]
+
+`--fresh` starts a server of its own for each page and prints each page's peak RSS (a peak is
+otherwise the whole session's: the run page's summary hides what the compare page takes).
 
 `--s3` writes the store into a moto S3 server on 127.0.0.1 (assay/testing/s3.py) instead of a
 local folder: what the object store's latency adds. Quote figures with the load average printed.
@@ -140,7 +143,9 @@ def _hwm_mb(pid: int) -> float:
     return float("nan")
 
 
-def measure(root: str, env: dict[str, str], repeat: int, items: int) -> dict[str, tuple[float, float]]:
+def measure(
+    root: str, env: dict[str, str], repeat: int, items: int, only: list[str] | None = None
+) -> dict[str, tuple[float, float]]:
     """Each page's (cold, warm median) seconds from a fresh `assay view` over `root`; the
     server's peak RSS under `rss`."""
     port = _free_port()
@@ -169,6 +174,8 @@ def measure(root: str, env: dict[str, str], repeat: int, items: int) -> dict[str
                         raise
                     time.sleep(0.1)
             for name, path in pages.items():
+                if only is not None and name not in only:
+                    continue
                 times = []
                 for _ in range(repeat + 1):
                     started = time.perf_counter()
@@ -191,6 +198,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--s3", action="store_true", help="the store in a moto S3 server on 127.0.0.1")
+    parser.add_argument("--fresh", action="store_true", help="a fresh server per page: each page's peak RSS")
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as folder:
@@ -215,7 +223,19 @@ def main() -> int:
             f"written in {time.perf_counter() - started:.1f} s"
         )
         try:
-            figures = measure(root, env, args.repeat, args.items)
+            if args.fresh:
+                peaks: dict[str, float] = {}
+                figures = {}
+                for name in TARGETS:
+                    alone = measure(root, env, args.repeat, args.items, only=[name])
+                    figures[name], peaks[name] = alone[name], alone["rss"][0]
+                figures["rss"] = (max(peaks.values()), 0.0)
+                print(
+                    "peak RSS per page (a fresh server each): "
+                    + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items())
+                )
+            else:
+                figures = measure(root, env, args.repeat, args.items)
         finally:
             if s3 is not None:
                 s3.stop()

@@ -14,6 +14,7 @@ from prefect.logging import get_run_logger
 from assay import numbers
 from assay.analysis.lines import comparison_markdown
 from assay.analysis.monitor import compare_line
+from assay.links import view_compare, view_run
 from assay.outcomes import RowKind
 from assay.tasks import current_flow_run
 
@@ -76,6 +77,7 @@ async def publish_run_summary(summary: dict[str, Any]) -> None:
             f"Run {summary['run_id']} of {summary['name']}: {summary['status']}; items {counts}; "
             f"item error rate {numbers.pct(summary['item_error_rate'])}; {numbers.cost_line(summary['cost'])}"
             + (f". {why}" if (why := compare_line(summary)) else "")
+            + (f". [Open it in assay view]({url})" if (url := view_run(summary["run_id"])) else "")
         ),
     )
 
@@ -84,8 +86,11 @@ def publish_comparison(comparison: dict[str, Any]) -> None:
     """The comparison as a markdown artifact (sync: the compare flow is sync)."""
     if current_flow_run() is None:
         return
+    # The view's compare page lines up one run with one; a comparison of pooled runs has no page.
+    sides = (comparison["baseline"], comparison["candidate"])
+    url = view_compare(sides[0][0], sides[1][0]) if all(len(side) == 1 for side in sides) else None
     create_markdown_artifact(
-        comparison_markdown(comparison),
+        comparison_markdown(comparison) + (f"\n\n[Triage it in assay view]({url})\n" if url else ""),
         key=_key(f"assay-compare-{comparison['comparison_id']}"),
         description=comparison["lines"][0] if comparison["lines"] else "comparison",
     )

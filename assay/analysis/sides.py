@@ -1,5 +1,9 @@
 """One side of a comparison: the records, items, scores and gauges of its runs, read from the store.
 
+A side holds its items' narrow columns only (`ITEM_COLUMNS`: what pairing, gates and slices
+read); the texts (input, output, error) are read by `texts`, for the items shown, so that two
+100,000-item runs compared never hold their inputs and outputs (docs/performance.md).
+
 `assay.analysis.compare` pairs two sides; `assay.analysis.gates` holds each side to its limits;
 `assay.analysis.leaderboard` reads each cell of a matrix run as one.
 """
@@ -10,7 +14,22 @@ import polars as pl
 
 from assay.errors import InputError
 from assay.outcomes import RowKind, RunStatus, ScorerOutcome
-from assay.store import Store
+from assay.store import Store, current_items
+
+# The items' columns a comparison reads for every item: keys, outcome, cost and timing for the
+# gates, annotations for clusters and slices.
+ITEM_COLUMNS = (
+    "item_id",
+    "trial",
+    "retry",
+    "item_index",
+    "outcome",
+    "duration_ms",
+    "cost_usd",
+    "cost_completeness",
+    "cost_reasons",
+    "annotations",
+)
 
 
 class Side:
@@ -27,7 +46,7 @@ class Side:
                     f"{name} run {record['run_id']} has not finished (status running): resume it first"
                 )
         self.items = pl.concat(
-            [store.run_items(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
+            [self._scan(r, ITEM_COLUMNS).collect().with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
             how="vertical_relaxed",
         )
         self.scores = pl.concat(
@@ -41,6 +60,28 @@ class Side:
             ],
             how="vertical_relaxed",
         )
+
+    def _scan(self, run_id: str, columns: tuple[str, ...]) -> pl.LazyFrame:
+        """The current rows of the run's items, lazily, with `columns` (and the keys)."""
+        keys = ("item_id", "trial", "retry")
+        wanted = [*keys, *(c for c in columns if c not in keys)]
+        return current_items(self.store.scan_run(run_id, "items").select(wanted))
+
+    def texts(
+        self,
+        keys: pl.DataFrame | None = None,
+        columns: tuple[str, ...] = ("input", "output", "output_text", "error"),
+    ) -> pl.DataFrame:
+        """The side's items' `columns` beside `item_id`, `trial` and `run_id`: of the items x
+        trials in `keys` (a frame of `item_id`, `trial`), or of every item without it. Read now,
+        only those rows' columns."""
+        frames = []
+        for run_id in self.run_ids:
+            rows = self._scan(run_id, columns)
+            if keys is not None:
+                rows = rows.join(keys.lazy().select("item_id", "trial"), on=["item_id", "trial"], how="semi")
+            frames.append(rows.collect().with_columns(pl.lit(run_id).alias("run_id")))
+        return pl.concat(frames, how="vertical_relaxed")
 
     @property
     def label(self) -> str:

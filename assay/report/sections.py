@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.errors import InputError
+from assay.links import view_compare, view_run
 from assay.numbers import pct, rate_facts, rate_worth_showing, reasons_text
 from assay.outcomes import ItemOutcome, ScorerOutcome
 from assay.report import data as queries
@@ -63,6 +64,7 @@ def header(data: RunData) -> dict[str, Any]:
         "seed": r.get("seed"),
         "cost": s["cost"],
         "tags": r.get("tags") or [],
+        "view_url": view_run(data.run_id),
     }
 
 
@@ -169,6 +171,7 @@ def baseline(store: Store, data: RunData, baseline_id: str) -> dict[str, Any]:
         "run_id": baseline_id,
         "model": base.records[0].get("model"),
         "candidate_model": cand.records[0].get("model"),
+        "view_url": view_compare(baseline_id, data.run_id),
         "error": None,
     }
     try:

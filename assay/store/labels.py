@@ -109,7 +109,10 @@ def run_labels(store: Store, run_id: str) -> pl.DataFrame:
     frames = [read_labels(store, rid).rename({"run_id": "labelled_run_id"}) for rid in chain]
     labels = pl.concat(frames, how="vertical")
     labels = labels.unique(list(_KEY), keep="first", maintain_order=True)
-    hashes = _hashes(store, run_id).rename({"output_hash": "current_hash"})
+    # Only the labelled items' outputs are hashed: a label's staleness needs no other.
+    hashes = _hashes(store, run_id, labels.select("item_id", "trial").unique()).rename(
+        {"output_hash": "current_hash"}
+    )
     joined = labels.join(hashes, on=["item_id", "trial"], how="left")
     return joined.with_columns(
         stale=pl.col("current_hash").is_null() | (pl.col("current_hash") != pl.col("output_hash"))
@@ -127,8 +130,12 @@ def current_hashes(store: Store, run_id: str) -> dict[tuple[str, int], str]:
     return {(item, trial): digest for item, trial, digest in _hashes(store, run_id).iter_rows()}
 
 
-def _hashes(store: Store, run_id: str) -> pl.DataFrame:
-    items = current_items(store.scan_run(run_id, "items")).select("item_id", "trial", "output").collect()
+def _hashes(store: Store, run_id: str, keys: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The output hash of the run's current items x trials, of those in `keys` only when given."""
+    lazy = current_items(store.scan_run(run_id, "items")).select("item_id", "trial", "output")
+    if keys is not None:
+        lazy = lazy.join(keys.lazy(), on=["item_id", "trial"], how="semi")
+    items = lazy.collect()
     return items.select(
         "item_id",
         "trial",

@@ -14,11 +14,12 @@ import ipaddress
 from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import jinja2
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
@@ -31,7 +32,7 @@ from assay.errors import InputError, RunNotFoundError
 from assay.outcomes import ItemOutcome, RunStatus
 from assay.report import style
 from assay.store import Store
-from assay.view import items, runs, triage
+from assay.view import items, labelling, runs, triage
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "assay_view_token"
@@ -114,6 +115,47 @@ class _Pages:
         shown = triage.compare_page(self.store, query)
         return self.render(request, "compare.html.j2", query=query, **shown)
 
+    def labels(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        query = labelling.LabelQuery.model_validate(
+            {k: v for k, v in request.query_params.items() if v != ""}
+        )
+        return self._labels(request, run_id, query)
+
+    def _labels(self, request: Request, run_id: str, query: labelling.LabelQuery) -> Response:
+        shown = labelling.label_page(self.store, run_id, query)
+        template = "labels_task.html.j2" if request.headers.get("hx-request") else "labels.html.j2"
+        return self.render(request, template, run_id=run_id, query=query, **shown)
+
+    async def label(self, request: Request) -> Response:
+        """A posted label: written, then the sample's next task (a fragment for htmx, which
+        also moves the URL on; a redirect for a plain form)."""
+        run_id = request.path_params["run_id"]
+        # The page's form is url-encoded (htmx's too): read it so, without a multipart parser.
+        if (
+            request.headers.get("content-type", "").split(";")[0].strip()
+            != "application/x-www-form-urlencoded"
+        ):
+            raise InputError("a label is posted as application/x-www-form-urlencoded (the page's form)")
+        form = dict(parse_qsl((await request.body()).decode(errors="replace"), keep_blank_values=True))
+        fields = labelling.LabelQuery.model_fields
+        query = labelling.LabelQuery.model_validate(
+            {k: v for k, v in form.items() if k in fields and v != ""}
+        )
+        await run_in_threadpool(labelling.record_label, self.store, run_id, query, form)
+        following = await run_in_threadpool(self._next, run_id, query)
+        url = f"/runs/{quote(run_id, safe='')}/labels?{urlencode(following.state())}"
+        if not request.headers.get("hx-request"):
+            return RedirectResponse(url, 303)
+        answer = await run_in_threadpool(self._labels, request, run_id, following)
+        answer.headers["HX-Push-Url"] = url
+        return answer
+
+    def _next(self, run_id: str, query: labelling.LabelQuery) -> labelling.LabelQuery:
+        """`query` at the sample's next task, or at its last once there."""
+        last = len(labelling.sample(self.store, run_id, query)) - 1
+        return query.model_copy(update={"i": min(query.i + 1, last)})
+
     def plotly(self, request: Request) -> Response:
         return Response(_plotlyjs(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
 
@@ -171,7 +213,26 @@ class _Guard(BaseHTTPMiddleware):
                         status_code=401,
                     )
                 )
+        if request.method not in ("GET", "HEAD"):
+            refused = self._cross_site(request)
+            if refused:
+                return self._secured(PlainTextResponse(refused, status_code=403))
         return self._secured(await call_next(request))
+
+    def _cross_site(self, request: Request) -> str | None:
+        """Why a request that writes (a label) is refused, if it is: it must come from a page of
+        this view (its `Origin` is the view's own, and so is `Sec-Fetch-Site` when the browser
+        sends one), and, without a token, be addressed to a loopback name, so that neither a
+        form on another site nor a name rebound to 127.0.0.1 can write."""
+        host = request.headers.get("host", "")
+        origin = request.headers.get("origin")
+        if origin is None or origin != f"{request.url.scheme}://{host}":
+            return "a label is posted from a page of this view only (its Origin must be this view's)"
+        if request.headers.get("sec-fetch-site", "same-origin") != "same-origin":
+            return "a label is posted from a page of this view only (Sec-Fetch-Site is not same-origin)"
+        if self.token is None and not is_loopback(urlsplit(f"//{host}").hostname or ""):
+            return f"without a token this view takes labels addressed to a loopback name, not {host!r}"
+        return None
 
     @staticmethod
     def _secured(response: Response) -> Response:
@@ -195,8 +256,8 @@ def build_app(store: Store, *, token: str | None = None) -> Starlette:
         Route("/runs/{run_id}/items", pages.items),
         Route("/runs/{run_id}/item", pages.item),
         Route("/compare", pages.compare),
-        # The labelling page (issue 28, point 5) goes here: /runs/{run_id}/labels, over the
-        # store's labels once they exist (the judge-trust issue).
+        Route("/runs/{run_id}/labels", pages.labels, methods=["GET"]),
+        Route("/runs/{run_id}/labels", pages.label, methods=["POST"]),
         Route("/static/plotly.min.js", pages.plotly),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -235,7 +296,8 @@ def serve(store: Store, *, host: str, port: int, token: str | None) -> int:
         )
     # What the first run page would import (~1 s): before the first request, not during it.
     import plotly.graph_objects  # noqa: F401
-    import scipy.special  # noqa: F401
+    import scipy.special
+    import scipy.stats  # noqa: F401  (the labelling page's agreement figures: ~2 s)
 
     print(f"assay view: http://{host}:{port}/ over {store.root} (Ctrl-C stops)", flush=True)
     uvicorn.run(build_app(store, token=token), host=host, port=port, log_level="warning")

@@ -125,7 +125,9 @@ def _sides_of(base: Side, cand: Side, shown: pl.DataFrame, n_pairs: int) -> list
     wanted = shown.select("item_id", "trial")
 
     def texts(side: Side) -> dict[tuple[str, int], dict[str, Any]]:
-        rows = side.items.join(wanted, on=["item_id", "trial"], how="semi").unique(["item_id", "trial"])
+        rows = side.texts(wanted, ("input", "output", "output_text", "error", "outcome")).unique(
+            ["item_id", "trial"]
+        )
         return {(r["item_id"], r["trial"]): r for r in rows.iter_rows(named=True)}
 
     before, after = texts(base), texts(cand)

@@ -33,6 +33,8 @@ CLI_TIMEOUT_S = 120
 # Task runs reach the database through the server's event pipeline (the task run recorder),
 # so they can appear a moment after the flow run that made them has finished.
 TASK_RUNS_WAIT_S = 20.0
+# Where the artifacts say `assay view` is served (nothing needs to listen there).
+VIEW_URL = "http://127.0.0.1:8484"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI
     """One server per module; the same PREFECT_HOME for every CLI run, so they share its
     task-result cache as runs on one machine would."""
     with serving_prefect(tmp_path_factory.mktemp("prefect-home")) as api:
+        api.env["ASSAY_VIEW_URL"] = VIEW_URL
         yield api
 
 
@@ -163,6 +166,7 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
         and run_id in markdown["data"]
         and "Gates: all passed." in markdown["data"]
     )
+    assert f"[Triage it in assay view]({VIEW_URL}/compare?a={run_id}&b={run_id})" in markdown["data"]
 
 
 def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
@@ -188,6 +192,7 @@ def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, firs
     assert duration["scored"] == QUICKSTART_ITEMS and re.fullmatch(r"[\d,.]+ ms", duration["mean"])
     # Written as the terminal writes them (assay.numbers): a percentage, the cost with its completeness.
     assert "item error rate 0.0%; cost " in table["description"], table["description"]
+    assert table["description"].endswith(f". [Open it in assay view]({VIEW_URL}/runs/{record['run_id']})")
 
 
 def test_a_failed_compare_gate_fails_the_flow_run(

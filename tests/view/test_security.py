@@ -26,6 +26,8 @@ def _pages(runs: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
         (f"/runs/{cand}/item", {"id": SCRIPT, "trial": "0"}),
         (f"/runs/{cand}/item", {"id": "q40", "trial": "0"}),
         ("/compare", {"a": base, "b": cand}),
+        # The whole run is the sample; its first task (by item id) is the one named in HTML.
+        (f"/runs/{cand}/labels", {"scorer": "judge", "n": "59"}),
     ]
 
 
@@ -50,6 +52,7 @@ def test_every_request_needs_the_token_when_one_is_set(view_runs):
             "/",
             f"/runs/{run}",
             f"/runs/{run}/items",
+            f"/runs/{run}/labels?scorer=judge",
             "/static/htmx.min.js",
             "/static/plotly.min.js",
         ):

@@ -1,7 +1,8 @@
 """`assay view` served by uvicorn (its own process, on 127.0.0.1) and driven in Debian's Chromium:
 each page opens, the runs filter, two runs are compared, the items page filters and pages through
 htmx, an item opens; nothing is logged as an error, no dialog opens (no stored string runs), and
-no request leaves 127.0.0.1."""
+no request leaves 127.0.0.1. Three items are labelled with the keyboard and read back from the
+store."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from assay.analysis.labelling import sample_tasks
+from assay.store import Store
+from assay.store.labels import read_labels
 from tests.report.test_report import browser  # noqa: F401  (a fixture)
 from tests.view.conftest import SCRIPT, WORSE, N
 
@@ -125,3 +129,44 @@ def test_the_view_in_chromium(served, view_runs, browser):  # noqa: F811
         tab.check()
     finally:
         tab.context.close()
+
+
+def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  # noqa: F811
+    # The base run: the in-process labelling tests label copies of the candidate.
+    run = view_runs["base"]
+    tab = Tab(browser, served)
+    page = tab.page
+
+    def at(task: int) -> None:
+        page.wait_for_function(f"() => document.querySelector('#task-number').textContent === '{task}'")
+
+    try:
+        page.goto(f"{served}/runs/{run}/labels?scorer=judge&n=5&seed=2&labeller=chromium")
+        assert page.is_visible("#judge-score") and page.is_visible("#no-agreement")
+        page.keyboard.press("1")
+        at(2)
+        assert "i=1" in page.url and page.text_content("#n-labelled") == "1"
+        page.keyboard.press("t")
+        page.keyboard.type("unsure: n and 1 typed here are text")
+        page.keyboard.press("Escape")
+        page.keyboard.press("0")
+        at(3)
+        page.keyboard.press("s")
+        at(4)
+        page.keyboard.press("1")
+        at(5)
+        assert page.text_content("#n-labelled") == "3" and page.text_content("#labelled-count") == "3"
+        page.keyboard.press("p")
+        at(4)
+        assert page.text_content("#current-value") == "1.000"
+        tab.check()
+    finally:
+        tab.context.close()
+    tasks = sample_tasks(Store(view_runs["store"]), run, "judge", n=5, seed=2)
+    labels = read_labels(Store(view_runs["store"]), run).sort("labelled_at")
+    assert [(r["item_id"], r["value"], r["note"]) for r in labels.to_dicts()] == [
+        (tasks[0]["item_id"], 1.0, None),
+        (tasks[1]["item_id"], 0.0, "unsure: n and 1 typed here are text"),
+        (tasks[3]["item_id"], 1.0, None),
+    ]
+    assert set(labels["labeller"]) == {"chromium"}
