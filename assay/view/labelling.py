@@ -23,7 +23,7 @@ from assay.analysis.judge_trust import agreement_report
 from assay.errors import InputError
 from assay.outcomes import ScorerOutcome
 from assay.store import Store
-from assay.store.labels import read_labels, write_labels
+from assay.store.labels import read_labels, run_labels, write_labels
 from assay.view.items import item_page
 
 # A scale of at most this many distinct judge scores is labelled with digit keys; a finer one by
@@ -152,7 +152,9 @@ def label_page(store: Store, run_id: str, query: LabelQuery) -> dict[str, Any]:
 
 def agreement_so_far(store: Store, run_id: str, scorer: str) -> dict[str, Any] | None:
     """`assay agreement`'s report of the scorer over every current label (every labeller's);
-    None before the first."""
+    None before the first (where `assay agreement` says how to get labels)."""
+    if run_labels(store, run_id).filter(pl.col("scorer") == scorer).is_empty():
+        return None
     report = agreement_report(store, run_id, scorer)
     return report if report["n_labelled"] else None
 
