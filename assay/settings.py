@@ -95,6 +95,12 @@ class Settings(BaseModel):
         gt=0,
         description="Seconds to wait for the Dask scheduler to answer before the run is refused.",
     )
+    view_token: str | None = Field(
+        default=None,
+        description="The token `assay view` asks of every request (`Authorization: Bearer …`, or "
+        "`?token=` once, which sets a cookie). Required when `--host` is not loopback; when set, "
+        "asked on loopback too. Never shown on a page. docs/view.md.",
+    )
 
     @field_validator("event_loop", mode="before")
     @classmethod

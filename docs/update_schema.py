@@ -24,6 +24,11 @@ SECTIONS = {
     "batches": ("BATCHES", "run_id", "the run's id (the hive partition key, `run_id=<id>` in the path)"),
     "comparisons": ("COMPARISONS", "comparison_id", "the comparison's id (the hive partition key)"),
     "leaderboards": ("LEADERBOARDS", "matrix_id", "the matrix's id (the hive partition key)"),
+    "labels": (
+        "LABELS",
+        "run_id",
+        "the labelled run's id (the hive partition key, `run_id=<id>` in the path)",
+    ),
 }
 
 

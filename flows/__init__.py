@@ -6,6 +6,7 @@
     nightly.py      `assay-nightly`: `drive_nightly`, each run and comparison a subflow run
     prefect_env.py  whether the terminal runs under Prefect (imports Prefect only when asked)
     ui.py           `assay ui`: a local server, the deployments of prefect.yaml, a worker
+    deployments.py  which of prefect.yaml's deployments `assay ui` deploys (new or changed there)
 
 Each flow takes one parameter, its driver's request model (`assay.orchestrate`): Prefect renders
 its fields as the deployment's form. Importing this package imports no Prefect: the CLI reaches

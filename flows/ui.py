@@ -1,5 +1,6 @@
-"""`assay ui`: a local Prefect server on 127.0.0.1, the `assay` process work pool, every deployment
-of `prefect.yaml`, and a worker — one command, in the foreground until Ctrl-C.
+"""`assay ui`: a local Prefect server on 127.0.0.1, the `assay` process work pool, the deployments
+of `prefect.yaml` (those new or changed there: `assay.flows.deployments`), and a worker — one
+command, in the foreground until Ctrl-C.
 
 Runs from the repository checkout (where `prefect.yaml` is): the deployments run the flows from
 that folder. Offline throughout: the server serves its UI from bundled files. What it writes, and
@@ -20,6 +21,14 @@ from pathlib import Path
 import httpx
 
 from assay.errors import InputError
+from assay.flows.deployments import (
+    DeployPlan,
+    deployments_on_server,
+    entry_digests,
+    plan_deploys,
+    read_record,
+    write_record,
+)
 from assay.store import default_root
 
 POOL = "assay"
@@ -75,6 +84,41 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def deploy_changed(api_url: str, env: dict[str, str], home: Path) -> DeployPlan:
+    """Deploy, in the `assay` work pool, the deployments of prefect.yaml (in the current folder)
+    that the server lacks or whose entry changed since they were deployed; the others keep what
+    the UI changed in them (`assay.flows.deployments`). Returns what it did.
+
+    Args:
+        api_url: the server's API.
+        env: the environment `prefect deploy` runs in (its `PREFECT_API_URL`, `PREFECT_HOME`).
+        home: Prefect's home, where what was deployed is remembered.
+    """
+    digests = entry_digests(Path("prefect.yaml"))
+    recorded = read_record(home)
+    plan = plan_deploys(digests, recorded, deployments_on_server(api_url))
+    if plan.to_deploy:
+        # An existing pool is fine: `create` then fails harmlessly and deploy reuses it.
+        subprocess.run(
+            [_prefect(), "work-pool", "create", POOL, "--type", "process"],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        names = [option for name in plan.to_deploy for option in ("--name", name)]
+        deployed = subprocess.run(
+            [_prefect(), "--no-prompt", "deploy", *names],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if deployed.returncode != 0:
+            raise RuntimeError(f"prefect deploy failed:\n{deployed.stdout[-2000:]}{deployed.stderr[-2000:]}")
+    write_record(home, recorded, {name: digests[name] for name in plan.to_deploy})
+    return plan
+
+
 def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -95,7 +139,8 @@ def _places(home: Path | None, log_dir: Path, store: str | None) -> tuple[Path, 
 
 
 def serve(*, port: int, home: Path | None, log_dir: Path, store: str | None = None) -> int:
-    """Start the server and a worker, deploy everything, and wait until interrupted.
+    """Start the server and a worker, deploy what prefect.yaml adds or changes, and wait until
+    interrupted.
 
     Args:
         port: the server's port on 127.0.0.1.
@@ -135,23 +180,8 @@ def serve(*, port: int, home: Path | None, log_dir: Path, store: str | None = No
                 )
             )
         _wait_healthy(processes[0], api_url, server_log)
-        print("server answers; deploying the flows of prefect.yaml …", flush=True)
-        # An existing pool is fine: `create` then fails harmlessly and deploy reuses it.
-        subprocess.run(
-            [_prefect(), "work-pool", "create", POOL, "--type", "process"],
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        deployed = subprocess.run(
-            [_prefect(), "--no-prompt", "deploy", "--all"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if deployed.returncode != 0:
-            raise RuntimeError(f"prefect deploy failed:\n{deployed.stdout[-2000:]}{deployed.stderr[-2000:]}")
+        print("server answers; deploying what prefect.yaml adds or changes …", flush=True)
+        deploys = deploy_changed(api_url, env, home)
         with worker_log.open("ab") as out:
             processes.append(
                 subprocess.Popen(
@@ -164,7 +194,7 @@ def serve(*, port: int, home: Path | None, log_dir: Path, store: str | None = No
             )
         print(
             f"ready: Prefect UI at http://127.0.0.1:{port} · API {api_url} · worker on pool {POOL!r}\n"
-            f"deployments: assay-run, assay-rescore, assay-compare, assay-nightly (02:00 UTC)\n"
+            f"{deploys.line()}\n"
             f"store: {store} (runs that name no store) · Prefect state: {home}\n"
             f"logs: {server_log}, {worker_log} · Ctrl-C stops everything",
             flush=True,

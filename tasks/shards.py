@@ -8,8 +8,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
+from prefect.transactions import get_transaction
 
-from assay.errors import LeaseLostError
+from assay.errors import LeaseLostError, TargetUnreachable
 from assay.orchestrate.worker import WorkerRun, execute_shard
 from assay.run.execute import ShardExecutor, ShardReport
 from assay.run.plan import Shard
@@ -31,8 +32,9 @@ def shard_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a failed shard, unless another process took its run over (`LeaseLostError`): a retry
-    would only find the lease lost again."""
-    return not isinstance(state.data, LeaseLostError)
+    would only find the lease lost again; nor when the circuit breaker stopped it
+    (`TargetUnreachable`, a Dask worker's shard): a retry would send more items to a dead endpoint."""
+    return not isinstance(state.data, LeaseLostError | TargetUnreachable)
 
 
 # How a shard's task run is named and retried, in the flow run's process and on a Dask worker.
@@ -51,8 +53,18 @@ SHARD_TASK: dict[str, Any] = {
     persist_result=True,
 )
 async def run_shard(executor: ShardExecutor, shard: Shard) -> ShardReport:
-    """Execute one shard. A retry re-runs only its items not yet committed."""
-    return await executor.run_shard(shard)
+    """Execute one shard. A retry re-runs only its items not yet committed.
+
+    The circuit breaker's stop (a dead endpoint) is the shard's result, not a task failure: the
+    stop is deliberate, so it is not retried, logs no traceback, and the flow ends the run
+    `failed` with its message (`assay.orchestrate.drive.Host.run_shards`). Nor is it cached: a
+    resume of the run runs the shard's items again."""
+    try:
+        return await executor.run_shard(shard)
+    except TargetUnreachable as stop:
+        if (transaction := get_transaction()) is not None:
+            transaction.write_on_commit = False
+        return ShardReport(shard=shard.index, stopped=str(stop))
 
 
 # No cache: a resumed run cuts its shards from its unfinished items, so a shard never repeats

@@ -14,6 +14,7 @@ hold `json.dumps` of the value.
     BATCHES       BatchRow           batch mode's ledger                       _batches.py
     COMPARISONS   ComparisonRow      one row per scorer compared               _comparisons.py
     LEADERBOARDS  LeaderboardRow     one row per cell x scorer                 _leaderboards.py
+    LABELS        LabelRow           one row per human label and revision      _labels.py
 
 The columns several datasets share (tokens, accounting, why the model stopped) are defined once
 in `_columns.py` and imported by the datasets that store them. `RequestColumns` is a pydantic
@@ -29,6 +30,7 @@ from assay._schema._batches import BATCHES, BatchRow
 from assay._schema._columns import Column, schema_of
 from assay._schema._comparisons import COMPARISONS, ComparisonRow, ScorerComparison
 from assay._schema._items import ITEMS, ItemRow
+from assay._schema._labels import LABELS, LabelRow
 from assay._schema._leaderboards import LEADERBOARDS, LeaderboardRow
 from assay._schema._runs import RUNS, RunRecord
 from assay._schema._scores import SCORES, ScoreRow
@@ -51,6 +53,7 @@ __all__ = [
     "BATCHES",
     "COMPARISONS",
     "ITEMS",
+    "LABELS",
     "LEADERBOARDS",
     "REQUESTS",
     "RUNS",
@@ -60,6 +63,7 @@ __all__ = [
     "Column",
     "ComparisonRow",
     "ItemRow",
+    "LabelRow",
     "LeaderboardRow",
     "RequestColumns",
     "RunRecord",

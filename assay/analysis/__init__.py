@@ -14,6 +14,10 @@ Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern
     monitor      a run's sequential compare against its baseline (`compare_to`), batch by batch
     leaderboard  the cells of a matrix run ranked per scorer
     estimate     the calls, tokens and cost a spec will take, before it runs
+    agreement    a judge against people's labels: accuracy, kappa, weighted kappa, Spearman, MAE, bias
+    ppi          judge-corrected means: PPI, PPI++ (power-tuned), inverse-probability weighted
+    judge_trust  the store's scores and labels made into those figures; the corrected paired delta
+    labelling    label files read and checked, a run's labels exported, which items to label next
     nightly      the nightly benchmark's baseline and retention
 
 The names below are re-exported lazily (assay/_lazy.py): `assay run` needs only `summary`, and

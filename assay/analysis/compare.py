@@ -62,6 +62,8 @@ class CompareOptions(BaseModel):
         seed: bootstrap seed.
         adjust: `holm` (family-wise error) or `bh` (false discovery rate) over the scorers compared
             at once (over the cells, per scorer, in a leaderboard); `none` leaves verdicts alone.
+        labels: gate each scorer with people's labels on both runs on its judge-corrected delta
+            (`assay.analysis.judge_trust.with_labels`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -92,6 +94,10 @@ class CompareOptions(BaseModel):
     adjust: Adjustment = Field(
         default=Adjustment.NONE,
         description="Adjust verdicts for the scorers (or cells) compared at once: holm, bh or none.",
+    )
+    labels: bool = Field(
+        default=False,
+        description="Gate each labelled scorer on its judge-corrected delta (people's labels on both runs).",
     )
 
 

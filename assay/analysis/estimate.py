@@ -7,8 +7,15 @@ count as the text they are sent as, and images by their provider's documented ru
 sizes their headers give (`assay.calls.media.image_tokens`: OpenAI's 512-pixel tiles at high
 detail, Anthropic's width × height / 750). Output tokens are bounded by `max_tokens` (by
 `max_completion_tokens`, a reasoning model's reasoning included; Anthropic's thinking counts
-against `max_tokens`),
-and estimated from the latest stored run of the same target when there is one. A call without
+against `max_tokens`).
+
+Where a stored run of the same spec exists (the same target over the same dataset), the tokens it
+measured per item stand for this run's: the target's input and output, and each model-graded
+scorer's (its rows of the same name and model). Without one the target's output is taken from the
+latest stored run of the same target, else from its `max_tokens`; a judge's input is counted from
+the prompt it would send (its own template, rendered for each item, the expected answer standing in
+for the output), its output at its `max_tokens`: such an expected figure is an upper bound, and
+the line says so (`upper_bound`). A call without
 `max_tokens` has no maximum: its line's `output_tokens_max` and `cost_usd_max` are null, and so is
 the report's `cost_usd_max` (`cost_usd_max_bounded: false`) — never the expected cost passed off as
 a maximum. (A model's own output limit would bound it, but nothing here knows it for every model a
@@ -17,6 +24,7 @@ spec may name — a local vLLM's least of all — and such a bound is many times
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -24,7 +32,8 @@ from typing import Any
 import polars as pl
 
 from assay.calls.accounting import PriceTable, Usage
-from assay.outcomes import ItemOutcome, RunKind, SpendKind
+from assay.evaluators import Sample
+from assay.outcomes import ItemOutcome, RunKind, ScorerOutcome, SpendKind
 from assay.run.checks import validate
 from assay.run.identity import identity_of
 from assay.spec import EvalSpec
@@ -39,6 +48,61 @@ _TOKENS_PER_MESSAGE = 4
 def count_tokens(text: str) -> int:
     """Approximate tokens of one message: ~4 characters a token, plus its framing."""
     return math.ceil(len(text) / _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE
+
+
+def _stored_run(store: Store, spec: EvalSpec, items: list[Item]) -> str | None:
+    """The latest stored run of this spec's target over this dataset with a completed item."""
+    identity = identity_of(spec, items)
+    runs = (
+        store.runs()
+        .filter(
+            (pl.col("target_hash") == identity.target)
+            & (pl.col("dataset_hash") == identity.dataset)
+            & (pl.col("kind") == RunKind.RUN)
+        )
+        .sort("created_at", descending=True)
+        .select("run_id")
+        .collect()
+    )
+    for run_id in runs["run_id"]:
+        if _measured(store.run_items(run_id).filter(pl.col("outcome") == ItemOutcome.COMPLETED)):
+            return str(run_id)
+    return None
+
+
+def _measured(rows: pl.DataFrame) -> tuple[float, float] | None:
+    """Mean input and output tokens of the rows that have both (None when none has)."""
+    rows = rows.drop_nulls(["tokens_input", "tokens_output"])
+    if not rows.height:
+        return None
+    tokens_in, tokens_out = rows.select(pl.col("tokens_input", "tokens_output").mean()).row(0)
+    return float(tokens_in), float(tokens_out)
+
+
+def _body_tokens(body: dict[str, Any]) -> int:
+    """Approximate tokens of a chat request's messages (and its `system`, Anthropic's)."""
+    texts = [body["system"]] if isinstance(body.get("system"), str) else []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        texts.append(content if isinstance(content, str) else json.dumps(content))
+    return sum(count_tokens(text) for text in texts)
+
+
+def _judge_prompt_tokens(scorer: Any, item: Item) -> int:
+    """The tokens of the prompt `scorer` would send for `item`: its template rendered, the
+    expected answer standing in for the output not yet made."""
+    expected = "" if item.expected is None else item.expected
+    sample = Sample(
+        output=expected,
+        input=item.input,
+        expected=item.expected,
+        annotations=item.annotations,
+        fields=item.fields,
+    )
+    try:
+        return _body_tokens(scorer.request_body(sample))
+    except ValueError:  # a field this item lacks: the run fails the scorer there, without a call
+        return 0
 
 
 def _observed_output_tokens(store: Store, spec: EvalSpec, items: list[Item]) -> float | None:
@@ -71,6 +135,7 @@ def _line(
     prices: PriceTable,
     *,
     batch: bool = False,
+    upper_bound: bool = False,
 ) -> dict:
     """One model's calls: tokens, and the expected and the maximum cost (at batch prices for
     calls made through a batch API, with what they would cost online beside them); no maximum
@@ -94,6 +159,8 @@ def _line(
         **online,
         "priced": model in prices.prices,
         "bounded": output_high is not None,
+        # The expected figure is the maximum: nothing measured the output, its cap stands for it.
+        "upper_bound": upper_bound,
     }
 
 
@@ -126,7 +193,13 @@ def _reasoning_note(spec: EvalSpec) -> str:
 
 
 def _generation(
-    cell: str | None, spec: EvalSpec, items: list[Item], store: Store, prices: PriceTable, spec_dir: Path
+    cell: str | None,
+    spec: EvalSpec,
+    items: list[Item],
+    store: Store,
+    prices: PriceTable,
+    spec_dir: Path,
+    stored: str | None,
 ) -> dict[str, Any]:
     """The target's line: its measured calls (its kind says which), or the calls it makes
     unmeasured."""
@@ -141,21 +214,37 @@ def _generation(
             "calls": calls,
             "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
         }
-    per_item = sum(
-        sum(count_tokens(text) for text in metered.texts(item)) + metered.extra_tokens(item) for item in items
-    )
-    observed = _observed_output_tokens(store, spec, items)
     ceiling = metered.max_tokens
-    expected_out = (observed if observed is not None else (ceiling or 0)) * calls
     max_out = (ceiling * calls) if ceiling else None
-    if observed is not None:
-        note = "output tokens observed in a stored run of this target"
-    elif ceiling:
-        note = f"output tokens bounded by {metered.bound_by}" + _reasoning_note(spec)
+    completed = store.run_items(stored).filter(pl.col("outcome") == ItemOutcome.COMPLETED) if stored else None
+    measured = _measured(completed) if completed is not None else None
+    upper = False
+    if measured is not None:
+        input_tokens, expected_out = round(measured[0] * calls), measured[1] * calls
+        note = f"tokens measured in stored run {stored} of this spec"
     else:
-        note = "no max_tokens and no stored run: output tokens not estimated"
+        input_tokens = spec.trials * sum(
+            sum(count_tokens(text) for text in metered.texts(item)) + metered.extra_tokens(item)
+            for item in items
+        )
+        observed = _observed_output_tokens(store, spec, items)
+        expected_out = (observed if observed is not None else (ceiling or 0)) * calls
+        if observed is not None:
+            note = "output tokens observed in a stored run of this target"
+        elif ceiling:
+            note = f"output tokens bounded by {metered.bound_by}{_reasoning_note(spec)}: an upper bound"
+            upper = True
+        else:
+            note = "no max_tokens and no stored run: output tokens not estimated"
     line = _line(
-        metered.model, calls, per_item * spec.trials, expected_out, max_out, prices, batch=metered.batch
+        metered.model,
+        calls,
+        input_tokens,
+        expected_out,
+        max_out,
+        prices,
+        batch=metered.batch,
+        upper_bound=upper,
     )
     if metered.batch:
         online = line["cost_usd_expected_online"]
@@ -164,6 +253,36 @@ def _generation(
         )
     line.update(cell=cell, kind=SpendKind.GENERATION.value, note=note + _session_note(spec))
     return _with_attempts(line, spec.attempts)
+
+
+def _judging(
+    scorer: Any, items: list[Item], trials: int, store: Store, stored: str | None, prices: PriceTable
+) -> dict[str, Any]:
+    """A model-graded scorer's line: the tokens it used in the stored run of this spec, else its
+    prompts counted from its template and its output at its `max_tokens` (an upper bound)."""
+    calls = len(items) * trials
+    judge_max = getattr(scorer, "max_tokens", None)
+    max_out = judge_max * calls if judge_max else None
+    measured = None
+    if stored is not None:
+        scored = store.run_scores(stored).filter(
+            (pl.col("scorer") == scorer.name)
+            & (pl.col("model") == scorer.model)
+            & (pl.col("outcome") == ScorerOutcome.SCORED)
+        )
+        measured = _measured(scored)
+    if measured is not None:
+        judge = _line(scorer.model, calls, round(measured[0] * calls), measured[1] * calls, max_out, prices)
+        judge["note"] = f"tokens measured in stored run {stored} of this spec"
+        return judge
+    judge_in = trials * sum(_judge_prompt_tokens(scorer, item) for item in items)
+    judge = _line(scorer.model, calls, judge_in, max_out or 0, max_out, prices, upper_bound=bool(judge_max))
+    judge["note"] = (
+        "prompts from the judge's template; output bounded by max_tokens: an upper bound (no stored run of this spec)"
+        if judge_max
+        else "prompts from the judge's template; no max_tokens: output tokens not estimated"
+    )
+    return judge
 
 
 def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
@@ -177,22 +296,15 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
     lines = []
     for cell, cell_spec in spec.cells():
         prices = PriceTable.shipped(cell_spec.prices)
-        calls = len(items) * spec.trials
-        lines.append(_generation(cell, cell_spec, items, store, prices, Path(spec_path).resolve().parent))
+        stored = _stored_run(store, cell_spec, items)
+        lines.append(
+            _generation(cell, cell_spec, items, store, prices, Path(spec_path).resolve().parent, stored)
+        )
         for scorer in cell_spec.scorers:
             if type(scorer).deterministic or not hasattr(scorer, "model"):
                 continue
-            rubric = str(getattr(scorer, "rubric", ""))
-            judge_in = (
-                sum(count_tokens(rubric) + count_tokens(str(item.input)) for item in items) * spec.trials
-            )
-            judge_max = getattr(scorer, "max_tokens", None)
-            judge_out = (judge_max or 0) * calls
-            judge = _line(scorer.model, calls, judge_in, judge_out, judge_out if judge_max else None, prices)
-            note = (
-                "output bounded by max_tokens" if judge_max else "no max_tokens: output tokens not estimated"
-            )
-            judge.update(cell=cell, kind=SpendKind.JUDGING.value, scorer=scorer.name, note=note)
+            judge = _judging(scorer, items, spec.trials, store, stored, prices)
+            judge.update(cell=cell, kind=SpendKind.JUDGING.value, scorer=scorer.name)
             lines.append(_with_attempts(judge, cell_spec.attempts))
     known = [line for line in lines if line.get("cost_usd_expected") is not None]
     # A true maximum only when every measured call's output is capped by a max_tokens.
@@ -205,6 +317,8 @@ def estimate(spec_path: str | Path, *, store: Store) -> dict[str, Any]:
         "cost_usd_expected": sum(line["cost_usd_expected"] for line in known),
         "cost_usd_max": sum(line["cost_usd_max"] for line in known) if bounded else None,
         "cost_usd_max_bounded": bounded,
+        # Some line's expected cost is its maximum: no stored run of the spec measured its output.
+        "cost_usd_expected_upper_bound": any(line.get("upper_bound") for line in known),
         "priced_calls": sum(line["calls"] for line in known),
         "unpriced_models": sorted(
             {line["model"] for line in lines if line.get("model") and not line.get("priced")}

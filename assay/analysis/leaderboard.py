@@ -62,12 +62,12 @@ def build_leaderboard(
         store.runs()
         .filter(pl.col("matrix_id") == matrix_id)
         .sort("created_at")  # cells are recorded in the spec's order
-        .select("cell", "run_id")
+        .select("cell", "run_id", "name", "model", "tags")
         .collect()
     )
     if cells.is_empty():
         raise InputError(f"no matrix {matrix_id!r} in store {str(store.root)!r}")
-    run_of = dict(cells.iter_rows())
+    run_of = dict(cells.select("cell", "run_id").iter_rows())
     baseline_cell = baseline_cell or cells["cell"][0]
     if baseline_cell not in run_of:
         raise InputError(f"--baseline {baseline_cell!r}: the matrix's cells are {', '.join(run_of)}")
@@ -117,4 +117,9 @@ def build_leaderboard(
     )
     ranked = table.to_dicts()
     store.write_leaderboard(matrix_id, ranked)
-    return {"matrix_id": matrix_id, "baseline_cell": baseline_cell, "rows": ranked}
+    # Each cell's run as the terminal names it: its model (and cell, tags), not its id alone.
+    runs = {
+        row["run_id"]: {key: row[key] for key in ("name", "model", "cell", "tags")}
+        for row in cells.to_dicts()
+    }
+    return {"matrix_id": matrix_id, "baseline_cell": baseline_cell, "rows": ranked, "runs": runs}

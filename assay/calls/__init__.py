@@ -30,6 +30,7 @@ One concern a module:
     keys            API keys: where a spec says a key comes from, read when a client is made
     pinning         `model_pin_problem`: why a model name is not pinned to an exact version
     transport       the HTTP library under the model clients: pyreqwest, on a thread of its own
+    waits           a call's waits between attempts, told to the progress reporter
 """
 
 from assay.calls.accounting import (

@@ -56,7 +56,7 @@ from assay.calls.transport import Client, RequestError, open_client, parsed_url,
 from assay.calls.wire import ChatAPI, StreamFailed
 from assay.calls.wire_openai import OPENAI
 from assay.errors import BudgetDenied
-from assay.outcomes import FailureKind, RequestOutcome
+from assay.outcomes import FailureKind, RequestOutcome, SpendKind
 
 if TYPE_CHECKING:
     from assay.calls.aimd import RateController
@@ -208,7 +208,8 @@ class ChatClient:
             return reply, usage
 
         try:
-            (reply, usage), retries = await self._policy.run(attempt)
+            who = "judge" if ledger is not None and ledger.kind == SpendKind.JUDGING else "target"
+            (reply, usage), retries = await self._policy.run(attempt, who)
         except AttemptFailed as exc:
             if op is not None:
                 op.end(

@@ -63,6 +63,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from assay.calls.waits import CallWaits
 from assay.errors import TargetFailure
 from assay.outcomes import FailureKind
 
@@ -449,10 +450,11 @@ class RetryPolicy:
 
     max_retries: int
 
-    async def run(self, attempt: Callable[[int], Awaitable[T]]) -> tuple[T, int]:
+    async def run(self, attempt: Callable[[int], Awaitable[T]], who: str = "target") -> tuple[T, int]:
         """Call `attempt(number)` (numbered from 1) until it returns; returns its result and how
         many attempts failed first. `attempt` raises `AttemptFailed`; the last one is re-raised
-        when the failure is final, anything else at once."""
+        when the failure is final, anything else at once. The waits between attempts are told to
+        `assay.calls.waits`'s watcher as `who`'s (`target`, `judge`)."""
         try:
             return await attempt(1), 0
         except AttemptFailed as first:
@@ -472,18 +474,24 @@ class RetryPolicy:
                     return False
             return stop_after_attempt(self.max_retries + 1 + min(limited[0], MAX_RATE_LIMITED_RETRIES))(state)
 
+        waits = CallWaits(who, self.max_retries)
         retrying = AsyncRetrying(
             stop=stop,
             retry=retry_if_exception(lambda e: isinstance(e, AttemptFailed) and e.again),
             wait=_wait,
+            before_sleep=waits.before_sleep,
             reraise=True,
         )
-        async for state in retrying:
-            with state:
-                if pending is not None:  # replay the first failure so tenacity counts and waits on it
-                    failed, pending = pending, None
-                    raise failed
-                result = await attempt(state.retry_state.attempt_number)
+        try:
+            async for state in retrying:
+                waits.end()
+                with state:
+                    if pending is not None:  # replay the first failure so tenacity counts and waits on it
+                        failed, pending = pending, None
+                        raise failed
+                    result = await attempt(state.retry_state.attempt_number)
+        finally:
+            waits.end()
         return result, retrying.statistics["attempt_number"] - 1
 
 

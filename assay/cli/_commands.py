@@ -36,7 +36,15 @@ def show(args: argparse.Namespace) -> int:
     from assay.store import Store
 
     store = Store(args.store)
-    summary = summarise(store, resolve_run(store, args.run_id, name=args.name))
+    run_id = resolve_run(store, args.run_id, name=args.name)
+    summary = summarise(store, run_id)
+    if "cells" not in summary and (
+        store.location.names(f"labels/run_id={run_id}") or summary.get("source_run_id")
+    ):
+        from assay.analysis.judge_trust import labelled_means, nan_to_none
+
+        if labelled := labelled_means(store, run_id):
+            summary["labels"] = nan_to_none(labelled)
     emit_summary(args, summary)
     return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 

@@ -243,6 +243,7 @@ def compare(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             seed=args.seed,
             adjust=args.adjust,
+            labels=args.labels,
         )
     except ValidationError as exc:
         raise SpecError(describe_errors(exc)) from None
@@ -271,8 +272,10 @@ def compare(args: argparse.Namespace) -> int:
 
 def nightly(args: argparse.Namespace) -> int:
     """`assay nightly SPEC...`: run, compare with the last good night, prune; exit 1 on a failed gate."""
+    from assay.cli._runs import run_facts
     from assay.orchestrate.nightly import NightlyRequest, drive_nightly
     from assay.run.checks import validate
+    from assay.store import Store
 
     if args.retention < 1:
         raise InputError(f"--retention {args.retention}: keep at least 1 run")
@@ -287,5 +290,8 @@ def nightly(args: argparse.Namespace) -> int:
     else:  # the plain driver: no Prefect imported
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             report = runner.run(drive_nightly(request))
+    # Each night's run and its baseline named with their model (and cell, tags), not by id alone.
+    named = [run_id for spec in report["specs"] for run_id in (spec.get("run_id"), spec.get("baseline"))]
+    report["runs"] = run_facts(Store(args.store), named)
     emit(args, report, "print_nightly")
     return EXIT_OK if report["passed"] else EXIT_GATE

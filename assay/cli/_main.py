@@ -8,7 +8,7 @@ import gc
 import sys
 from collections.abc import Callable
 
-from assay.cli import _commands, _flows, _stdout
+from assay.cli import _commands, _flows, _labels, _stdout, _view
 from assay.cli._parser import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OUTPUT, build_parser
 from assay.errors import InputError, LeaseLostError
 from assay.flows import prefect_env as _prefect_env
@@ -30,6 +30,9 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "clean": _commands.clean,
     "show": _commands.show,
     "ls": _commands.ls,
+    "labels": _labels.labels,
+    "agreement": _labels.agreement,
+    "view": _view.view,
 }
 
 

@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--adjust", choices=list(Adjustment), default="none", help=_ADJUST_HELP)
     compare.add_argument(
+        "--labels", action="store_true", help="gate labelled scorers on their judge-corrected delta"
+    )
+    compare.add_argument(
         "--prefect", action="store_true", help="run as a Prefect flow run even without PREFECT_API_URL"
     )
     power = commands.add_parser(
@@ -219,4 +222,69 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("-v", "--verbose", action="store_true", help="show Prefect's logs")
     ls = commands.add_parser("ls", parents=[common], help="recent runs")
     ls.add_argument("-n", "--limit", type=int, default=20, help="how many runs (default 20)")
+    _add_label_commands(commands, common)
+    _add_view(commands, common)
     return parser
+
+
+# -- people's labels and the judge's agreement with them (assay/cli/_labels.py) --------------------
+
+
+def _add_label_commands(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    labels = commands.add_parser("labels", help="people's labels of a run's outputs")
+    labels_commands = labels.add_subparsers(
+        dest="labels_command", required=True, parser_class=_ArgumentParser
+    )
+    into = labels_commands.add_parser(
+        "import", parents=[common], help="store a file of labels (CSV, JSONL or Parquet) as a new revision"
+    )
+    into.add_argument("file")
+    into.add_argument("--run", help="the labelled run, for rows without run_id (" + _RUN_HELP + ")")
+    into.add_argument("--scorer", help="the scorer judged, for rows without scorer")
+    into.add_argument("--labeller", help="who labelled, for rows without labeller")
+    out = labels_commands.add_parser(
+        "export", parents=[common], help="a run's current labels as JSONL on stdout"
+    )
+    out.add_argument("run_id", help=_RUN_HELP)
+    sample = labels_commands.add_parser(
+        "sample", parents=[common], help="which items to label next: a reproducible task list"
+    )
+    sample.add_argument("run_id", help=_RUN_HELP)
+    sample.add_argument("--scorer", required=True, help="the model-graded scorer to check")
+    sample.add_argument(
+        "--n", type=int, default=100, help="how many items (default 100; expected, for uncertain)"
+    )
+    sample.add_argument(
+        "--strategy",
+        choices=["random", "stratified", "uncertain"],
+        default="random",
+        help="uniform; equal shares per judge score; or more of the judge's uncertain items (weighted)",
+    )
+    sample.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    sample.add_argument("--out", help="write the task list here (.csv or .jsonl) instead of stdout")
+    agreement = commands.add_parser(
+        "agreement", parents=[common], help="a judge scorer against people's labels, and its corrected mean"
+    )
+    agreement.add_argument("run_id", help=_RUN_HELP)
+    agreement.add_argument("--scorer", required=True, help="the model-graded scorer")
+    agreement.add_argument(
+        "--scale",
+        choices=["binary", "ordinal", "continuous"],
+        help="the scores' scale (default: read from them)",
+    )
+    agreement.add_argument(
+        "--by", metavar="ANNOTATION", help="the agreement per value of this item annotation too"
+    )
+
+
+def _add_view(commands: argparse._SubParsersAction[_ArgumentParser], common: argparse.ArgumentParser) -> None:
+    """`assay view`: the local web app over a store (docs/view.md)."""
+    view = commands.add_parser(
+        "view", parents=[common], help="a local web app over the store: runs, items, compare (Ctrl-C stops)"
+    )
+    view.add_argument("--port", type=int, default=8484, help="the port (default 8484)")
+    view.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to bind (default 127.0.0.1); one not loopback needs ASSAY_VIEW_TOKEN",
+    )

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assay.errors import InputError, RunNotFoundError
 
@@ -52,3 +52,17 @@ def resolve_run(store: Store, named: str, *, name: str | None = None) -> str:
     )
     more = f" and {matches.height - _SHOWN} more" if matches.height > _SHOWN else ""
     raise InputError(f"{named!r} is the start of {matches.height} run ids: {listed}{more}; give more of it")
+
+
+def run_facts(store: Store, run_ids: list[str | None]) -> dict[str, dict[str, Any]]:
+    """Run id -> its spec's name, the target's model, the cell and the tags: what names a run to a
+    person beside its id (runs not in the store are left out)."""
+    import polars as pl
+
+    wanted = [run_id for run_id in dict.fromkeys(run_ids) if run_id]
+    if not wanted:
+        return {}
+    found = (
+        store.runs().filter(pl.col("run_id").is_in(wanted)).select("run_id", "name", "model", "cell", "tags")
+    )
+    return {row.pop("run_id"): row for row in found.collect().to_dicts()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -24,7 +26,9 @@ from rich.text import Text
 from assay import numbers
 from assay.analysis import lines
 from assay.calls.batch import BatchCounts
+from assay.calls.waits import Wait
 from assay.outcomes import ItemOutcome, ScorerOutcome
+from assay.run import progress
 
 
 class _WithLines(Progress):
@@ -40,11 +44,26 @@ class _WithLines(Progress):
             yield Text(line)
 
 
+class _Waiting(ProgressColumn):
+    """What the calls still running wait on (`waiting: judge retry 2/5 in 3 s`), counted down at
+    each refresh."""
+
+    def __init__(self, waits: dict[int, Wait]) -> None:
+        self._waits = waits
+        super().__init__()
+
+    def render(self, task: Any) -> Text:
+        return Text(progress.waiting_text(self._waits, time.monotonic()), style="yellow")
+
+
 class _ProgressBar:
-    """done / total, failures and ETA on stderr, and in batch mode each batcher's batches in
-    flight and done with the requests inside them; nothing when stderr is not a terminal."""
+    """done / total, failures, items/s (over the items run in this process, once it means
+    something), spend, ETA and what the calls wait on, on stderr; in batch mode each batcher's
+    batches in flight and done with the requests inside them; nothing when stderr is not a
+    terminal."""
 
     def __init__(self) -> None:
+        self._waits: dict[int, Wait] = {}
         self._progress = _WithLines(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -55,29 +74,40 @@ class _ProgressBar:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            _Waiting(self._waits),
             console=Console(stderr=True),
             transient=True,
         )
         self._task: Any = None
-        self._failed = 0
+        self._failed = self._ran = 0
         self._spent = 0.0
+        self._started = time.monotonic()
 
     def started(self, total: int, already_done: int) -> None:
+        self._started, self._ran = time.monotonic(), 0
         self._progress.start()
         self._task = self._progress.add_task(
             "items", total=total, completed=already_done, failed=0, rate="", spend=""
         )
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         if outcome == ItemOutcome.FAILED:
             self._failed += 1
+        self._ran += not cached
         self._spent += cost_usd or 0.0
         task = self._progress.tasks[0]
-        rate = f"{task.speed:,.0f} items/s" if task.speed else ""
+        per_s = progress.rate(self._ran, time.monotonic() - self._started)
+        rate = f"{per_s:,.1f} items/s" if per_s is not None else ""
         spend = f"${self._spent:,.4f} spent" if self._spent else ""
         self._progress.update(self._task, advance=1, failed=self._failed, rate=rate, spend=spend)
         if task.completed >= (task.total or 0):
             self._progress.stop()
+
+    def waiting(self, wait: Wait, begun: bool) -> None:
+        if begun:
+            self._waits[id(wait)] = wait
+        else:
+            self._waits.pop(id(wait), None)
 
     def batches(self, label: str, counts: BatchCounts) -> None:
         self._progress.lines[label] = (
@@ -186,6 +216,29 @@ def print_summary(summary: dict[str, Any]) -> None:
     rate = summary.get("rate_control")
     if numbers.rate_worth_showing(rate):
         console.print(escape(numbers.rate_line(rate)))
+    for scorer, found in summary.get("labels", {}).items():
+        console.print(escape(_labelled_line(scorer, found)))
+
+
+def _labelled_line(scorer: str, found: dict[str, Any]) -> str:
+    """`judge: raw judge 0.780 [0.762, 0.798] · corrected by 200 labels 0.701 [0.655, 0.747]`."""
+
+    def shown(mean: dict[str, Any]) -> str:
+        return (
+            f"{numbers.num(mean['estimate'])} [{numbers.num(mean['ci_low'])}, {numbers.num(mean['ci_high'])}]"
+        )
+
+    parts = [f"{scorer}: raw judge {shown(found['judge_mean'])}" if found["judge_mean"] else f"{scorer}:"]
+    corrected = found["corrected_mean"]
+    if corrected:
+        parts.append(
+            f"corrected by {corrected['n_labelled']} labels {shown(corrected)} ({corrected['method']})"
+        )
+    else:
+        parts.append(f"no corrected mean: {found['corrected_refused']}")
+    if found["n_stale"]:
+        parts.append(f"{found['n_stale']} stale labels left out")
+    return " · ".join(parts)
 
 
 def _batches_line(batch: dict[str, Any]) -> str:
@@ -241,16 +294,21 @@ def print_runs(runs: pl.DataFrame) -> None:
     _console().print(table)
 
 
+def run_named(run_id: str | None, runs: dict[str, dict[str, Any]]) -> str:
+    """`20261202T0210-ab12cd (mock-1, cell a, tags nightly)`: a run with its model, cell and tags
+    (`runs`: run id -> those facts, as a comparison, a leaderboard or the nightly carries them)."""
+    if run_id is None:
+        return "–"
+    facts = runs.get(run_id, {})
+    said = [facts.get("model"), facts.get("cell") and f"cell {facts['cell']}"]
+    said.append(facts.get("tags") and "tags " + ",".join(facts["tags"]))
+    words = ", ".join(str(fact) for fact in said if fact)
+    return f"{run_id} ({escape(words)})" if words else run_id
+
+
 def _named(comparison: dict[str, Any], side: str) -> str:
-    """`20261202T0210-ab12cd (mock-1, cell a)`: a side's runs, each with its model and cell."""
-    runs = comparison.get("runs", {})
-
-    def one(run_id: str) -> str:
-        facts = [runs.get(run_id, {}).get("model"), runs.get(run_id, {}).get("cell")]
-        said = ", ".join(str(fact) for fact in facts if fact)
-        return f"{run_id} ({escape(said)})" if said else run_id
-
-    return "+".join(one(run_id) for run_id in comparison[side])
+    """A side's runs, each with its model, cell and tags."""
+    return "+".join(run_named(run_id, comparison.get("runs", {})) for run_id in comparison[side])
 
 
 def print_comparison(comparison: dict[str, Any]) -> None:
@@ -313,6 +371,38 @@ def print_power(report: dict[str, Any]) -> None:
     )
 
 
+def print_agreement(report: dict[str, Any]) -> None:
+    console = _console()
+    figures = report["agreement"]
+    console.print(
+        f"[bold]{report['scorer']}[/bold] against people's labels, run {report['run_id']}: "
+        f"{report['n_labelled']} of {report['n_scored']} scored items labelled ({figures['scale']} scale)"
+        + (f", {report['n_stale']} stale labels left out (the output changed)" if report["n_stale"] else "")
+    )
+    table = _table(("figure", "value", "interval", "n"), left=("figure",))
+    shown = ("accuracy", "kappa", "weighted_kappa", "exact_agreement", "spearman", "mae", "bias")
+    for name in (key for key in shown if key in figures):
+        figure = figures[name]
+        interval = f"[{numbers.num(figure['ci_low'])}, {numbers.num(figure['ci_high'])}]"
+        table.add_row(name.replace("_", " "), numbers.num(figure["value"]), interval, str(figure["n"]))
+    for name, label in (
+        ("judge_mean", "mean, raw judge"),
+        ("corrected_mean", "mean, corrected (human scale)"),
+    ):
+        if (mean := report.get(name)) is not None:
+            interval = f"[{numbers.num(mean['ci_low'])}, {numbers.num(mean['ci_high'])}]"
+            n = mean["n_labelled"] if name == "corrected_mean" else mean["n_items"]
+            table.add_row(label, numbers.num(mean["estimate"]), interval, str(n))
+    console.print(table)
+    if "confusion" in figures:
+        c = figures["confusion"]
+        console.print(
+            f"confusion (judge vs people): {c['tp']} both pass, {c['fp']} judge only, {c['fn']} people only, {c['tn']} both fail"
+        )
+    if report.get("corrected_refused"):
+        console.print(f"no corrected mean: {report['corrected_refused']}")
+
+
 def print_leaderboard(board: dict[str, Any]) -> None:
     console = _console()
     console.print(
@@ -322,6 +412,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
         "scorer",
         "rank",
         "cell",
+        "model",
         "mean",
         "95% CI",
         "error rate",
@@ -330,7 +421,8 @@ def print_leaderboard(board: dict[str, Any]) -> None:
         "p95 ms",
         "vs baseline",
     )
-    table = _table(columns, left=("scorer", "cell", "vs baseline"))
+    table = _table(columns, left=("scorer", "cell", "model", "vs baseline"))
+    runs = board.get("runs", {})
     for row in board["rows"]:
         versus = (
             "baseline"
@@ -347,6 +439,7 @@ def print_leaderboard(board: dict[str, Any]) -> None:
             row["scorer"],
             str(row["rank"]),
             row["cell"],
+            escape(runs.get(row["run_id"], {}).get("model") or "–"),
             numbers.num(row["mean"]),
             f"[{numbers.num(row['ci_low'])}, {numbers.num(row['ci_high'])}] {row.get('ci_method') or ''}",
             numbers.num(row["item_error_rate"] and row["item_error_rate"] * 100, 1) + "%"
@@ -391,6 +484,8 @@ def estimate_line(report: dict[str, Any]) -> str:
         report: `assay.analysis.estimate.estimate`'s report.
     """
     expected, most = numbers.usd(report["cost_usd_expected"]), numbers.usd(report["cost_usd_max"])
+    if report.get("cost_usd_expected_upper_bound"):
+        expected += " (an upper bound: output at max_tokens, no stored run of this spec measured it)"
     if report["cost_usd_max_bounded"]:
         figures = f"expected {expected}, at most {most}"
     else:
@@ -406,10 +501,15 @@ def estimate_line(report: dict[str, Any]) -> str:
 
 def print_nightly(report: dict[str, Any]) -> None:
     """The nightly benchmark: a line per spec (its comparison, or why there is none), what was pruned."""
+    runs = report.get("runs", {})
     for spec in report["specs"]:
         comparison = spec.get("comparison")
         said = comparison["lines"] if comparison else [spec.get("note", "")]
-        print(f"{spec['name']} {spec['run_id']} ({spec['status']}): " + " | ".join(said))
+        versus = f" vs {run_named(spec['baseline'], runs)}" if spec.get("baseline") else ""
+        print(
+            f"{spec['name']} {run_named(spec['run_id'], runs)}{versus} ({spec['status']}): "
+            + " | ".join(said)
+        )
         if spec.get("removed"):
             print(f"  removed {len(spec['removed'])} old nightly run(s): {', '.join(spec['removed'])}")
     for failure in report["failures"]:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from assay.analysis.compare import CompareOptions, compare, load_sides, write_comparison
+from assay.analysis.compare import CompareOptions, Comparison, compare, load_sides, write_comparison
 from assay.store import Store
 
 
@@ -38,7 +38,13 @@ def compare_and_store(request: CompareRequest) -> dict[str, Any]:
     the_store = Store(request.store)
     base, cand = load_sides(the_store, request.baseline, request.candidate)
     # Per scorer: paired statistics and a verdict; then the gates, timing and cost deltas.
-    comparison = compare(base, cand, request.options or CompareOptions())
+    options = request.options or CompareOptions()
+    comparison = compare(base, cand, options)
+    if options.labels:
+        # People's labels on both runs: each labelled scorer gated on its corrected delta.
+        from assay.analysis.judge_trust import with_labels
+
+        comparison = cast(Comparison, with_labels(the_store, dict(comparison), fail_on=list(options.fail_on)))
     # Stored beside the runs, for the report and for analysts.
     write_comparison(the_store, comparison)
     return comparison

@@ -71,10 +71,15 @@ class Host:
     log: Callable[[str], None] | None = None
 
     async def run_shards(self, executor: ShardExecutor) -> None:
-        """Execute every shard of the executor's plan, at once."""
-        await asyncio.gather(
+        """Execute every shard of the executor's plan, at once. Raises `TargetUnreachable` when
+        the circuit breaker stopped them: raised by the shard embedded, a shard task's result
+        under Prefect."""
+        reports = await asyncio.gather(
             *(self.run_shard(executor, shard) for shard in executor.plan.shards(self.shards))
         )
+        stopped = next((report.stopped for report in reports if report.stopped), None)
+        if stopped is not None:
+            raise TargetUnreachable(stopped)
 
 
 # The terminal's host: no Prefect, one shard run as a plain coroutine.

@@ -10,15 +10,17 @@ runs of their own in the UI.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.analysis.compare import CompareOptions
 from assay.analysis.nightly import NIGHTLY_TAG, last_successful_nightly, mark_passed, prune_nightly
+from assay.analysis.summary import failure_message
 from assay.orchestrate.compare import CompareRequest, compare_and_store
 from assay.orchestrate.run import RunRequest, drive_run
-from assay.outcomes import RunStatus
+from assay.outcomes import Gate, RunStatus
 from assay.store import Store
 
 RunSpec = Callable[[RunRequest], Awaitable[dict[str, Any]]]
@@ -62,7 +64,8 @@ async def drive_nightly(
     request: NightlyRequest, *, run: RunSpec = _run_embedded, compare: CompareRuns = _compare_embedded
 ) -> dict[str, Any]:
     """Run each spec, compare it with its last successful nightly run, keep the last `retention`;
-    returns the night's report (`passed`, `failures`, one entry per spec).
+    returns the night's report (`passed`, `failures` — regressions first, then failed gates and
+    runs — and one entry per spec, with its own `regressions` and `gates_failed`).
 
     Args:
         request: what to run.
@@ -76,7 +79,14 @@ async def drive_nightly(
         summary = await run(RunRequest(spec=spec, store=request.store, extra_tags=[NIGHTLY_TAG]))
         report: dict[str, Any] = {"spec": spec, "name": summary["name"], "run_id": summary.get("run_id")}
         if "cells" in summary:
-            report.update(status=summary["status"], note="a matrix spec: run, not compared night to night")
+            report.update(
+                status=summary["status"],
+                note="a matrix spec: run, not compared night to night",
+                regressions=[],
+                gates_failed=[]
+                if summary["status"] == RunStatus.COMPLETED
+                else [failure_message(summary) or f"the run ended {summary['status']}"],
+            )
             reports.append(report)
             continue
         report["status"] = summary["status"]
@@ -99,17 +109,76 @@ async def drive_nightly(
             report.update(baseline=baseline, comparison=comparison)
 
         # A night that passed becomes a baseline; then retention keeps the last `retention` nights.
-        if not _failures(report):
+        report["regressions"], report["gates_failed"] = _failures(report, summary)
+        if not report["regressions"] and not report["gates_failed"]:
             mark_passed(the_store, summary["run_id"])
         report["removed"] = prune_nightly(the_store, summary["name"], keep=request.retention)
         reports.append(report)
 
-    failures = [f"{r['name']} {r['run_id']}: {message}" for r in reports for message in _failures(r)]
+    # Regressions lead, every spec's, then the gates and runs that failed.
+    failures = [
+        f"{r['name']} {r['run_id']}: {message}"
+        for regressions in (True, False)
+        for r in reports
+        for message in (r["regressions"] if regressions else r["gates_failed"])
+    ]
     return {"passed": not failures, "failures": failures, "specs": reports}
 
 
-def _failures(report: dict[str, Any]) -> list[str]:
-    if report["status"] != RunStatus.COMPLETED:
-        return [f"the run ended {report['status']}"]
+def _failures(report: dict[str, Any], summary: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Why the night of one spec failed: its comparison's regressions, then its failed gates —
+    the run's own when the run did not complete (its comparison's candidate gates say the same
+    again), else the comparison's."""
     comparison = report.get("comparison")
-    return list(comparison["failed_gates"]) if comparison else []
+    failed = [gate for gate in (comparison["gates"] if comparison else []) if not gate["passed"]]
+    regressions = [gate["message"] for gate in failed if gate["gate"] == Gate.VERDICT]
+    if report["status"] != RunStatus.COMPLETED:
+        return regressions, [failure_message(summary) or f"the run ended {report['status']}"]
+    return regressions, [gate["message"] for gate in failed if gate["gate"] != Gate.VERDICT]
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """One spec's night in a phrase: what failed (regressions first), else how it compared."""
+    failed = "; ".join([*report["regressions"], *report["gates_failed"]])
+    if "baseline" not in report:  # a matrix spec: not compared
+        return f"FAILED: {failed}" if failed else report["note"]
+    if report["baseline"] is None:
+        return f"FAILED: {failed} · no baseline yet" if failed else "no baseline yet: this night becomes it"
+    return f"FAILED: {failed}" if failed else "passed: " + " · ".join(report["comparison"]["lines"])
+
+
+def nightly_markdown(document: dict[str, Any], title: str, reports: dict[str, str]) -> str:
+    """The night for people (the nightly flow run's artifact): passed or why not, regressions
+    first, then a row per spec with its verdict, its baseline and a link to its run's report.
+
+    Args:
+        document: what `drive_nightly` returned.
+        title: the night's name (`nightly-2026-12-02`).
+        reports: each run's report (its path or URL), by run id.
+    """
+    lines = [f"# {title}: {'passed' if document['passed'] else 'FAILED'}", ""]
+    if document["failures"]:
+        lines += ["Why it failed (regressions first, then gates):", ""]
+        lines += [f"- {failure}" for failure in document["failures"]]
+        lines.append("")
+    lines += ["| spec | run | status | verdict | baseline | report |", "|---|---|---|---|---|---|"]
+    for report in document["specs"]:
+        link = reports.get(report["run_id"] or "")
+        cells = [
+            report["name"],
+            f"`{report['run_id']}`",
+            str(report["status"]),
+            verdict(report),
+            f"`{report['baseline']}`" if report.get("baseline") else "—",
+            f"[report]({_href(link)}) `{link}`" if link else "—",
+        ]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    removed = [run_id for report in document["specs"] for run_id in report.get("removed", [])]
+    if removed:
+        lines += ["", f"Removed {len(removed)} old nightly run(s) (retention): {', '.join(removed)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _href(where: str) -> str:
+    """A report's link: a URL as it is, a local path as a `file://` URL."""
+    return where if "://" in where else Path(where).resolve().as_uri()

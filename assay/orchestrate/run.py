@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from assay._lazy import warm_up
 from assay.analysis.summary import matrix_summary
 from assay.calls.batch import BatchCounts
+from assay.calls.waits import Wait
 from assay.errors import InputError
 from assay.orchestrate.drive import EMBEDDED, Host, drive
 from assay.orchestrate.target import close_plan_target, open_plan_target
@@ -167,11 +168,14 @@ class _WarmUpForClosing:
         if self._left <= self._in_flight:
             warm_up("polars")
 
-    def item_done(self, outcome: str, cost_usd: float | None = None) -> None:
+    def item_done(self, outcome: str, cost_usd: float | None = None, cached: bool = False) -> None:
         # Once per item: the count crosses `in_flight` once (when `started` did not warm up).
         self._left -= 1
         if self._left == self._in_flight:
             warm_up("polars")
 
     def batches(self, label: str, counts: BatchCounts) -> None:
+        pass
+
+    def waiting(self, wait: Wait, begun: bool) -> None:
         pass

@@ -397,3 +397,45 @@ def sequence(seq: dict[str, Any]) -> str:
     figure.update_yaxes(title="Δ points (candidate − baseline)", range=[-span * 1.1, span * 1.1])
     figure.update_xaxes(title="pairs consumed (seeded order)", rangemode="tozero")
     return _html(figure, "sequence", 340)
+
+
+def binned(
+    name: str,
+    title: str,
+    x_title: str,
+    width: float,
+    series: dict[str, list[tuple[float, int]]],
+    y_title: str,
+) -> str:
+    """A histogram drawn from counts already made (bin start, count), one stacked trace per
+    series: a million values cost the page their bins only (`assay view`).
+
+    Args:
+        name: the figure's id (`fig-<name>`).
+        title: its title.
+        x_title: the values' axis.
+        width: the bins' width.
+        series: per trace name (an outcome's colour when it is one), its bins.
+        y_title: the counts' axis.
+    """
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for trace, bins in series.items():
+        if bins:
+            figure.add_trace(
+                go.Bar(
+                    x=[start + width / 2 for start, _ in bins],
+                    y=[n for _, n in bins],
+                    width=width,
+                    name=label(trace),
+                    marker={
+                        "color": OUTCOME_COLOURS.get(trace, ACCENT),
+                        "line": {"color": "white", "width": 1},
+                    },
+                )
+            )
+    figure.update_layout(title=title, barmode="stack", legend=HORIZONTAL_LEGEND)
+    figure.update_xaxes(title=x_title, rangemode="tozero")
+    figure.update_yaxes(title=y_title)
+    return _html(figure, name, 320)

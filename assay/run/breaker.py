@@ -31,6 +31,8 @@ class CircuitBreaker:
         self.threshold = threshold
         self._armed = True
         self._streak = 0
+        self.stop: TargetUnreachable | None = None
+        """Why it tripped, once it has: every shard of the execution stops on it."""
 
     def observe(self, item: dict[str, Any]) -> None:
         """Count one finished item's row. Raises `TargetUnreachable` when the breaker trips."""
@@ -42,9 +44,10 @@ class CircuitBreaker:
         elif outcome == ItemOutcome.FAILED and item.get("failure_kind") == FailureKind.CONNECTION:
             self._streak += 1
             if self._streak >= self.threshold:
-                raise TargetUnreachable(
+                self.stop = TargetUnreachable(
                     f"{self._streak} items in a row failed to connect to the target and none "
                     f"succeeded ({item['error']}); stopped early, the rest cancelled"
                 )
+                raise self.stop
         else:  # it answered, with an error: not an unreachable endpoint
             self._streak = 0

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from assay.calls.accounting import Accounting
+from assay.errors import TargetUnreachable
 from assay.evaluators._base import RunContext, run_context
 from assay.run import progress
 from assay.run.admit import Gate
@@ -88,6 +89,9 @@ class ShardReport:
     # On a Dask worker: what the driver's sequential compare needs of the rows committed meanwhile.
     compared_items: list[dict[str, Any]] = field(default_factory=list)
     compared_scores: list[dict[str, Any]] = field(default_factory=list)
+    # Under Prefect: the circuit breaker's stop (`TargetUnreachable`'s message), returned by the
+    # shard task as its result rather than raised as a task failure Prefect would retry.
+    stopped: str | None = None
 
 
 class ShardExecutor:
@@ -104,6 +108,9 @@ class ShardExecutor:
         self._run_item = run_item
         self.width = width or plan.spec.concurrency
         self._breaker = CircuitBreaker()
+        # Every shard's workers: the breaker's trip in one shard stops the items of all of them,
+        # as it stops the one shard of an embedded run.
+        self._draining: set[asyncio.Future[None]] = set()
 
     @classmethod
     def for_target(cls, plan: RunPlan, target: Any) -> ShardExecutor:
@@ -147,19 +154,37 @@ class ShardExecutor:
             for item, trial in pending:
                 if plan.monitor is not None and plan.monitor.stop:  # its compare is decided: admit no more
                     return
+                if self._breaker.stop is not None:  # another shard's items tripped it: send no more
+                    raise TargetUnreachable(str(self._breaker.stop))
                 finished = await run_item(item, trial)
                 outcome = finished.item["outcome"]
                 report.executed[outcome] = report.executed.get(outcome, 0) + 1
                 await batch.add(finished)
-                progress.current().item_done(outcome, finished.item.get("cost_usd"))
-                self._breaker.observe(finished.item)
+                calls = finished.item.get("operations") or 0
+                cached = calls > 0 and finished.item.get("operations_cached") == calls
+                progress.current().item_done(outcome, finished.item.get("cost_usd"), cached)
+                try:
+                    self._breaker.observe(finished.item)
+                except TargetUnreachable:
+                    for worker in self._draining:
+                        if worker is not asyncio.current_task():
+                            worker.cancel()
+                    raise
 
         # A few workers draining the shard rather than a task per item (cheaper by ~10 us an item);
         # the run-wide limiter in the gate still bounds the target calls in flight.
         workers = [asyncio.ensure_future(drain()) for _ in range(min(self.width, len(todo)))]
+        self._draining.update(workers)
         try:
             await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            stop = self._breaker.stop
+            this = asyncio.current_task()
+            if stop is None or (this is not None and this.cancelling()):
+                raise
+            raise TargetUnreachable(str(stop)) from None  # another shard's items tripped the breaker
         finally:
+            self._draining.difference_update(workers)
             # On cancellation or an infrastructure error, stop the shard's other items (a retry
             # runs them again) and commit what finished, so none of it runs twice — once they have
             # stopped, so that none adds an item after the last commit.

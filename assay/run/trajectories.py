@@ -27,16 +27,27 @@ def run_trajectories(store: Store, run_id: str) -> list[Trajectory]:
     record = store.read_run(run_id)
     agent = _agent(record)
     items = current_items(store.run_items(run_id)).sort("item_index", "trial")
-    found = []
-    for row in items.iter_rows(named=True):
-        parts = [
-            p for p in (_part(store, row["artifacts"], path, agent) for path in row["artifacts"] or []) if p
-        ]
-        if parts:
-            found.append(_joined(parts, row, run_id))
+    found = [
+        trajectory
+        for row in items.iter_rows(named=True)
+        if (trajectory := _trajectory(store, run_id, agent, row)) is not None
+    ]
     if not found:
         raise InputError(f"run {run_id}: no item kept a trajectory (its target produced no steps)")
     return found
+
+
+def item_trajectory(
+    store: Store, run_id: str, record: dict[str, Any], row: dict[str, Any]
+) -> Trajectory | None:
+    """One item x trial's trajectory (its items row), None when its attempt kept no steps
+    (`assay view`'s item page)."""
+    return _trajectory(store, run_id, _agent(record), row)
+
+
+def _trajectory(store: Store, run_id: str, agent: Agent, row: dict[str, Any]) -> Trajectory | None:
+    parts = [p for p in (_part(store, row["artifacts"], path, agent) for path in row["artifacts"] or []) if p]
+    return _joined(parts, row, run_id) if parts else None
 
 
 def _part(store: Store, artifacts: list[str], path: str, agent: Agent) -> Trajectory | None:

@@ -3,6 +3,8 @@
     local      `Store`: the datasets' layout, the staged commit of a batch (items last, the
                commit marker), run records as revisions, and the readers (Polars)
     lease      `Lease`: one process drives a run at a time; a paused one is fenced out
+    labels     human labels of a run's outputs: written as revisions, read with staleness
+               (the output changed since it was judged), for agreement and corrected estimates
     executions `ShardExecution`: Dask workers write a run under its driver's lease, each shard's
                executions fenced like leases, so a shard run twice commits each item once
     _location  `Location`: what the store needs of where its bytes live (list, read, put-if-absent,

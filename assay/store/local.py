@@ -276,7 +276,8 @@ class Store:
         (atomic each), then deleted; on object storage the record's objects are deleted first,
         then the rest. A deletion cut short leaves only record-less partitions (or trash), which
         `delete_run` of the same id finishes."""
-        datasets = ("runs", "items", "scores", "requests", "turns", "batches", "artifacts", "leases")
+        datasets: tuple[str, ...] = ("runs", "items", "scores", "requests", "turns", "batches", "labels")
+        datasets += ("artifacts", "leases")
         keys = [*(self._partition(d, run_id) for d in datasets), self._staging(run_id)]
         self.location.delete_trees(keys, label=run_id)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from assay.analysis.estimate import count_tokens
 from assay.cli import main
+from assay.store import Store
 from tests.conftest import mock_target, openai_spec
 from tests.helpers.cli import assay_json
 
@@ -138,3 +140,61 @@ def test_an_http_agents_model_is_not_metered(tmp_path, capsys):
     report = assay_json(capsys, "estimate", _judged_spec(tmp_path, target), "--store", tmp_path / "s")
     assert report["lines"][0]["model"] is None and report["unpriced_models"] == []
     assert "http_agent target: its spend is not measured" in report["lines"][0]["note"]
+
+
+def test_a_judges_estimate_is_its_template_before_a_run_and_its_measured_tokens_after(tmp_path, mock, capsys):
+    """The judge's estimate against its real cost on the mock server: before any run its prompt is
+    counted from its real template and its output is an upper bound (max_tokens), said so; once a
+    run of the spec is stored, the tokens it measured give the run's real cost."""
+    n = 10
+    prices = {"mock-1": {"input": 10.0, "output": 30.0}, "mock-judge": {"input": 1.0, "output": 2.0}}
+    judge = {"kind": "llm_judge", "name": "judge", "base_url": mock.base_url, "model": "mock-judge"}
+    judge["rubric"] = "Is the answer the correct sum?"  # names no field: the standard grading template
+    spec = openai_spec(
+        tmp_path,
+        mock.base_url,
+        n=n,
+        prices=prices,
+        target=mock_target(mock.base_url, max_tokens=20),
+        scorers=[{"kind": "exact_match", "name": "exact"}, judge],
+    )
+    answers = {f"What is {i} + {i}?": str(2 * i) for i in range(n)}
+    mock.configure(answers={**answers, "*": '{"score": 1, "explanation": "right"}'})
+    before = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
+    assert mock.stats()["requests"] == 0
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
+    store = Store(tmp_path / "s")
+    (run_id,) = store.runs().collect()["run_id"]
+    judged = store.run_scores(run_id).filter(pl.col("scorer") == "judge")
+    real_in, real_out = judged["tokens_input"].sum(), judged["tokens_output"].sum()
+    real = store.read_run(run_id)
+
+    guessed = before["lines"][1]
+    assert guessed["kind"] == "judging" and guessed["calls"] == n
+    # The mock counts words, the estimate ~4 characters a token: the same prompt, not a third of it.
+    assert 0.8 * real_in <= guessed["input_tokens"] <= 2 * real_in, (guessed["input_tokens"], real_in)
+    assert guessed["output_tokens_expected"] == 512 * n and guessed["upper_bound"] is True
+    assert "template" in guessed["note"] and "upper bound" in guessed["note"]
+    assert before["cost_usd_expected_upper_bound"] is True and before["cost_usd_expected"] >= real["cost_usd"]
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0  # (now with a stored run)
+    capsys.readouterr()
+
+    after = assay_json(capsys, "estimate", spec, "--store", tmp_path / "s")
+    generation, measured = after["lines"]
+    assert measured["input_tokens"] == real_in and measured["output_tokens_expected"] == real_out
+    assert f"measured in stored run {run_id}" in measured["note"] and measured["upper_bound"] is False
+    assert generation["input_tokens"] == store.run_items(run_id)["tokens_input"].sum()
+    assert f"stored run {run_id}" in generation["note"]
+    assert after["cost_usd_expected"] == pytest.approx(real["cost_usd"], rel=1e-6)
+    assert after["cost_usd_expected_upper_bound"] is False
+
+
+def test_the_estimate_says_when_its_expected_cost_is_an_upper_bound(tmp_path, mock, capsys):
+    spec = openai_spec(
+        tmp_path, mock.base_url, n=3, prices=PRICES, target=mock_target(mock.base_url, max_tokens=9)
+    )
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "s")]) == 0
+    assert (
+        "(an upper bound: output at max_tokens, no stored run of this spec measured it)"
+        in capsys.readouterr().out
+    )

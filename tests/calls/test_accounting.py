@@ -85,7 +85,10 @@ def test_budget_stops_admission_at_a_deterministic_point(tmp_path, mock, capsys)
 
 
 def test_a_call_waiting_to_retry_is_interrupted_by_the_budget(tmp_path, mock, capsys):
-    mock.configure(faults=[{"status": 429, "times": 1, "retry_after": 0.5, "match": "What is 0 + 0?"}])
+    # q0's refusal waits for q1's answer (which closes the budget): q1 is sent before the refusal
+    # pauses the endpoint, and is measured long before q0's retry asks to be admitted.
+    refusal = {"status": 429, "retry_after": 1, "match": "What is 0 + 0?", "after": "What is 1 + 1?"}
+    mock.configure(faults=[refusal])
     spec = openai_spec(tmp_path, mock.base_url, n=4, prices=PRICES, budget="$0.0001", concurrency=2)
     summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     items = Store(tmp_path / "s").run_items(summary["run_id"])

@@ -45,7 +45,9 @@ def assert_timed(items: pl.DataFrame) -> None:
     """Each call's first token came after the latency, and its last words after the token delays."""
     for row in items.iter_rows(named=True):
         assert row["first_token_ms"] >= LATENCY_MS, row
-        assert row["wire_ms"] - row["first_token_ms"] >= 5 * TOKEN_DELAY_MS, row
+        # A millisecond of slack: the server's sleeps are on its event loop's clock, which may wake
+        # a fraction early (seen under load: 74.93 ms for 5 x 15 ms).
+        assert row["wire_ms"] - row["first_token_ms"] >= 5 * TOKEN_DELAY_MS - 1, row
         assert row["duration_ms"] >= row["wire_ms"]
 
 

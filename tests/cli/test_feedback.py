@@ -214,7 +214,9 @@ def test_estimate_leads_with_unknown_and_says_at_most_only_for_a_real_maximum(tm
     assert main(["estimate", str(capped), "--store", str(tmp_path / "s")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     # 3 calls x 10 output tokens at $2 per million, plus the prompts' input tokens at $1.
-    assert re.fullmatch(r"cost expected \$0\.0000\d+, at most \$0\.0000\d+", last), last
+    # Nothing measured the output yet: the expected cost is its maximum, and says so.
+    upper = r" \(an upper bound: output at max_tokens, no stored run of this spec measured it\)"
+    assert re.fullmatch(r"cost expected \$0\.0000\d+" + upper + r", at most \$0\.0000\d+", last), last
 
 
 @pytest.mark.slow
@@ -322,7 +324,34 @@ def test_logged_progress_says_each_tenth_and_every_few_seconds_between():
         reporter.item_done("completed")
     assert len(lines) == 1 + 10
     assert lines[0] == "progress: 0 of 1000 items (0.0%) · 0 failed · 0.0 s"
-    assert lines[-1] == "progress: 50 of 1000 items (5.0%) · 0 failed · 50.0 s"
+    assert lines[1] == "progress: 5 of 1000 items (0.5%) · 0 failed · 5.0 s · 1.0 items/s"
+    assert lines[-1] == "progress: 50 of 1000 items (5.0%) · 0 failed · 50.0 s · 1.0 items/s"
     for _ in range(50):  # the next 5 %, at once: one line, at the tenth
         reporter.item_done("failed")
-    assert lines[-2:] == [lines[10], "progress: 100 of 1000 items (10.0%) · 50 failed · 50.0 s"]
+    assert lines[-2:] == [lines[10], "progress: 100 of 1000 items (10.0%) · 50 failed · 50.0 s · 2.0 items/s"]
+
+
+def test_items_per_second_counts_only_the_items_run_here_once_it_means_something():
+    """A resume's items done before are no part of the rate, and neither are its first seconds or
+    first items (`334 items/s` at the start, `7,031 items/s` on a resume)."""
+    from assay.run.progress import Logged
+
+    lines: list[str] = []
+    now = [0.0]
+    reporter = Logged(lines.append, every_s=0.5, clock=lambda: now[0])
+    reporter.started(1000, 900)  # a resume: 900 done before
+    for _ in range(4):  # 4 items in 4 s: too few
+        now[0] += 1.0
+        reporter.item_done("completed")
+    assert all("items/s" not in line for line in lines), lines
+    now[0] += 1.0
+    reporter.item_done("completed")
+    assert lines[-1] == "progress: 905 of 1000 items (90.5%) · 0 failed · 5.0 s · 1.0 items/s"
+
+    lines.clear()
+    quick = Logged(lines.append, every_s=0.0, clock=lambda: now[0])
+    quick.started(100, 0)
+    for _ in range(10):  # 10 items in 1 s: too soon
+        now[0] += 0.1
+        quick.item_done("completed")
+    assert all("items/s" not in line for line in lines), lines

@@ -288,7 +288,9 @@ def test_runs_are_named_by_prefix_or_latest_and_listed_with_their_model(tmp_path
     # On a terminal each side's run is named with its model.
     assert main(["compare", newest, "--candidate", "latest", "--store", str(store)]) == 0
     header = capsys.readouterr().out.splitlines()[0]
-    assert header.startswith(f"compare {newest} (mock-big) → {newest} (mock-big)"), header
+    assert header.startswith(f"compare {newest} (mock-big, tags smoke) → {newest} (mock-big, tags smoke)"), (
+        header
+    )
     # The report takes the same names, and its baseline section names both models.
     out = tmp_path / "report.html"
     assert (

@@ -8,6 +8,7 @@ One server for the module (booting one takes ~20-40 s on a loaded machine).
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ import pytest
 
 from assay import numbers
 from assay.analysis.lines import failures_line
+from assay.run.breaker import THRESHOLD
 from assay.store import Store
 from tests.conftest import REPO, mock_target, openai_spec, write_jsonl, write_spec
 from tests.helpers.prefect_server import PrefectAPI, serving_prefect
@@ -247,3 +249,56 @@ def test_a_missing_secret_block_is_a_spec_error_naming_the_field(api: PrefectAPI
     assert done.returncode == 2
     assert "target.api_key_secret: no Prefect Secret block named 'no-such-block'" in done.stderr
     assert not (tmp_path / "store").exists()
+
+
+def test_a_dead_endpoint_stops_the_flow_run_as_a_result_not_a_crashed_shard(
+    api: PrefectAPI, tmp_path: Path
+) -> None:
+    """The circuit breaker's stop under Prefect: no shard task fails, crashes or is retried, the
+    flow run fails with the run's message and no traceback, and as many items are sent as the
+    terminal's embedded run sends (`THRESHOLD`), not that again for each shard's retry."""
+    with socket.socket() as refusing:  # bound, never listening: its port refuses connections
+        refusing.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{refusing.getsockname()[1]}/v1"
+        # 60 items: three shards under Prefect; one at a time, so the count is exact.
+        spec = openai_spec(tmp_path, dead, n=60, target=mock_target(dead, max_retries=0), concurrency=1)
+        store = tmp_path / "store"
+        done = _assay(api, "run", str(spec), "--store", str(store), "--json")
+    assert done.returncode == 1, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "failed", summary
+    sent = Store(store).run_items(summary["run_id"], history=True)
+    assert sent.height == THRESHOLD, sent["item_id"].to_list()
+
+    flow_run_id = Store(store).read_run(summary["run_id"])["prefect_flow_run_id"]
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    # Task runs reach the server through its event pipeline, a moment after the flow run ends.
+    deadline = time.monotonic() + LOGS_WAIT_S
+    with _client(api) as client:
+        flow_run = client.read_flow_run(flow_run_id)
+        while True:
+            shards = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+            ended = [
+                s for s in shards if s.state_type and s.state_type.value in ("COMPLETED", "FAILED", "CRASHED")
+            ]
+            if len(ended) == len(shards) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert flow_run.state is not None and flow_run.state.type.value == "FAILED", flow_run.state
+    assert (flow_run.state.message or "").startswith(
+        f"failed: TargetUnreachable: {THRESHOLD} items in a row failed to connect to the target"
+    ), flow_run.state.message
+    assert len(shards) == 3, [shard.name for shard in shards]
+    assert [(s.state_type.value if s.state_type else None, s.run_count) for s in shards] == [
+        ("COMPLETED", 1)
+    ] * 3
+    logs = _logs(api, flow_run_id, "Finished in state Failed")
+    text = "\n".join(log.message for log in logs)
+    assert "Finished in state Failed" in text, text
+    # The one ERROR line is the flow run's end, Failed as `assay run` exits 1.
+    errors = [log.message for log in logs if log.level >= 40]
+    assert len(errors) == 1 and errors[0].startswith("Finished in state Failed('failed: "), text
+    assert "Traceback" not in text and "Crash detected" not in text, text

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,63 @@ def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
         timeout=10,
     ).json()
     assert {run["name"].split(" ")[0] for run in children} >= {"quickstart-arithmetic", "compare"}
+
+    # Each night's flow run: named after its date, its artifact each spec's verdict and report.
+    first_night = min(nightly_runs, key=lambda run: run["start_time"])
+    assert {run["name"] for run in nightly_runs} == {f"nightly-{datetime.now(UTC):%Y-%m-%d}"}
+    page = _nightly_artifact(prefect_api, first_night["id"])
+    assert "no baseline yet: this night becomes it" in page, page
+    page = _nightly_artifact(prefect_api, latest["id"])
+    assert page.startswith(f"# {latest['name']}: passed"), page
+    report = store / "reports" / f"{night['run_id']}.html"
+    assert report.is_file() and f"[report]({report.as_uri()})" in page, page
+    assert "passed: " in page and f"`{night['baseline']}`" in page, page
+
+
+def _nightly_artifact(api: PrefectAPI, flow_run_id: str) -> str:
+    """The markdown a nightly flow run published."""
+    found = httpx.post(
+        f"{api.url}/artifacts/filter",
+        json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}, "key": {"any_": ["assay-nightly"]}}},
+        timeout=10,
+    ).json()
+    assert len(found) == 1, found
+    return str(found[0]["data"])
+
+
+def test_a_failed_night_names_its_regression_first_then_its_gates(
+    prefect_api: PrefectAPI, tmp_path: Path, mock: Any
+) -> None:
+    from tests.conftest import openai_spec
+
+    spec, store = openai_spec(tmp_path, mock.base_url, n=30), tmp_path / "store"
+    assert _assay(prefect_api, "nightly", str(spec), "--store", str(store)).returncode == 0
+    # Tonight no answer has digits, and two items fail: 6.7 %, over the run's 5 % gate.
+    mock.configure(
+        answers={"*": "no idea"},
+        faults=[{"status": 400, "times": -1, "match": f"What is {i} + {i}?"} for i in (3, 5)],
+    )
+    done = _assay(prefect_api, "nightly", str(spec), "--store", str(store))
+    assert done.returncode == 1, done.stderr[-2000:]
+    night = json.loads(done.stdout)["specs"][0]
+    nightly = max(
+        httpx.post(
+            f"{prefect_api.url}/flow_runs/filter",
+            json={"flows": {"name": {"any_": ["assay-nightly"]}}},
+            timeout=10,
+        ).json(),
+        key=lambda r: r["start_time"],
+    )
+    state = nightly["state"]
+    assert state["type"] == "FAILED", state
+    regression, gate = state["message"].split("; ")
+    assert regression.startswith(f"arith {night['run_id']}: candidate ") and regression.endswith(" regressed")
+    assert gate.startswith(f"arith {night['run_id']}: item error rate 6.7% (2 failed of 30 attempted)"), gate
+    page = _nightly_artifact(prefect_api, nightly["id"])
+    assert page.startswith(
+        f"# {nightly['name']}: FAILED\n\nWhy it failed (regressions first, then gates):\n\n"
+    ), page
+    assert page.index(regression) < page.index(gate) and "| failed_gate | FAILED: " in page, page
 
 
 def test_a_container_run_is_a_flow_run_with_shards_of_sandboxed_attempts(

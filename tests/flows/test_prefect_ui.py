@@ -129,7 +129,12 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         line = lines[2]
         assert line.startswith("ready:"), (line, ui.stderr.read() if ui.poll() is not None else "")
         # Where it writes, said as it starts: the runs' store and Prefect's state.
-        said = [ui.stdout.readline() for _ in range(2)][1]
+        deployed, said = [ui.stdout.readline() for _ in range(2)]
+        # A new Prefect home: every deployment of prefect.yaml is new (tests/flows/test_ui_deployments.py
+        # restarts with edits).
+        assert (
+            deployed == "deployments: deployed assay-run, assay-rescore, assay-compare, assay-nightly (new)\n"
+        )
         assert said.startswith(
             f"store: {store} (runs that name no store) · Prefect state: {tmp_path / 'home'}"
         ), said

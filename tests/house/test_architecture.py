@@ -29,6 +29,8 @@ LAYERS: list[set[str]] = [
     # Everything that imports Prefect: the tasks and the host they run in, then the flows.
     {"assay.tasks"},
     {"assay.flows"},
+    # `assay view`'s web app: above the report, the analysis and the store; the CLI serves it.
+    {"assay.view"},
     {"assay.cli"},
 ]
 

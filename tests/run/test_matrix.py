@@ -9,7 +9,7 @@ import pytest
 
 from assay.cli import main
 from assay.store import Store
-from tests.conftest import write_jsonl, write_spec
+from tests.conftest import arithmetic_rows, write_jsonl, write_spec
 
 SOLVERS = """
 def perfect(x):
@@ -170,3 +170,30 @@ def test_a_rescore_of_a_cell_keeps_its_cell(tmp_path, capsys):
     rescore = Store(store).read_run(json.loads(capsys.readouterr().out)["run_id"])
     assert rescore["kind"] == "rescore" and rescore["cell"] == "perfect"
     assert rescore["matrix_id"] is None, "a rescore is no cell of the matrix's leaderboard"
+
+
+def test_the_leaderboard_names_each_cells_model(tmp_path, mock, capsys):
+    """Cells told apart by their model, on the terminal and in `--json` (the run facts beside the rows)."""
+    write_jsonl(tmp_path / "data.jsonl", arithmetic_rows(4))
+    cell = {"kind": "openai", "base_url": mock.base_url, "prompt": "{question}"}
+    spec = write_spec(
+        tmp_path,
+        name="two-models",
+        dataset={"path": "data.jsonl", "id": "id", "input": "question", "expected": "answer"},
+        targets={"small": {**cell, "model": "mock-small"}, "large": {**cell, "model": "mock-large"}},
+        scorers=[{"kind": "exact_match", "name": "exact"}],
+        fail_on_item_error_rate=1,
+    )
+    store = str(tmp_path / "s")
+    assert main(["run", str(spec), "--store", store, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    matrix_id = summary["matrix_id"]
+    runs = summary["leaderboard"]["runs"]
+    assert {facts["cell"]: facts["model"] for facts in runs.values()} == {
+        "small": "mock-small",
+        "large": "mock-large",
+    }
+    assert main(["leaderboard", matrix_id, "--store", store]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "exact" in line]
+    cells = {line.split("│")[3].strip(): line.split("│")[4].strip() for line in rows}
+    assert cells == {"small": "mock-small", "large": "mock-large"}, rows

@@ -77,6 +77,11 @@ def _argv(command: str, spec: Path) -> list[str]:
         "show": ["RUN"],
         "ls": [],
         "ui": ["--port", "1"],
+        "view": ["--port", "1"],
+        "labels import": ["labels.csv"],
+        "labels export": ["RUN"],
+        "labels sample": ["RUN", "--scorer", "judge"],
+        "agreement": ["RUN", "--scorer", "judge"],
     }
     return [*command.split(), *arguments[command]]
 

@@ -18,7 +18,17 @@ from assay import _schema
 from tests.conftest import REPO
 
 PINNED = REPO / "tests" / "data" / "stored_schemas.json"
-DATASETS = ("runs", "items", "scores", "requests", "turns", "batches", "comparisons", "leaderboards")
+DATASETS = (
+    "runs",
+    "items",
+    "scores",
+    "requests",
+    "turns",
+    "batches",
+    "comparisons",
+    "leaderboards",
+    "labels",
+)
 
 
 def described(schema: pa.Schema) -> list[dict[str, Any]]:

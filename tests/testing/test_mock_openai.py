@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import subprocess
 import sys
@@ -135,6 +136,18 @@ def test_fault_forever(server: MockOpenAIServer, client: httpx.Client) -> None:
     server.configure(faults=[{"status": 401, "times": -1}])
     assert [chat(client, "hi").status_code for _ in range(5)] == [401] * 5
     assert server.configure()["faults"] == [{"status": 401, "times": -1}]
+
+
+def test_a_fault_held_after_another_answer(server: MockOpenAIServer, client: httpx.Client) -> None:
+    server.configure(faults=[{"status": 429, "match": "first", "after": "second"}])
+    other = httpx.Client(base_url=server.base_url, timeout=10, verify=tls_context())
+    with other, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(chat, other, "first")
+        time.sleep(0.2)
+        assert not held.done(), "the refusal waits for the answer to 'second'"
+        assert chat(client, "second").status_code == 200
+        assert held.result(timeout=5).status_code == 429
+    assert server.configure()["faults"] == []
 
 
 def test_delay_fault_slows_one_reply(server: MockOpenAIServer, client: httpx.Client) -> None:

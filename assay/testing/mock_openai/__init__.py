@@ -40,6 +40,8 @@ Endpoints
         or with the fault's `status` if it has one).
       - `headers`: headers added to the fault's reply, or removed (`null`): e.g. a LiteLLM
         proxy's 429, `{"llm_provider-retry-after": "1", "x-request-id": null}`.
+      - `after`: a substring of another request's last user message: the fault's reply waits
+        until such a request has been answered (two calls put in order by an event, not a delay).
       - `drop: true`: an answer broken mid-stream: status 200, a `Content-Length` promising more
         than is sent, part of a body, then the connection is closed.
 

@@ -72,6 +72,9 @@ class MockOpenAI(MockApp):
         self._peak_in_flight = 0
         self._bodies: collections.deque[Any] = collections.deque(maxlen=BODIES_KEPT)
         self._last_authorization: str | None = None
+        # The last user messages answered so far, for faults held `after` one of them.
+        self._answered: collections.deque[str] = collections.deque(maxlen=BODIES_KEPT)
+        self._answer_given: asyncio.Event | None = None
         self.batches = OpenAIBatches()  # the Batch API (`assay.testing._openai_batches`)
         self.configure(**self._initial)
 
@@ -147,6 +150,7 @@ class MockOpenAI(MockApp):
         self._peak_in_flight = 0
         self._bodies.clear()
         self._last_authorization = None
+        self._answered.clear()
         self.batches.reset()
         self.configure(**self._initial)
 
@@ -167,6 +171,19 @@ class MockOpenAI(MockApp):
                         del self._faults[i]
                 return fault
         return None
+
+    async def _held_until_answered(self, text: str) -> None:
+        """Wait until a request whose last user message contains `text` has been answered."""
+        while not any(text in answered for answered in self._answered):
+            if self._answer_given is None:
+                self._answer_given = asyncio.Event()
+            await self._answer_given.wait()
+
+    def _note_answered(self, last_user: str) -> None:
+        self._answered.append(last_user)
+        if self._answer_given is not None:
+            self._answer_given.set()
+            self._answer_given = None
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -225,6 +242,8 @@ class MockOpenAI(MockApp):
         fault = self._take_fault(last_user) if self._faults else None
         status = fault.status if fault is not None and fault.status is not None else 200
         self._by_status[status] += 1
+        if fault is not None and fault.after is not None:
+            await self._held_until_answered(fault.after)
         delay_ms = self._latency_ms + (fault.delay_ms if fault is not None else 0.0)
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
@@ -274,6 +293,7 @@ class MockOpenAI(MockApp):
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        self._note_answered(last_user)
         if streamed:
             options = body.get("stream_options")
             return await chat_completion_stream(

@@ -15,7 +15,19 @@ from aiohttp import web
 from assay.testing._background import json_response
 
 _FAULT_KEYS = frozenset(
-    {"status", "times", "retry_after", "match", "delay_ms", "drop", "message", "type", "code", "headers"}
+    {
+        "status",
+        "times",
+        "retry_after",
+        "match",
+        "after",
+        "delay_ms",
+        "drop",
+        "message",
+        "type",
+        "code",
+        "headers",
+    }
 )
 # (type, code) as OpenAI sends them.
 _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
@@ -39,6 +51,7 @@ class Fault:
     drop: bool = False
     retry_after: float | str | None = None
     match: str | None = None
+    after: str | None = None
     message: str | None = None
     type: str | None = None
     code: str | None = None
@@ -49,8 +62,8 @@ class Fault:
         """Build a fault from its JSON form.
 
         Args:
-            raw: A mapping with the keys `status`, `times`, `retry_after`, `match`, `delay_ms`,
-                `message`, `type`, `code`, `headers`.
+            raw: A mapping with the keys `status`, `times`, `retry_after`, `match`, `after`,
+                `delay_ms`, `message`, `type`, `code`, `headers`.
 
         Returns:
             The fault.
@@ -86,7 +99,7 @@ class Fault:
             and (not is_number(retry_after) or retry_after < 0)
         ):
             raise ValueError(f"fault retry_after must be a number >= 0 or a text, got {retry_after!r}")
-        for key in ("match", "message", "type", "code"):
+        for key in ("match", "after", "message", "type", "code"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ValueError(f"fault {key} must be a string, got {raw[key]!r}")
         headers = raw.get("headers")
@@ -102,6 +115,7 @@ class Fault:
             drop=drop,
             retry_after=retry_after,
             match=raw.get("match"),
+            after=raw.get("after"),
             message=raw.get("message"),
             type=raw.get("type"),
             code=raw.get("code"),
@@ -111,7 +125,7 @@ class Fault:
     def to_dict(self) -> dict[str, Any]:
         """The fault's JSON form, without the fields left at their defaults."""
         out: dict[str, Any] = {"times": self.times}
-        for key in ("status", "retry_after", "match", "message", "type", "code", "headers"):
+        for key in ("status", "retry_after", "match", "after", "message", "type", "code", "headers"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -1,0 +1,127 @@
+"""`assay view` served by uvicorn (its own process, on 127.0.0.1) and driven in Debian's Chromium:
+each page opens, the runs filter, two runs are compared, the items page filters and pages through
+htmx, an item opens; nothing is logged as an error, no dialog opens (no stored string runs), and
+no request leaves 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.report.test_report import browser  # noqa: F401  (a fixture)
+from tests.view.conftest import SCRIPT, WORSE, N
+
+pytestmark = [pytest.mark.browser]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(view_runs) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "DO_NOT_TRACK": "1"}
+    env.pop("ASSAY_VIEW_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", "view", "--store", view_runs["store"], "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/static/view.css", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+            assert time.monotonic() < deadline, "assay view did not answer in 30 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+class Tab:
+    """A page of the view in Chromium, recording errors, dialogs and every request elsewhere."""
+
+    def __init__(self, browser, url: str) -> None:  # noqa: F811
+        self.base = url
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.elsewhere: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def _route(self, route) -> None:
+        if route.request.url.startswith(self.base + "/"):
+            route.continue_()
+        else:
+            self.elsewhere.append(route.request.url)
+            route.abort()
+
+    def check(self) -> None:
+        assert self.errors == [] and self.dialogs == [] and self.elsewhere == []
+
+
+def test_the_view_in_chromium(served, view_runs, browser):  # noqa: F811
+    base, cand = view_runs["base"], view_runs["cand"]
+    tab = Tab(browser, served)
+    page = tab.page
+    try:
+        page.goto(served + "/")
+        assert page.locator("tr[data-run]").count() == 2
+        page.fill("#run-filters input[name=text]", "view-cand")
+        page.click("#run-filters button")
+        page.wait_for_url("**/?text=view-cand*")
+        assert page.locator("tr[data-run]").count() == 1
+
+        page.goto(served + "/")
+        page.check(f'tr[data-run="{base}"] input[name=a]')
+        page.check(f'tr[data-run="{cand}"] input[name=b]')
+        page.click("#compare-form button")
+        page.wait_for_selector("#fig-forest .main-svg")
+        assert page.text_content("#n-changed") == str(len(WORSE) + 1)
+        assert page.locator("tr.flip").count() == len(WORSE) + 1
+        assert page.locator(".diff .ins").count() > 0
+
+        page.goto(f"{served}/runs/{cand}")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2")
+
+        page.goto(f"{served}/runs/{cand}/items")
+        assert page.text_content("#matched") == str(N)
+        page.select_option("#item-filters select[name=outcome]", "failed")
+        page.wait_for_function("() => document.querySelector('#matched').textContent === '1'")
+        assert "outcome=failed" in page.url  # the state is the URL
+        page.select_option("#item-filters select[name=outcome]", "")
+        page.wait_for_function(f"() => document.querySelector('#matched').textContent === '{N}'")
+        page.click("#next")
+        page.wait_for_function(f"() => document.querySelectorAll('tr.item-row').length === {N - 50}")
+        assert "page=1" in page.url
+
+        page.goto(f"{served}/runs/{cand}/items?sort=score:judge")
+        page.locator("a.item-link", has_text=SCRIPT).click()
+        page.wait_for_selector("#item-id")
+        assert page.text_content("#item-id") == SCRIPT and page.text_content("#output") == SCRIPT
+        assert page.locator("img").count() == 0  # the stored <img> is text
+        tab.check()
+    finally:
+        tab.context.close()
