@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
+from assay.calls import waits
 from assay.calls.http import RATE_LIMIT_STATUSES, STANDARD, retry_after
 
 START_WINDOW = 4
@@ -272,7 +273,7 @@ class RateController:
                 if wait is None:
                     return
                 if wait > 0:
-                    await asyncio.sleep(wait)
+                    await self._sleep(wait)
                 else:  # the window is full: wait for a call to end
                     self._window_full()
                     if self._freed is None:
@@ -281,6 +282,20 @@ class RateController:
                     await freed.wait()
         finally:
             self.waiting -= 1
+
+    async def _sleep(self, wait: float) -> None:
+        """Sleep `wait` seconds; a pause after a rate limit is told as a wait (the progress line's
+        `waiting: mock-1 rate-limit pause in 2 s`), a turn at the pace is not."""
+        until = self._paused_until
+        if until <= time.monotonic():
+            await asyncio.sleep(wait)
+            return
+        held = waits.Wait(f"{self.name.rpartition(' ')[2]} rate-limit pause", until)
+        waits.began(held)
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            waits.ended(held)
 
     def release(self) -> None:
         """Give back a slot taken by `acquire`."""

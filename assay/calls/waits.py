@@ -34,6 +34,17 @@ def watch(watcher: Watcher | None) -> None:
     _watcher = watcher
 
 
+def began(wait: Wait) -> None:
+    """A wait not a retry's: calls held by their endpoint's pause after a rate limit."""
+    if _watcher is not None:
+        _watcher(wait, True)
+
+
+def ended(wait: Wait) -> None:
+    if _watcher is not None:
+        _watcher(wait, False)
+
+
 class CallWaits:
     """One call's waits, for its retry loop: `before_sleep` as tenacity's hook, `end` when the
     next attempt starts (or the call ends).

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from assay.cli import main
 from assay.run import progress
 from tests.conftest import REPO, mock_target, openai_spec
@@ -64,15 +66,36 @@ def test_the_last_items_say_what_they_wait_on(tmp_path, mock):
             )
             == 0
         )
-    waits = [line for line in lines if line.startswith("waiting: ")]
-    assert waits == [
-        "waiting: target rate-limited, retry 1 in 1 s",
+    # (A target call sent after the refusal would wait out the endpoint's pause: not the point here.)
+    waits = [line for line in lines if line.startswith("waiting: ") and "pause" not in line]
+    assert sorted(waits) == [
         "waiting: judge retry 1/5 in 1 s",
         "waiting: judge retry 2/5 in 1 s",
+        "waiting: target rate-limited, retry 1 in 1 s",
     ], lines
     assert lines[-1].startswith("progress: 4 of 4 items (100.0%) · 0 failed")
 
 
+def test_a_call_held_by_the_endpoints_pause_says_so(tmp_path, mock):
+    """q0 is refused with `Retry-After: 3`: the endpoint pauses. q1's slow answer ends its item
+    after that, and q2, starting then, waits out the pause: it says so."""
+    answered(
+        mock,
+        3,
+        [
+            {"status": 429, "retry_after": 3, "match": "What is 0 + 0?"},
+            {"delay_ms": 200, "match": "What is 1 + 1?"},
+        ],
+    )
+    spec = openai_spec(tmp_path, mock.base_url, n=3, concurrency=2)
+    lines: list[str] = []
+    with progress.also(progress.Logged(lines.append)):
+        assert main(["run", str(spec), "--store", str(tmp_path / "s"), "--quiet"]) == 0
+    assert "waiting: target rate-limited, retry 1 in 3 s" in lines, lines
+    assert any(re.fullmatch(r"waiting: mock-1 rate-limit pause in [123] s", line) for line in lines), lines
+
+
+@pytest.mark.slow
 def test_the_bar_on_a_terminal_names_the_judge_retry_and_shows_no_early_rate(tmp_path, mock):
     """`assay run` on a terminal (a pseudo-terminal here): the bar's line while the last item's
     judge waits to retry names it; no items/s is drawn in the run's first seconds."""
