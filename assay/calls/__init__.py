@@ -5,6 +5,7 @@ One concern a module:
     endpoint        `Endpoint`: the spec model of every HTTP endpoint a spec names (`base_url`,
                     key, timeout, retries, header names; `rate_limits` for a `ModelEndpoint`)
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
+    headers         `ResponseHeaders`: where a reply's request id and rate-limit hints are read
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
     wire            `ChatAPI`: what a chat API is on the wire (bodies, usage, streams assembled)
     wire_openai     OpenAI's chat completions on the wire

@@ -39,7 +39,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.calls.endpoint import Endpoint
-from assay.calls.http import AttemptFailed, Peer, RetryPolicy, response_headers
+from assay.calls.headers import response_headers
+from assay.calls.http import AttemptFailed, Peer, RetryPolicy
 from assay.calls.transport import Client, RequestError, multipart, open_client, reason, standard_error
 from assay.errors import TargetFailure
 from assay.outcomes import BatchState, FailureKind

@@ -43,6 +43,7 @@ from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.endpoint import Endpoint
 from assay.calls.finish import Finish
+from assay.calls.headers import response_headers
 from assay.calls.http import (
     AttemptFailed,
     Peer,
@@ -50,7 +51,6 @@ from assay.calls.http import (
     RetryPolicy,
     error_message,
     refused,
-    response_headers,
 )
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import ChatAPI, StreamFailed
