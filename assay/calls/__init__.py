@@ -7,6 +7,7 @@ One concern a module:
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
     headers         `ResponseHeaders`: where a reply's request id and rate-limit hints are read
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
+    reply           `ChatReply`: a successful chat completion and how it went
     wire            `ChatAPI`: what a chat API is on the wire (bodies, usage, streams assembled)
     wire_openai     OpenAI's chat completions on the wire
     wire_anthropic  Anthropic's Messages API on the wire
@@ -57,7 +58,7 @@ from assay.calls.capture import (
     secrets_of,
     stored_records,
 )
-from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.chat import ChatClient
 from assay.calls.endpoint import ENDPOINT_SETTINGS, BaseURL, Endpoint, ModelEndpoint, RateLimits
 from assay.calls.finish import Finish, not_an_answer
 from assay.calls.http import (
@@ -73,6 +74,7 @@ from assay.calls.http import (
     retry_after,
 )
 from assay.calls.messages import ToolCall
+from assay.calls.reply import ChatReply
 from assay.calls.request_codec import RequestRecord, read_jsonl, validate_jsonl, write_jsonl
 from assay.calls.response_cache import ResponseCache, check_cache
 
