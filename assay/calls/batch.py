@@ -16,7 +16,8 @@ waits for that batch instead — unless that batch ended without a result for it
 Two batch APIs are spoken, each a `BatchAPI`: Anthropic's Message Batches (`AnthropicBatches`:
 `POST {base_url}/messages/batches`, `GET …/{id}`, the JSONL at its `results_url`) and OpenAI's
 Batch API (`OpenAIBatches`: the requests uploaded as a JSONL file to `/files`, a batch of it
-created at `/batches`, its output and error files read back). Both hand back results in one
+created at `/batches`, its output and error files read back; chat completions or Responses
+requests, `BATCH_APIS`). Both hand back results in one
 shape: `{"type": "succeeded", "message": <the reply>}`, or `errored` (with `error: {type,
 message}`), `expired` or `canceled`. What is retried and how failures read is
 `assay.calls.http`'s, as for every Assay client.
@@ -216,21 +217,22 @@ class AnthropicBatches(BatchAPI):
 
 
 class OpenAIBatches(BatchAPI):
+    """OpenAI's Batch API, its requests all sent to one endpoint (`url`: chat completions, or the
+    Responses API's `/v1/responses`, as the SDK's `batch_create_params.endpoint` names them)."""
+
     name = "openai"
     _ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 
+    def __init__(self, url: str = "/v1/chat/completions") -> None:
+        self.url = url
+
     async def submit(self, request: Request, base: str, requests: list[tuple[str, dict[str, Any]]]) -> str:
         lines = "".join(
-            json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
-            + "\n"
+            json.dumps({"custom_id": cid, "method": "POST", "url": self.url, "body": body}) + "\n"
             for cid, body in requests
         )
         uploaded = await request("POST", f"{base}/files", form={"purpose": "batch", "file": lines.encode()})
-        body = {
-            "input_file_id": uploaded["id"],
-            "endpoint": "/v1/chat/completions",
-            "completion_window": "24h",
-        }
+        body = {"input_file_id": uploaded["id"], "endpoint": self.url, "completion_window": "24h"}
         return (await request("POST", f"{base}/batches", body=body))["id"]
 
     async def status(self, request: Request, base: str, batch_id: str) -> Status:
@@ -262,7 +264,13 @@ class OpenAIBatches(BatchAPI):
         return out
 
 
-BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (AnthropicBatches(), OpenAIBatches())}
+# The batch API of each chat API (`ChatAPI.name`, `ChatAPI.path`): OpenAI's takes a batch of
+# chat completions or of Responses requests.
+BATCH_APIS: dict[tuple[str, str], BatchAPI] = {
+    ("anthropic", "/messages"): AnthropicBatches(),
+    ("openai", "/chat/completions"): OpenAIBatches(),
+    ("openai", "/responses"): OpenAIBatches("/v1/responses"),
+}
 
 
 class Batcher:

@@ -120,7 +120,7 @@ def open_batcher(
         scorer: the judging scorer's name; None for a target.
     """
     return Batcher(
-        BATCH_APIS[api.name],
+        BATCH_APIS[(api.name, api.path)],
         spec,
         headers=api.headers(spec.api_key()),
         settings=spec.batch,
