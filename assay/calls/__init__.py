@@ -22,6 +22,7 @@ One concern a module:
     request_codec   those records as JSONL: `RequestRecord`, written and checked
     response_cache  the opt-in response cache kept in the store
     batch           batch mode: provider batch APIs behind one `ask` per request (`Batcher`)
+    batch_apis      the providers' batch APIs: Anthropic's Message Batches, OpenAI's Batch API
     batch_mode      around a batcher: the run's batch ledger, the budget hold, batch prices
     aimd            `RateController`: the adaptive window of calls in flight to one endpoint
     rate            which controller an (endpoint, model) gets: the process's, or a fleet's

@@ -408,7 +408,7 @@ def test_batch_mode_sends_responses_requests_through_openais_batch_api(tmp_path,
     from openai.types.batch_create_params import BatchCreateParams
     from pydantic import TypeAdapter
 
-    from assay.calls.batch import BATCH_APIS
+    from assay.calls.batch_apis import BATCH_APIS
 
     url = BATCH_APIS[("openai", "/responses")].url  # type: ignore[attr-defined]
     TypeAdapter(BatchCreateParams).validate_python(
