@@ -118,8 +118,8 @@ class LlmJudge(ModelEndpoint, Scorer):
         provider: `openai` (chat completions, any compatible endpoint) or `anthropic` (the
             Messages API, key sent as `x-api-key`).
         api: with `provider: openai`, `chat_completions` (the default) or `responses`: OpenAI's
-            Responses API (docs/responses-api.md); not with `batch` (batch mode sends chat
-            completions). Part of the run's identity only when it is not the default.
+            Responses API (docs/responses-api.md); with `batch`, a batch of `/v1/responses`
+            requests. Part of the run's identity only when it is not the default.
         model: the judge's exact model version (a moving alias makes scores unrepeatable; with
             `provider: anthropic` one is refused before the run starts).
         rubric: the judge's prompt, a template over `{input}`, `{output}`, `{expected}`, `{scale}`
@@ -187,8 +187,6 @@ class LlmJudge(ModelEndpoint, Scorer):
             raise ValueError(
                 f"api: {self.api} is provider {other.name}'s API, not provider {self.provider}'s"
             )
-        if self.api == "responses" and self.batch is not None:
-            raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
         if self.batch is not None and self.max_tokens is None:
             raise ValueError(
                 "batch needs max_tokens: it bounds what a batch may cost until its results arrive"

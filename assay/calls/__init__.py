@@ -5,7 +5,9 @@ One concern a module:
     endpoint        `Endpoint`: the spec model of every HTTP endpoint a spec names (`base_url`,
                     key, timeout, retries, header names; `rate_limits` for a `ModelEndpoint`)
     http            the one HTTP layer: retried statuses, Retry-After, timeouts, failure wording
+    headers         `ResponseHeaders`: where a reply's request id and rate-limit hints are read
     chat            `ChatClient`: the OpenAI-compatible chat client (targets and judges alike)
+    reply           `ChatReply`: a successful chat completion and how it went
     wire            `ChatAPI`: what a chat API is on the wire (bodies, usage, streams assembled)
     wire_openai     OpenAI's chat completions on the wire
     wire_anthropic  Anthropic's Messages API on the wire
@@ -20,6 +22,7 @@ One concern a module:
     request_codec   those records as JSONL: `RequestRecord`, written and checked
     response_cache  the opt-in response cache kept in the store
     batch           batch mode: provider batch APIs behind one `ask` per request (`Batcher`)
+    batch_apis      the providers' batch APIs: Anthropic's Message Batches, OpenAI's Batch API
     batch_mode      around a batcher: the run's batch ledger, the budget hold, batch prices
     aimd            `RateController`: the adaptive window of calls in flight to one endpoint
     rate            which controller an (endpoint, model) gets: the process's, or a fleet's
@@ -56,7 +59,7 @@ from assay.calls.capture import (
     secrets_of,
     stored_records,
 )
-from assay.calls.chat import ChatClient, ChatReply
+from assay.calls.chat import ChatClient
 from assay.calls.endpoint import ENDPOINT_SETTINGS, BaseURL, Endpoint, ModelEndpoint, RateLimits
 from assay.calls.finish import Finish, not_an_answer
 from assay.calls.http import (
@@ -72,6 +75,7 @@ from assay.calls.http import (
     retry_after,
 )
 from assay.calls.messages import ToolCall
+from assay.calls.reply import ChatReply
 from assay.calls.request_codec import RequestRecord, read_jsonl, validate_jsonl, write_jsonl
 from assay.calls.response_cache import ResponseCache, check_cache
 

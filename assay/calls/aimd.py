@@ -42,7 +42,8 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from assay.calls import waits
-from assay.calls.http import RATE_LIMIT_STATUSES, STANDARD, retry_after
+from assay.calls.headers import STANDARD
+from assay.calls.http import RATE_LIMIT_STATUSES, retry_after
 
 START_WINDOW = 4
 DECREASE = 0.5
@@ -63,7 +64,7 @@ _DURATION = re.compile(
 )
 
 
-# The hints read, under their standard names (`assay.calls.http.ResponseHeaders.hints` finds
+# The hints read, under their standard names (`assay.calls.headers.ResponseHeaders.hints` finds
 # them wherever the provider or gateway sent them: Anthropic's, a LiteLLM proxy's `llm_provider-*`).
 RETRY_AFTER = STANDARD["retry_after"]
 REMAINING = STANDARD["remaining_requests"]

@@ -17,7 +17,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from assay.calls.accounting import Accounting, Usage, current_ledger
-from assay.calls.batch import BATCH_APIS, BatchEntry, Batcher, BatchSettings
+from assay.calls.batch import BatchEntry, Batcher, BatchSettings
+from assay.calls.batch_apis import BATCH_APIS
 from assay.calls.wire import ChatAPI
 from assay.errors import BudgetDenied, TargetFailure
 from assay.outcomes import BatchState, FailureKind, SpendKind
@@ -120,7 +121,7 @@ def open_batcher(
         scorer: the judging scorer's name; None for a target.
     """
     return Batcher(
-        BATCH_APIS[api.name],
+        BATCH_APIS[(api.name, api.path)],
         spec,
         headers=api.headers(spec.api_key()),
         settings=spec.batch,

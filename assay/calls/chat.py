@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pydantic_core
@@ -43,6 +42,7 @@ from assay.calls.accounting import Accounting, Ledger, Usage, current_ledger
 from assay.calls.capture import Operation
 from assay.calls.endpoint import Endpoint
 from assay.calls.finish import Finish
+from assay.calls.headers import response_headers
 from assay.calls.http import (
     AttemptFailed,
     Peer,
@@ -50,8 +50,8 @@ from assay.calls.http import (
     RetryPolicy,
     error_message,
     refused,
-    response_headers,
 )
+from assay.calls.reply import ChatReply
 from assay.calls.transport import Client, RequestError, open_client, parsed_url, reason, standard_error
 from assay.calls.wire import ChatAPI, StreamFailed
 from assay.calls.wire_openai import OPENAI
@@ -61,41 +61,6 @@ from assay.outcomes import FailureKind, RequestOutcome, SpendKind
 if TYPE_CHECKING:
     from assay.calls.aimd import RateController
     from assay.calls.transport import Transport
-
-
-# Not frozen: one is made per item, and a frozen one costs three times as much.
-@dataclass(slots=True)
-class ChatReply:
-    """A successful chat completion and how it went.
-
-    Args:
-        content: the first choice's message content.
-        model: the model that answered, as the provider named it.
-        usage: token usage as reported.
-        wire_ms: time of the attempt that succeeded.
-        retry_ms: time spent before it in failed attempts and backoff.
-        retries: failed attempts before it.
-        request_id: the provider's request id.
-        finish: how the reply ended (why the model stopped; its tool calls and refusal).
-        first_token_ms: for a streamed reply, the time from sending the attempt that succeeded
-            to its first answer token; None when not streamed (or no token came).
-        reasoning: the reasoning text or summary the reply carried apart from its answer
-            (`ChatAPI.reasoning`); None when it carried none.
-        body: the reply as it came (assembled, when streamed): what a tool loop sends back
-            (`ChatAPI.follow_up`).
-    """
-
-    content: Any
-    model: str | None
-    usage: Usage
-    wire_ms: float
-    retry_ms: float
-    retries: int
-    request_id: str | None
-    finish: Finish
-    first_token_ms: float | None = None
-    reasoning: str | None = None
-    body: dict[str, Any] | None = None
 
 
 class ChatClient:

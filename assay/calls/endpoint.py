@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from assay.calls.http import HttpURL, ResponseHeaders
+from assay.calls.headers import ResponseHeaders
+from assay.calls.http import HttpURL
 from assay.calls.keys import api_key
 
 

@@ -319,6 +319,8 @@ def browser_rows(data: RunData) -> list[dict[str, Any]]:
                 "error": cut(r["error"]),
                 # A reply of tool calls and a reasoning model's reasoning (null for a plain run).
                 "tool_calls": shown_tool_calls(r.get("tool_calls")),
+                # What the reply said beside its calls (the calls stay the answer).
+                "tool_call_text": cut(r["tool_call_text"]) if r.get("tool_call_text") else None,
                 "reasoning": cut(r["reasoning"]) if r.get("reasoning") else None,
                 # Files the attempt kept, linked from its row; a workspace folder is one link.
                 "files": [f for f in r.get("artifacts") or [] if not f.endswith("/workspace")],

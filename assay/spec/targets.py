@@ -104,8 +104,6 @@ _RESPONSES_MODELLED = {
 
 
 def _responses_rules(spec: OpenAITarget) -> None:
-    if spec.batch is not None:
-        raise ValueError("batch sends chat completions: it cannot be combined with `api: responses`")
     for key in spec.params or {}:
         if key in _RESPONSES_MODELLED:
             raise ValueError(
@@ -123,8 +121,8 @@ class OpenAITarget(ModelEndpoint, RequestFields, ToolLoop, OpenAIReasoning):
             with `api: responses`).
         api: `chat_completions` (the default) or `responses`: OpenAI's Responses API
             (docs/responses-api.md), the same fields sent in its words (`instructions`, `input`,
-            `text.format`, `reasoning.effort`, `max_output_tokens`); no `seed` (it takes none),
-            and not with `batch`.
+            `text.format`, `reasoning.effort`, `max_output_tokens`); no `seed` (it takes none).
+            With `batch`, a batch of `/v1/responses` requests.
         model: the exact model version (a moving alias makes runs unrepeatable).
         prompt: a template formatted with the item's fields, e.g. `"{question}"`.
         messages: instead of `prompt`, the conversation sent (docs/conversations.md): turns

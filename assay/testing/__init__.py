@@ -14,6 +14,7 @@ agent_models  `ScriptedModels`: a scripted Responses / Messages API server (Fast
 mock_anthropic  a mock of Anthropic's Messages API (aiohttp, like mock_openai)
 rate_limit    the mocks' rate limits: rpm, tpm and requests in flight as token buckets
 _openai_batches  OpenAI's Batch API (`/v1/files`, `/v1/batches`) as the mock speaks it
+_anthropic_batches  a message batch as mock_anthropic keeps and shows it
 _sse          Server-Sent Events as the mocks stream them (and cut them mid-way)
 _background   what they share: an aiohttp app served from a background thread and loop
 _uvicorn      `UvicornThread`: the FastAPI servers (scripted, hub) on uvicorn in a thread

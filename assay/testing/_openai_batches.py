@@ -1,7 +1,8 @@
 """OpenAI's Batch API, as the mock OpenAI server (`assay.testing.mock_openai`) speaks it.
 
 `POST /v1/files` (multipart: `purpose`, `file`) keeps a file; `POST /v1/batches`
-(`input_file_id`, `endpoint`, `completion_window`) accepts a batch of the file's requests at once
+(`input_file_id`, `endpoint`: `/v1/chat/completions` or `/v1/responses`, `completion_window`)
+accepts a batch of the file's requests at once (each line's `url` the batch's endpoint)
 (`batch_<n>`, `status: in_progress`); `GET /v1/batches/{id}` shows it, `completed` once
 `batch_delay_ms` have passed since it was created, with an `output_file_id` (one line per request
 answered: `{"custom_id", "response": {"status_code", "request_id", "body"}, "error": null}`) and
@@ -10,7 +11,11 @@ an `error_file_id` (requests that expired: their last user message holds the `ex
 
 When a batch ends, its requests are answered by the server's own `POST /v1/chat/completions`,
 over the socket, as a provider's batch workers call its model: answers, usage and faults are the
-chat endpoint's (a fault's status becomes that request's `status_code`).
+chat endpoint's (a fault's status becomes that request's `status_code`). `batch_upstream` (an
+origin, `http://host:port`) answers them elsewhere instead: the mock serves no `/v1/responses`
+itself, so a batch of Responses requests is answered by a server that does (the scripted one,
+which checks each body against the SDK's `ResponseCreateParams` and each reply against its
+`Response`).
 
 `stats()` (`MockOpenAIServer.batch_stats()`) counts `batch_submissions` and, per custom id, how
 often it was submitted (`batch_requests`).
@@ -31,6 +36,7 @@ from aiohttp import web
 @dataclass(slots=True)
 class _Batch:
     id: str
+    endpoint: str
     input_file_id: str
     lines: list[dict[str, Any]]
     created: float
@@ -45,7 +51,7 @@ class _Batch:
         return {
             "id": self.id,
             "object": "batch",
-            "endpoint": "/v1/chat/completions",
+            "endpoint": self.endpoint,
             "input_file_id": self.input_file_id,
             "completion_window": "24h",
             "status": self.status,
@@ -57,7 +63,10 @@ class _Batch:
 
 
 def _last_user(body: dict[str, Any]) -> str:
-    for message in reversed(body.get("messages") or []):
+    turns = body.get("messages") or body.get("input") or []
+    if isinstance(turns, str):  # a Responses request's `input` may be the text alone
+        return turns
+    for message in reversed(turns):
         if (
             isinstance(message, dict)
             and message.get("role") == "user"
@@ -74,11 +83,13 @@ def _error(status: int, message: str) -> web.Response:
 class OpenAIBatches:
     """The Batch API's state and routes, beside the mock's chat endpoint."""
 
-    SETTINGS = frozenset({"batch_delay_ms", "expire"})
+    SETTINGS = frozenset({"batch_delay_ms", "expire", "batch_upstream"})
+    ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 
     def __init__(self) -> None:
         self.batch_delay_ms: float = 0.0
         self.expire: str | None = None
+        self.batch_upstream: str | None = None
         self._files: dict[str, bytes] = {}
         self._batches: dict[str, _Batch] = {}
         self._submitted: collections.Counter[str] = collections.Counter()
@@ -86,23 +97,31 @@ class OpenAIBatches:
         self._next = 0
 
     def configure(self, settings: dict[str, Any]) -> None:
-        """Take `batch_delay_ms` and `expire` from `settings` (others are the chat mock's)."""
+        """Take `batch_delay_ms`, `expire` and `batch_upstream` from `settings` (others are the chat
+        mock's)."""
         delay = settings.get("batch_delay_ms", self.batch_delay_ms)
         if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
             raise ValueError(f"batch_delay_ms must be a number >= 0, got {delay!r}")
         expire = settings.get("expire", self.expire)
         if expire is not None and not isinstance(expire, str):
             raise TypeError(f"expire must be a text or null, got {expire!r}")
-        self.batch_delay_ms, self.expire = float(delay), expire
+        upstream = settings.get("batch_upstream", self.batch_upstream)
+        if upstream is not None and not (isinstance(upstream, str) and upstream.startswith("http://")):
+            raise ValueError(f"batch_upstream must be an http:// origin or null, got {upstream!r}")
+        self.batch_delay_ms, self.expire, self.batch_upstream = float(delay), expire, upstream
 
     def settings(self) -> dict[str, Any]:
-        return {"batch_delay_ms": self.batch_delay_ms, "expire": self.expire}
+        return {
+            "batch_delay_ms": self.batch_delay_ms,
+            "expire": self.expire,
+            "batch_upstream": self.batch_upstream,
+        }
 
     def stats(self) -> dict[str, Any]:
         return {"batch_submissions": self._submissions, "batch_requests": dict(self._submitted)}
 
     def reset(self) -> None:
-        self.batch_delay_ms, self.expire = 0.0, None
+        self.batch_delay_ms, self.expire, self.batch_upstream = 0.0, None, None
         self._files.clear()
         self._batches.clear()
         self._submitted.clear()
@@ -145,13 +164,14 @@ class OpenAIBatches:
     async def _create(self, request: web.Request) -> web.Response:
         body = await request.json()
         content = self._files.get(body.get("input_file_id", ""))
-        if content is None or body.get("endpoint") != "/v1/chat/completions":
-            return _error(400, "input_file_id must name an uploaded file; endpoint /v1/chat/completions")
+        endpoint = body.get("endpoint")
+        if content is None or endpoint not in self.ENDPOINTS:
+            return _error(400, f"input_file_id must name an uploaded file; endpoint one of {self.ENDPOINTS}")
         try:
             lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
             ids = [line["custom_id"] for line in lines]
-            if len(set(ids)) != len(ids) or any(line.get("url") != "/v1/chat/completions" for line in lines):
-                raise ValueError("custom ids must be unique and every url /v1/chat/completions")
+            if len(set(ids)) != len(ids) or any(line.get("url") != endpoint for line in lines):
+                raise ValueError(f"custom ids must be unique and every url {endpoint}")
         except (ValueError, KeyError, TypeError) as exc:
             return _error(400, f"bad input file: {exc}")
         self._submissions += 1
@@ -159,6 +179,7 @@ class OpenAIBatches:
         now = time.time()
         batch = _Batch(
             self._id("batch_"),
+            endpoint,
             body["input_file_id"],
             lines,
             now,
@@ -176,7 +197,8 @@ class OpenAIBatches:
         return web.json_response(batch.view())
 
     async def _finish(self, batch: _Batch, origin: str) -> None:
-        """Answer every request through the chat endpoint; write the output and error files."""
+        """Answer every request through its endpoint (here, or at `batch_upstream`); write the output
+        and error files."""
         batch.status = "finalizing"
         output, errors = [], []
         async with aiohttp.ClientSession() as session:
@@ -195,7 +217,8 @@ class OpenAIBatches:
                         }
                     )
                     continue
-                async with session.post(f"{origin}/v1/chat/completions", json=line["body"]) as reply:
+                url = f"{self.batch_upstream or origin}{batch.endpoint}"
+                async with session.post(url, json=line["body"]) as reply:
                     answer = {
                         "status_code": reply.status,
                         "request_id": reply.headers.get("x-request-id"),

@@ -49,12 +49,11 @@ import asyncio
 import collections
 import json
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from assay.testing._anthropic_batches import Batch
 from assay.testing._background import MockApp, MockServer, json_response
 from assay.testing._sse import cut, open_stream, send
 from assay.testing.mock_openai import Fault
@@ -154,7 +153,7 @@ class MockAnthropic(MockApp):
             "expire": expire,
         }
         self._settings: dict[str, Any] = {}
-        self._batches: dict[str, _Batch] = {}
+        self._batches: dict[str, Batch] = {}
         self._batch_requests: collections.Counter[str] = collections.Counter()
         self._batch_submissions = 0
         self._batch_polls = 0
@@ -359,7 +358,7 @@ class MockAnthropic(MockApp):
             return _error(400, f"bad batch: {exc}", f"req_{self._next_id}")
         self._batch_submissions += 1
         self._batch_requests.update(custom_ids)
-        batch = _Batch(
+        batch = Batch(
             id=f"msgbatch_{self._next_id}",
             requests=requests,
             created=time.time(),
@@ -370,7 +369,7 @@ class MockAnthropic(MockApp):
         self._by_status[200] += 1
         return json_response(batch.view(), headers={"request-id": f"req_{self._next_id}"})
 
-    def _ended(self, batch: _Batch) -> bool:
+    def _ended(self, batch: Batch) -> bool:
         """Whether the batch has ended, its results computed the first time it is seen so."""
         if batch.results is None and time.monotonic() >= batch.ends:
             batch.results = [self._batch_result(r) for r in batch.requests]
@@ -467,45 +466,6 @@ async def _broken(request: web.Request, part: bytes) -> web.StreamResponse:
     await broken.write(part)
     cut(request)
     return broken
-
-
-@dataclass(slots=True)
-class _Batch:
-    """A message batch the mock accepted."""
-
-    id: str
-    requests: list[dict[str, Any]]
-    created: float
-    ends: float
-    results_url: str
-    results: list[dict[str, Any]] | None = None
-    ended: float | None = None
-
-    def view(self) -> dict[str, Any]:
-        """The batch as the API shows it."""
-        kinds = collections.Counter(r["result"]["type"] for r in self.results or [])
-        return {
-            "id": self.id,
-            "type": "message_batch",
-            "processing_status": "in_progress" if self.results is None else "ended",
-            "request_counts": {
-                "processing": len(self.requests) if self.results is None else 0,
-                "succeeded": kinds["succeeded"],
-                "errored": kinds["errored"],
-                "canceled": kinds["canceled"],
-                "expired": kinds["expired"],
-            },
-            "created_at": _iso(self.created),
-            "ended_at": None if self.ended is None else _iso(self.ended),
-            "expires_at": _iso(self.created + 86400),
-            "cancel_initiated_at": None,
-            "archived_at": None,
-            "results_url": None if self.results is None else self.results_url,
-        }
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 class MockAnthropicServer(MockServer[MockAnthropic]):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from assay.calls.aimd import PACE_DECREASE, START_WINDOW, Pace, RateController, reset_seconds
-from assay.calls.http import HEADERS
+from assay.calls.headers import HEADERS
 from assay.cli import main
 from assay.store import Store
 from assay.testing.mock_openai import MockOpenAIServer

@@ -1,4 +1,4 @@
-"""Where a reply's request id and rate-limit hints are read (`assay.calls.http.ResponseHeaders`):
+"""Where a reply's request id and rate-limit hints are read (`assay.calls.headers.ResponseHeaders`):
 under OpenAI's, Anthropic's and a LiteLLM proxy's names — its own `x-litellm-call-id`, the upstream
 provider's headers prefixed `llm_provider-`, its 429s with no `Retry-After` — and under names a
 spec adds, against the real mock server on 127.0.0.1 answering as such a gateway does."""
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from assay.calls.aimd import RateController
 from assay.calls.chat import ChatClient, ChatReply
 from assay.calls.endpoint import Endpoint
-from assay.calls.http import HEADERS, ResponseHeaders
+from assay.calls.headers import HEADERS, ResponseHeaders
 from assay.cli import main
 from assay.errors import TargetFailure
 from assay.spec import HttpAgentTarget

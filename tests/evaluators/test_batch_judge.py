@@ -56,6 +56,24 @@ def judged_spec(folder: Path, n: int, scorers: list[dict[str, Any]], **spec: Any
     )
 
 
+def test_a_responses_judge_grades_through_a_batch_of_responses_requests(tmp_path, mock, scripted, capsys):
+    """`api: responses` with `batch`: the mock's batch workers answer at the scripted server, which
+    checks each request against the SDK's `ResponseCreateParams` (the `scripted` fixture asserts
+    it found no problem)."""
+    from assay.testing.scripted import Reply
+    from tests.helpers.wire_payloads import output_message, response
+
+    scripted.script(*[Reply("responses", response([output_message(VERDICT)])) for _ in range(3)])
+    mock.configure(batch_upstream=scripted.base_url.removesuffix("/v1"))
+    spec = judged_spec(tmp_path, 3, [judge("openai", mock.base_url, api="responses", batch=BATCH)])
+    assert main(["run", str(spec), "--store", str(tmp_path / "s"), "-q"]) == 0
+    store, run_id = Store(tmp_path / "s"), only_run_id(tmp_path / "s")
+    assert store.run_scores(run_id)["score"].to_list() == [1.0] * 3
+    assert mock.batch_stats()["batch_submissions"] == 1
+    assert [path for path, _ in scripted.requests] == ["/v1/responses"] * 3
+    assert store.run_batches(run_id)["scorer"].to_list() == ["quality"]
+
+
 @pytest.fixture(params=["openai", "anthropic"])
 def provider(request: pytest.FixtureRequest, mock: Any, claude: Any) -> tuple[str, Any]:
     """Each provider's judge, with its mock answering every request with a verdict."""

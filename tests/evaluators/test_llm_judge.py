@@ -536,7 +536,6 @@ def test_a_judges_api_is_part_of_the_identity_only_when_it_is_not_the_default():
             {"provider": "anthropic", "max_tokens": 64},
             "api: responses is provider openai's API, not provider anthropic's",
         ),
-        ({"batch": True}, "batch sends chat completions: it cannot be combined with `api: responses`"),
     ],
 )
 def test_what_a_responses_judge_cannot_take_is_a_spec_error(params, needle):

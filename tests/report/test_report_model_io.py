@@ -1,6 +1,6 @@
 """The report's item browser shows issue 26's model I/O: an item's conversation as turns (its
 images named by path, size and sha256, a thumbnail while the file is there), the tool calls that
-were its answer as structured blocks, and the reasoning folded — every string of them inert.
+were its answer as structured blocks (with the text the reply held beside them), and the reasoning folded — every string of them inert.
 
 One real run of an `openai` target with `messages:` (a system turn, the item's own turns, an image
 and a question) and a tool, against the scripted server on uvicorn (which checks every request and
@@ -31,6 +31,7 @@ LOOKUP = {
 CALL_WORD = hostile("arguments")
 REASONING = hostile("reasoning")
 HISTORY = hostile("turn")
+BESIDE = hostile("beside")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def run(tmp_path_factory) -> Iterator[dict[str, object]]:
             "type": "function",
             "function": {"name": "lookup", "arguments": json.dumps({"word": CALL_WORD})},
         }
-        server.script(openai({"tool_calls": [call]}, "tool_calls"), when="q-calls")
+        server.script(openai({"content": BESIDE, "tool_calls": [call]}, "tool_calls"), when="q-calls")
         server.script(
             Reply(
                 "openai",
@@ -119,8 +120,10 @@ def test_the_rows_carry_turns_tool_calls_reasoning_and_images(run, capsys, tmp_p
             "arguments": json.dumps({"word": CALL_WORD}, indent=2, ensure_ascii=False),
         }
     ]
+    assert calls["tool_call_text"] == BESIDE
     assert calls["reasoning"] is None
     assert thinks["reasoning"] == REASONING and thinks["tool_calls"] is None
+    assert thinks["tool_call_text"] is None
     gone = thinks["turns"][3]["parts"][0]
     assert gone["path"].endswith("images/gone.png") and "thumbnail" not in gone and "missing" in gone
 
@@ -134,6 +137,7 @@ def test_a_plain_prompts_rows_carry_none(tmp_path, capsys, mock):
     path = report(capsys, run_id, "--store", str(tmp_path / "s"), "--out", str(tmp_path / "r.html"))
     for row in _payload(path.read_text())["rows"]:
         assert row["turns"] is None and row["tool_calls"] is None and row["reasoning"] is None
+        assert row["tool_call_text"] is None
 
 
 def test_a_conversation_runs_stored_spec_reads_back_for_a_rescore(run):
@@ -146,7 +150,7 @@ def test_a_conversation_runs_stored_spec_reads_back_for_a_rescore(run):
 def test_turns_calls_reasoning_and_thumbnails_in_chromium(run, browser, capsys, tmp_path):  # noqa: F811
     path = report(capsys, str(run["run"]), "--store", str(run["store"]), "--out", str(tmp_path / "r.html"))
     source = path.read_text()
-    for said in (CALL_WORD, REASONING, HISTORY):
+    for said in (CALL_WORD, REASONING, HISTORY, BESIDE):
         assert said not in source, "a string of the conversation is written into the file unescaped"
     opened = Opened(browser, path)
     page = opened.page
@@ -155,6 +159,7 @@ def test_turns_calls_reasoning_and_thumbnails_in_chromium(run, browser, capsys, 
         assert calls.locator(".turn").count() == 4
         assert calls.locator(".turn .role").all_text_contents() == ["system", "user", "assistant", "user"]
         assert calls.locator(".turn.role-user .part").first.text_content() == HISTORY
+        assert calls.locator(".calls .said").text_content() == BESIDE, "the text beside the calls"
         assert calls.locator(".tool-call code.name").text_content() == "lookup"
         assert json.loads(calls.locator(".tool-call pre.arguments").text_content()) == {"word": CALL_WORD}
         thumb = calls.locator("figure.media img.thumb")
@@ -172,6 +177,9 @@ def test_turns_calls_reasoning_and_thumbnails_in_chromium(run, browser, capsys, 
         assert gone.locator("img").count() == 0 and "not readable now" in gone.text_content()
 
         page.fill("#f-search", "lookup")
+        page.wait_for_timeout(100)
+        assert opened.visible_rows() == 1
+        page.fill("#f-search", 'alert("beside")')
         page.wait_for_timeout(100)
         assert opened.visible_rows() == 1
         assert opened.dialogs == [], "a string of the conversation ran as script"

@@ -342,7 +342,6 @@ def test_a_stream_that_fails_is_an_http_failure_retried_when_transient(
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"batch": True, "max_completion_tokens": 64}, r"batch .*cannot be combined with `api: responses`"),
         (
             {"params": {"instructions": "x"}},
             r"params\.instructions: Assay sets this field; use the target's `system`",
@@ -397,3 +396,40 @@ def test_a_session_sends_the_conversation_so_far_as_input_items(tmp_path, script
         {"role": "assistant", "content": "yes"},
         {"role": "user", "content": "Final answer?"},
     ]
+
+
+# -- batch mode ---------------------------------------------------------------------------------
+
+
+def test_batch_mode_sends_responses_requests_through_openais_batch_api(tmp_path, mock, scripted, capsys):
+    """The batch's endpoint and every line's url are `/v1/responses` (a value of the SDK's
+    `BatchCreateParams.endpoint`); the mock's batch workers answer them at the scripted server,
+    which checks each body against `ResponseCreateParams` and each reply against `Response`."""
+    from openai.types.batch_create_params import BatchCreateParams
+    from pydantic import TypeAdapter
+
+    from assay.calls.batch_apis import BATCH_APIS
+
+    url = BATCH_APIS[("openai", "/responses")].url  # type: ignore[attr-defined]
+    TypeAdapter(BatchCreateParams).validate_python(
+        {"input_file_id": "file-1", "endpoint": url, "completion_window": "24h"}
+    )
+    rows = [
+        {"id": name, "question": f"q-{name}", "answer": answer} for name, answer in (("a", "4"), ("b", "9"))
+    ]
+    for row in rows:
+        scripted.script(responses(response([output_message(row["answer"])])), when=row["question"])
+    mock.configure(batch_upstream=scripted.base_url.removesuffix("/v1"), batch_delay_ms=100)
+    batch = {"max_requests": 2, "max_wait_s": 0.2, "poll_s": 0.05}
+    target = _target(mock.base_url, batch=batch, max_completion_tokens=64)
+    run_id, store = _run(tmp_path, rows, target, capsys)
+    items = _items(store, run_id)
+    assert [(items[k]["outcome"], items[k]["output_text"]) for k in "ab"] == [
+        ("completed", "4"),
+        ("completed", "9"),
+    ]
+    assert sum(items[k]["operations_batched"] for k in "ab") == 2
+    assert mock.batch_stats()["batch_submissions"] == 1
+    bodies = _bodies(scripted)  # every request at /v1/responses
+    assert sorted(bodies) == ["q-a", "q-b"] and all(b["max_output_tokens"] == 64 for b in bodies.values())
+    assert store.run_batches(run_id)["provider"].str.starts_with("openai:").all()

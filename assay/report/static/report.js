@@ -84,8 +84,9 @@
     clipped(td, box);
     return td;
   }
-  function callsCell(tr, calls) {
+  function callsCell(tr, calls, said) {
     var td = cell(tr, "text"), box = el("div", "calls");
+    if (said) box.appendChild(el("div", "said", said));
     calls.forEach(function (call) {
       var node = el("div", "tool-call");
       node.appendChild(el("code", "name", call.name));
@@ -104,7 +105,7 @@
     td.insertBefore(details, td.firstChild);
   }
   function texts(r) {
-    var said = [r.id, r.input, r.expected, r.output, r.error, r.reasoning || ""];
+    var said = [r.id, r.input, r.expected, r.output, r.error, r.reasoning || "", r.tool_call_text || ""];
     (r.turns || []).forEach(function (turn) {
       turn.parts.forEach(function (part) { said.push(part.text || part.path || part.url || ""); });
     });
@@ -134,7 +135,7 @@
     textCell(tr, r.expected);
     var answered = r.outcome === "completed" || !r.error;
     var last = !answered ? textCell(tr, r.error, "error")
-      : r.tool_calls ? callsCell(tr, r.tool_calls) : textCell(tr, r.output);
+      : r.tool_calls ? callsCell(tr, r.tool_calls, r.tool_call_text) : textCell(tr, r.output);
     if (r.reasoning) reasoning(last, r.reasoning);
     if (r.files.length) {
       var links = document.createElement("div");

@@ -25,13 +25,14 @@ One concern a module:
     _client       HTTP to the harness (httpx), retried and described by `assay.calls.http`
     _artifacts    what the store keeps: artifacts, trajectory.json, the run-id ledger
     _agent        the run lifecycle: start, poll, cancel, fetch, keep; `HttpAgent`
-    _kind         `HttpAgentKind`: what a run asks of the kind (preflight, fixture files, open)
+    _kind         `HttpAgentKind`: what a run asks of the kind (preflight, fixture files, open);
+                  `prepare_http_agent`: the preflight for synchronous callers
 """
 
 from assay.errors import HarnessError
-from assay.targets.http_agent._agent import HttpAgent, prepare_http_agent
+from assay.targets.http_agent._agent import HttpAgent
 from assay.targets.http_agent._files import is_safe_path, item_files
-from assay.targets.http_agent._kind import HttpAgentKind
+from assay.targets.http_agent._kind import HttpAgentKind, prepare_http_agent
 from assay.targets.http_agent._protocol import PROTOCOL, STATUSES, TERMINAL, Capabilities
 from assay.targets.http_agent._trajectory import Trajectory, TrajectoryStatus, validate_trajectory
 

@@ -15,7 +15,6 @@ import json
 import os
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -478,34 +477,3 @@ class HttpAgent:
             # Cancels sent on the way out (Ctrl-C): give them a moment before the pool closes.
             await asyncio.wait(self._background, timeout=_CANCEL_WAIT_S)
         await self._client.aclose()
-
-
-def prepare_http_agent(
-    spec: HttpAgentTarget,
-    items: list[Item],
-    *,
-    stored: dict[str, Any] | None = None,
-    spec_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, Any]:
-    """`HttpAgent.prepare` for synchronous callers (planning, before anything is written): runs it
-    on its own event loop in a worker thread, so it works whether or not a loop is running here.
-
-    Args:
-        spec: the target spec.
-        items: the run's items.
-        stored: the run's stored snapshot (a resumed run): used as is, the harness is not asked.
-        spec_dir: the folder local fixture files are relative to (the spec's); they must exist.
-
-    Raises:
-        HarnessError, DatasetError: as `HttpAgent.prepare`.
-    """
-
-    async def prepare() -> dict[str, Any]:
-        agent = HttpAgent(spec, concurrency=1, capabilities=stored, spec_dir=spec_dir)
-        try:
-            return await agent.prepare(items)
-        finally:
-            await agent.aclose()
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-agent-prepare") as pool:
-        return pool.submit(asyncio.run, prepare()).result()

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from assay.calls.http import AttemptFailed, Peer, ResponseHook, RetryPolicy, response_headers, tls_context
+from assay.calls.headers import response_headers
+from assay.calls.http import AttemptFailed, Peer, ResponseHook, RetryPolicy, tls_context
 from assay.outcomes import FailureKind
 from assay.spec import HttpAgentTarget
 

@@ -1,8 +1,12 @@
 """`HttpAgentKind`, `kind: http_agent` for the run: the harness's capabilities asked once and kept on
-the run, the items' local fixture files part of its identity."""
+the run (`prepare_http_agent`, for synchronous callers), the items' local fixture files part of
+its identity."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,8 +14,39 @@ from assay.calls.endpoint import ENDPOINT_SETTINGS
 from assay.spec import HttpAgentTarget
 from assay.spec.dataset import Item
 from assay.targets._kind import TargetContext, TargetKind
-from assay.targets.http_agent._agent import HttpAgent, prepare_http_agent
+from assay.targets.http_agent._agent import HttpAgent
 from assay.targets.http_agent._files import item_files
+
+
+def prepare_http_agent(
+    spec: HttpAgentTarget,
+    items: list[Item],
+    *,
+    stored: dict[str, Any] | None = None,
+    spec_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """`HttpAgent.prepare` for synchronous callers (planning, before anything is written): runs it
+    on its own event loop in a worker thread, so it works whether or not a loop is running here.
+
+    Args:
+        spec: the target spec.
+        items: the run's items.
+        stored: the run's stored snapshot (a resumed run): used as is, the harness is not asked.
+        spec_dir: the folder local fixture files are relative to (the spec's); they must exist.
+
+    Raises:
+        HarnessError, DatasetError: as `HttpAgent.prepare`.
+    """
+
+    async def prepare() -> dict[str, Any]:
+        agent = HttpAgent(spec, concurrency=1, capabilities=stored, spec_dir=spec_dir)
+        try:
+            return await agent.prepare(items)
+        finally:
+            await agent.aclose()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-agent-prepare") as pool:
+        return pool.submit(asyncio.run, prepare()).result()
 
 
 class HttpAgentKind(TargetKind[HttpAgentTarget]):
