@@ -346,7 +346,7 @@ def changed_items(base: Side, cand: Side, limit: int = CHANGED_ITEMS) -> list[di
         return out
 
     def items(side: Side) -> dict[tuple[str, int], dict[str, Any]]:
-        frame = side.texts(columns=("outcome", "output", "error")).unique(
+        frame = side.texts(columns=("item_index", "input", "expected", "outcome", "output", "error")).unique(
             ["item_id", "trial"], keep="first", maintain_order=True
         )
         return {(r["item_id"], r["trial"]): r for r in frame.iter_rows(named=True)}

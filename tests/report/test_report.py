@@ -333,3 +333,19 @@ def test_the_rate_controllers_history_in_chromium(browser, capsys, tmp_path):
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.close()
+
+
+def test_the_changed_items_carry_their_input_and_expected_answer(runs):
+    """The report's changed items read only the rows' columns they show (`Side.texts`): the
+    item's input, expected answer and place in the dataset among them, beside both outputs."""
+    from assay.analysis.compare import load_sides
+    from assay.report.data import changed_items
+
+    base, cand = load_sides(Store(runs["store"]), [runs["base"]], [runs["cand"]])
+    changed = {row["item_id"]: row for row in changed_items(base, cand)}
+    rows = {row["id"]: (i, row) for i, row in enumerate(questions())}
+    assert changed, "the candidate answers some items wrong"
+    for item_id, row in changed.items():
+        index, question = rows[item_id]
+        assert json.loads(row["input"]) == question["question"], row
+        assert json.loads(row["expected"]) == question["answer"] and row["index"] == index, row
