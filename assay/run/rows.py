@@ -314,6 +314,7 @@ def score_row(
         "duration_ms": record.duration_ms,
         "explanation": record.explanation,
         "label": record.label,
+        "judge_variance": record.judge_variance,
         "metadata": to_json(record.metadata),
     }
 
