@@ -39,6 +39,7 @@ class ScoreRecord:
         metadata: the scorer's metadata, if it gave any.
         label: a remote evaluator's label.
         judge_variance: a judge asked K times: the K scores' sample variance.
+        judge_samples: that K.
         parts: for a scorer that returned several named scores: one record each (stored instead
             of this one).
     """
@@ -54,6 +55,7 @@ class ScoreRecord:
     metadata: dict[str, Any] | None = None
     label: str | None = None
     judge_variance: float | None = None
+    judge_samples: int | None = None
     parts: tuple[ScoreRecord, ...] = ()
 
 
@@ -132,6 +134,7 @@ def _record(
     name: str | None = None,
     label: str | None = None,
     judge_variance: float | None = None,
+    judge_samples: int | None = None,
 ) -> ScoreRecord:
     """`scorer`'s record, its duration measured from `start` (`time.perf_counter`) until now."""
     return ScoreRecord(
@@ -146,6 +149,7 @@ def _record(
         metadata=metadata,
         label=label,
         judge_variance=judge_variance,
+        judge_samples=judge_samples,
     )
 
 
@@ -184,10 +188,10 @@ def _measured(scorer: Scorer, start: float, sample: Sample, gauge: Score) -> Sco
 
 def _checked(scorer: Scorer, start: float, sample: Sample, result: Any) -> ScoreRecord:
     """The record of one answer: scored when it is a finite number in [0, 1], failed otherwise."""
-    explanation = metadata = name = label = judge_variance = None
+    explanation = metadata = name = label = judge_variance = judge_samples = None
     if isinstance(result, Score):
         name, label, explanation, metadata = result.name, result.label, result.explanation, result.metadata
-        judge_variance = result.judge_variance
+        judge_variance, judge_samples = result.judge_variance, result.judge_samples
         if result.gauge and name and label != "error":
             return _measured(scorer, start, sample, result)
         result = result.value
@@ -223,4 +227,5 @@ def _checked(scorer: Scorer, start: float, sample: Sample, result: Any) -> Score
         name=name,
         label=label,
         judge_variance=judge_variance,
+        judge_samples=judge_samples,
     )

@@ -374,6 +374,7 @@ class LlmJudge(ModelEndpoint, Scorer):
             draws[0].explanation,
             metadata=metadata,
             judge_variance=statistics.variance(values),
+            judge_samples=self.judge_samples,
         )
 
     async def _score_once(self, sample: Sample, draw: int | None = None) -> Score:

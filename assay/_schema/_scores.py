@@ -100,6 +100,9 @@ class ScoreRow(TypedDict, total=False):
             " (the score is their mean); null otherwise",
         ),
     ]
+    judge_samples: Annotated[
+        int | None, Column(pa.int32(), "how many times the judge was asked (`judge_samples`); null when once")
+    ]
     metadata: Annotated[str | None, Column(pa.string(), "the scorer's metadata (JSON text), if it gave any")]
     operation_ids: Annotated[
         list[str] | None, Column(pa.list_(pa.string()), "captured model calls of this scorer on this item")

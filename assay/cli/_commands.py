@@ -45,6 +45,11 @@ def show(args: argparse.Namespace) -> int:
 
         if labelled := labelled_means(store, run_id):
             summary["labels"] = nan_to_none(labelled)
+    if "cells" not in summary:
+        from assay.analysis.judge_noise import noise_floor
+
+        if noise := noise_floor(store.run_scores(run_id)):
+            summary["judge_noise"] = noise
     emit_summary(args, summary)
     return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 

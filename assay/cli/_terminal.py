@@ -218,6 +218,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(escape(numbers.rate_line(rate)))
     for scorer, found in summary.get("labels", {}).items():
         console.print(escape(_labelled_line(scorer, found)))
+    if noise := summary.get("judge_noise"):
+        from assay.analysis.judge_noise import noise_line
+
+        for scorer, found in noise.items():
+            console.print(escape(noise_line(scorer, found)))
 
 
 def _labelled_line(scorer: str, found: dict[str, Any]) -> str:

@@ -315,6 +315,7 @@ def score_row(
         "explanation": record.explanation,
         "label": record.label,
         "judge_variance": record.judge_variance,
+        "judge_samples": record.judge_samples,
         "metadata": to_json(record.metadata),
     }
 

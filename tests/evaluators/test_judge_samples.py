@@ -37,6 +37,7 @@ def test_a_judge_asked_k_times_stores_the_mean_and_the_variance(tmp_path, mock, 
     assert judged["judge_variance"].to_list() == pytest.approx([0.0, 7 / 27])
     assert statistics.variance([0, 1, 1 / 3]) == pytest.approx(7 / 27)
     assert sorted(json.loads(judged["metadata"][1])["samples"]) == pytest.approx([0, 1 / 3, 1])
+    assert judged["judge_samples"].to_list() == [3, 3]
     assert judged["operations"].to_list() == [3, 3]
     assert mock.stats()["requests"] == 6
 
@@ -47,6 +48,7 @@ def test_a_judge_asked_once_stores_no_variance(tmp_path, mock, capsys):
     summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
     judged = Store(tmp_path / "s").run_scores(summary["run_id"]).filter(pl.col("scorer") == "judge")
     assert judged["judge_variance"].to_list() == [None, None]
+    assert judged["judge_samples"].to_list() == [None, None]
     assert mock.stats()["requests"] == 2
 
 
