@@ -80,3 +80,24 @@ def test_what_judge_samples_cannot_take_is_a_spec_error(params, needle):
         parse_spec(spec)
     [problem] = caught.value.problems
     assert problem.startswith("scorers.0") and needle in problem, problem
+
+
+def test_in_batch_mode_each_of_the_k_asks_is_its_own_request(tmp_path, mock, capsys):
+    # The mock answers a batch's requests through its chat endpoint: in turn 1, 0, 1, 0, ...
+    mock.configure(answers={"*": ['{"score": 1}', '{"score": 0}']})
+    batch = {"max_requests": 4, "max_wait_s": 0.2, "poll_s": 0.05}
+    judge = {"judge_samples": 2, "batch": batch, "max_tokens": 64, "scale": "0-1", "temperature": 1.0}
+    spec = judged_spec(tmp_path, mock.base_url, n=3, judge=judge)
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    judged = Store(tmp_path / "s").run_scores(summary["run_id"]).filter(pl.col("scorer") == "judge")
+
+    stats = mock.batch_stats()
+    # 3 items x 2 asks: 6 requests of distinct custom ids, none online.
+    assert sorted(stats["batch_requests"].values()) == [1] * 6
+    assert judged["outcome"].to_list() == ["scored"] * 3 and judged["judge_samples"].to_list() == [2] * 3
+    # Three of the six answers were 1: the means, each of two asks, sum to 3 / 2.
+    assert judged["score"].sum() == pytest.approx(1.5)
+    for row in judged.iter_rows(named=True):
+        assert row["judge_variance"] == pytest.approx(
+            statistics.variance(json.loads(row["metadata"])["samples"])
+        )
