@@ -366,7 +366,16 @@ class LlmJudge(ModelEndpoint, Scorer):
     async def score(self, sample: Sample) -> Score:
         if self.judge_samples is None or sample.item_id is None:  # the gold check asks once
             return await self._score_once(sample)
-        draws = await asyncio.gather(*(self._score_once(sample, k) for k in range(self.judge_samples)))
+        asks = [asyncio.ensure_future(self._score_once(sample, k)) for k in range(self.judge_samples)]
+        try:
+            draws = await asyncio.gather(*asks)
+        except BaseException:
+            # One ask failed (or the item was cancelled): the item fails, and the other asks stop
+            # rather than run on, unaccounted, after the scorer's ledger has closed.
+            for ask in asks:
+                ask.cancel()
+            await asyncio.gather(*asks, return_exceptions=True)
+            raise
         values = [draw.value for draw in draws]
         metadata = {**(draws[0].metadata or {}), "samples": values}
         return Score(

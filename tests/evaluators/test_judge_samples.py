@@ -101,3 +101,18 @@ def test_in_batch_mode_each_of_the_k_asks_is_its_own_request(tmp_path, mock, cap
         assert row["judge_variance"] == pytest.approx(
             statistics.variance(json.loads(row["metadata"])["samples"])
         )
+
+
+def test_one_failed_ask_fails_the_items_judge_not_the_run(tmp_path, mock, capsys):
+    mock.configure(
+        answers={"*": "Score: 10"},
+        faults=[{"status": 400, "match": "SAY 1", "message": "bad request"}],
+    )
+    judge = {"judge_samples": 3, "temperature": 1.0}
+    spec = judged_spec(tmp_path, mock.base_url, n=3, judge=judge, fail_on_scorer_error_rate=1)
+    summary = assay_json(capsys, "run", spec, "--store", tmp_path / "s")
+    judged = Store(tmp_path / "s").run_scores(summary["run_id"]).filter(pl.col("scorer") == "judge")
+    judged = judged.sort("item_index")
+    assert judged["outcome"].to_list() == ["scored", "failed", "scored"]
+    assert "bad request" in judged["error"][1]
+    assert judged["judge_variance"].to_list() == [0.0, None, 0.0]
