@@ -76,3 +76,5 @@ def test_compare_widens_the_interval_by_the_judges_measured_noise(tmp_path, mock
     assert noisy["ci_high"] == pytest.approx(delta + math.hypot(plain["ci_high"] - delta, z * 0.25))
     assert noisy["ci_high"] - noisy["ci_low"] > plain["ci_high"] - plain["ci_low"]
     assert any("widened by judge noise ±25.0 pts se" in line for line in lines)
+    printed = assay_out(capsys, "compare", twice[0], "--candidate", twice[1], "--store", tmp_path / "s").out
+    assert "+ judge noise" in printed and "widened by judge noise ±25.0 pts se" in printed, printed
