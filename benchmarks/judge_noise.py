@@ -5,7 +5,7 @@ baseline's output `p_b ~ Beta(2, 1)` and on the candidate's `p_c = clip(p_b + de
 normal around ``--delta`` (sd 0.15); the judge is asked ``--k`` times per item and side, each ask
 a pass with that probability (`judge_samples: K`). Over ``--replications`` it prints, for the
 plain paired bootstrap interval and for the one widened by the judge-noise component
-(`assay.analysis.judge_noise.widened`), how often each covers
+(`widened` below: what compare would do if it added the judge's noise again), how often each covers
 
 - the delta *on these items* (the mean of `p_c - p_b`: what a re-ask of the judge could move), and
 - the population delta (the mean `delta_i` the items were drawn around, before clipping, so only
@@ -19,18 +19,33 @@ their mean width, and how often each says `regressed` at threshold 0.02.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assay.analysis.judge_noise import widened
-from assay.analysis.stats import paired_estimates, verdict
+from assay.analysis.stats import PairedEstimate, paired_estimates, verdict
 from assay.outcomes import Verdict
+
+
+def widened(estimate: PairedEstimate, noise_se: float) -> PairedEstimate:
+    """The estimate with each end of its interval moved out to `sqrt(half² + (z · noise_se)²)`
+    from the delta: the judge-noise component added in quadrature to each half-width, `z` the
+    normal quantile of the estimate's confidence."""
+    z = NormalDist().inv_cdf(0.5 + estimate.confidence / 2)
+    extra = (z * noise_se) ** 2
+    delta = estimate.delta
+    return dataclasses.replace(
+        estimate,
+        ci_low=delta - math.sqrt((delta - estimate.ci_low) ** 2 + extra),
+        ci_high=delta + math.sqrt((estimate.ci_high - delta) ** 2 + extra),
+    )
 
 
 def replication(rng: np.random.Generator, items: int, k: int, delta: float, seed: int) -> dict[str, float]:

@@ -88,8 +88,8 @@ class ScorerComparison(TypedDict):
         Column(
             pa.float64(),
             "both runs' judges asked K times per item (`judge_samples`): the judge-noise standard "
-            "error of the delta, added in quadrature to each half of the interval (ci_low, ci_high "
-            "are the widened ends); null otherwise",
+            "error of the delta: its share of the interval, which already carries it (each item's "
+            "score is a mean of K asks); null otherwise",
         ),
     ]
     sequential_pairs: Annotated[

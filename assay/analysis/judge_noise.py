@@ -4,19 +4,17 @@ Each scored row of such a judge holds the sample variance of its K scores (`judg
 K (`judge_samples`). A run's noise floor is the mean of those within-item variances (how much one
 ask of the judge scatters around its own mean on an item), with their standard deviation and the
 items where the judge disagreed with itself most. In a comparison, the judge-noise component of
-the delta's variance widens the paired interval (docs/statistics.md, "The judge's own noise").
+the delta's variance is reported beside the paired interval, which already carries it
+(docs/statistics.md, "The judge's own noise").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from statistics import NormalDist
 from typing import Any
 
 import polars as pl
 
-from assay.analysis.stats import PairedEstimate
 from assay.outcomes import ScorerOutcome
 
 FLAKIEST = 5
@@ -97,17 +95,3 @@ def judge_noise_se(base: pl.DataFrame, cand: pl.DataFrame, pairs: pl.DataFrame) 
     )
     total = float((joined["noise"] + joined["noise_candidate"]).sum())
     return math.sqrt(total) / pairs.height
-
-
-def widened(estimate: PairedEstimate, noise_se: float) -> PairedEstimate:
-    """The estimate with each end of its interval moved out to `sqrt(half² + (z · noise_se)²)`
-    from the delta: the judge-noise component added in quadrature to each half-width, `z` the
-    normal quantile of the estimate's confidence."""
-    z = NormalDist().inv_cdf(0.5 + estimate.confidence / 2)
-    extra = (z * noise_se) ** 2
-    delta = estimate.delta
-    return dataclasses.replace(
-        estimate,
-        ci_low=delta - math.sqrt((delta - estimate.ci_low) ** 2 + extra),
-        ci_high=delta + math.sqrt((estimate.ci_high - delta) ** 2 + extra),
-    )

@@ -339,7 +339,11 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             numbers.num(row["candidate_mean"]),
             f"{row['delta']:+.3f}",
             f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}"
-            + (" + judge noise" if row.get("judge_noise_se") is not None else ""),
+            + (
+                f" (judge noise se {row['judge_noise_se']:.3f})"
+                if row.get("judge_noise_se") is not None
+                else ""
+            ),
             numbers.num(row["p_value"]),
             row["verdict"] + (f" ({row['adjustment']})" if row.get("p_adjusted") is not None else ""),
         )
