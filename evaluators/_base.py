@@ -82,6 +82,8 @@ class Score:
         label: a remote evaluator's label for the score (`error` marks an evaluator that failed).
         gauge: with a `name`: the value is a measurement in its own unit, not a score (a remote
             evaluator's gauge), stored as a gauge row `gauge.<scorer>.<name>`.
+        judge_variance: a judge asked K times (`judge_samples`): the K scores' sample variance.
+        judge_samples: that K.
     """
 
     value: float
@@ -90,6 +92,8 @@ class Score:
     name: str | None = None
     label: str | None = None
     gauge: bool = False
+    judge_variance: float | None = None
+    judge_samples: int | None = None
 
 
 class Scorer(BaseModel):

@@ -38,6 +38,8 @@ class ScoreRecord:
         explanation: the scorer's explanation, if it gave one.
         metadata: the scorer's metadata, if it gave any.
         label: a remote evaluator's label.
+        judge_variance: a judge asked K times: the K scores' sample variance.
+        judge_samples: that K.
         parts: for a scorer that returned several named scores: one record each (stored instead
             of this one).
     """
@@ -52,6 +54,8 @@ class ScoreRecord:
     explanation: str | None = None
     metadata: dict[str, Any] | None = None
     label: str | None = None
+    judge_variance: float | None = None
+    judge_samples: int | None = None
     parts: tuple[ScoreRecord, ...] = ()
 
 
@@ -129,6 +133,8 @@ def _record(
     metadata: dict[str, Any] | None = None,
     name: str | None = None,
     label: str | None = None,
+    judge_variance: float | None = None,
+    judge_samples: int | None = None,
 ) -> ScoreRecord:
     """`scorer`'s record, its duration measured from `start` (`time.perf_counter`) until now."""
     return ScoreRecord(
@@ -142,6 +148,8 @@ def _record(
         explanation=explanation,
         metadata=metadata,
         label=label,
+        judge_variance=judge_variance,
+        judge_samples=judge_samples,
     )
 
 
@@ -180,9 +188,10 @@ def _measured(scorer: Scorer, start: float, sample: Sample, gauge: Score) -> Sco
 
 def _checked(scorer: Scorer, start: float, sample: Sample, result: Any) -> ScoreRecord:
     """The record of one answer: scored when it is a finite number in [0, 1], failed otherwise."""
-    explanation = metadata = name = label = None
+    explanation = metadata = name = label = judge_variance = judge_samples = None
     if isinstance(result, Score):
         name, label, explanation, metadata = result.name, result.label, result.explanation, result.metadata
+        judge_variance, judge_samples = result.judge_variance, result.judge_samples
         if result.gauge and name and label != "error":
             return _measured(scorer, start, sample, result)
         result = result.value
@@ -217,4 +226,6 @@ def _checked(scorer: Scorer, start: float, sample: Sample, result: Any) -> Score
         metadata=metadata,
         name=name,
         label=label,
+        judge_variance=judge_variance,
+        judge_samples=judge_samples,
     )

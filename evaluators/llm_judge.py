@@ -34,8 +34,10 @@ answer to grade and asks afresh. The gold check (one call, before the run) is ma
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import statistics
 import string
 from typing import Any, ClassVar, Literal
 
@@ -147,6 +149,14 @@ class LlmJudge(ModelEndpoint, Scorer):
         batch: `true` or `{max_requests, max_wait_s, poll_s, max_batches}`: send the judge's calls
             through the provider's batch API, at batch prices (docs/batch.md); not
             with `cache`, and `max_tokens` must bound what a batch may cost.
+        judge_samples: K >= 2 asks the judge K times per item (K calls, each through the same
+            retries, rate controller, budget and capture; sampled, so a `temperature` above 0
+            makes sense): the item's score is the mean of the K — a binary judge's pass rate, not
+            a majority vote, so that it stays an unbiased estimate of the judge's own mean — and
+            the K scores' sample variance is stored as the row's `judge_variance` (the K scores
+            in its metadata). Not with `cache` (a cache would answer the K requests with one
+            reply); in batch mode each sample has its own custom id. Unset (the default) it
+            stays out of the run's identity.
     """
 
     version: ClassVar[str] = "1"
@@ -173,6 +183,7 @@ class LlmJudge(ModelEndpoint, Scorer):
     # makes every score meaningless, and finding out costs one call.
     gold_check: bool = True
     batch: BatchOption = None
+    judge_samples: int | None = Field(default=None, ge=2, le=100, strict=True)
 
     _clients: LiveClients = PrivateAttr(default_factory=LiveClients)
 
@@ -183,6 +194,11 @@ class LlmJudge(ModelEndpoint, Scorer):
             raise ValueError(f"max_tokens: provider {self.provider}'s API requires one")
         if self.batch is not None and self.cache:
             raise ValueError("batch cannot be combined with cache")
+        if self.judge_samples is not None and self.cache:
+            raise ValueError(
+                "judge_samples cannot be combined with cache: the cache would answer the K requests "
+                "with one reply, and measure no variance"
+            )
         if (other := OTHER_APIS.get(self.api)) is not None and other.name != self.provider:
             raise ValueError(
                 f"api: {self.api} is provider {other.name}'s API, not provider {self.provider}'s"
@@ -269,11 +285,14 @@ class LlmJudge(ModelEndpoint, Scorer):
             raise ValueError(f"{what} cannot be filled for this item: {type(exc).__name__} {exc}") from None
 
     def identity(self) -> dict[str, Any]:
-        """As every scorer's; `api` only when it is not the default (chat completions), so a judge
-        that does not name it keeps the identity it had before it existed."""
+        """As every scorer's; `api` only when it is not the default (chat completions) and
+        `judge_samples` only when set, so a judge that names neither keeps the identity it had
+        before they existed."""
         identity = super().identity()
         if identity.get("api") == "chat_completions":
             del identity["api"]
+        if identity.get("judge_samples") is None:
+            identity.pop("judge_samples", None)
         return identity
 
     @property
@@ -321,15 +340,18 @@ class LlmJudge(ModelEndpoint, Scorer):
         loop shuts down, by `asyncio.run`)."""
         await self._clients.aclose()
 
-    async def _ask(self, sample: Sample) -> tuple[Any, str | None]:
+    async def _ask(self, sample: Sample, draw: int | None = None) -> tuple[Any, str | None]:
         """The judge's reply to the sample (its content, and the model that answered): through a
-        batch in batch mode — not the gold check's, which is one call before the run — else online."""
+        batch in batch mode — not the gold check's, which is one call before the run — else online.
+        `draw` is which of `judge_samples` asks this is (its own batch request)."""
         body = self.request_body(sample)
         clients = await self._clients.opened(self, self._api)
         if self.batch is not None and sample.item_id is not None:
             context = run_context.get()
             batcher = clients.batcher(context.store, context.run_id)
             digest = json.dumps(body, sort_keys=True, ensure_ascii=False)
+            if draw is not None:
+                digest += f"#{draw}"
             cid = custom_id(self.name, sample.item_id, sample.trial, digest)
             assert self.max_tokens is not None  # checked with the spec
             message, _ = await batched_call(
@@ -340,8 +362,31 @@ class LlmJudge(ModelEndpoint, Scorer):
         return reply.content, reply.model
 
     async def score(self, sample: Sample) -> Score:
+        if self.judge_samples is None or sample.item_id is None:  # the gold check asks once
+            return await self._score_once(sample)
+        asks = [asyncio.ensure_future(self._score_once(sample, k)) for k in range(self.judge_samples)]
         try:
-            content, model = await self._ask(sample)
+            draws = await asyncio.gather(*asks)
+        except BaseException:
+            # One ask failed (or the item was cancelled): the item fails, and the other asks stop
+            # rather than run on, unaccounted, after the scorer's ledger has closed.
+            for ask in asks:
+                ask.cancel()
+            await asyncio.gather(*asks, return_exceptions=True)
+            raise
+        values = [draw.value for draw in draws]
+        metadata = {**(draws[0].metadata or {}), "samples": values}
+        return Score(
+            statistics.fmean(values),
+            draws[0].explanation,
+            metadata=metadata,
+            judge_variance=statistics.variance(values),
+            judge_samples=self.judge_samples,
+        )
+
+    async def _score_once(self, sample: Sample, draw: int | None = None) -> Score:
+        try:
+            content, model = await self._ask(sample, draw)
         except TargetFailure as failure:
             raise JudgeError(
                 f"judge {self.model!r} call failed: {failure.message}",

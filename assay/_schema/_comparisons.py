@@ -83,6 +83,15 @@ class ScorerComparison(TypedDict):
         float | None,
         Column(pa.float64(), "p_value adjusted for the family (Holm or Benjamini-Hochberg); null with none"),
     ]
+    judge_noise_se: Annotated[
+        float | None,
+        Column(
+            pa.float64(),
+            "both runs' judges asked K times per item (`judge_samples`): the judge-noise standard "
+            "error of the delta: its share of the interval, which already carries it (each item's "
+            "score is a mean of K asks); null otherwise",
+        ),
+    ]
     sequential_pairs: Annotated[
         int | None,
         Column(

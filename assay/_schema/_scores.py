@@ -92,6 +92,17 @@ class ScoreRow(TypedDict, total=False):
         str | None,
         Column(pa.string(), "a remote evaluator's label for the score; `error` when that evaluator failed"),
     ]
+    judge_variance: Annotated[
+        float | None,
+        Column(
+            pa.float64(),
+            "a judge asked K times per item (`judge_samples`): the sample variance of its K scores"
+            " (the score is their mean); null otherwise",
+        ),
+    ]
+    judge_samples: Annotated[
+        int | None, Column(pa.int32(), "how many times the judge was asked (`judge_samples`); null when once")
+    ]
     metadata: Annotated[str | None, Column(pa.string(), "the scorer's metadata (JSON text), if it gave any")]
     operation_ids: Annotated[
         list[str] | None, Column(pa.list_(pa.string()), "captured model calls of this scorer on this item")

@@ -17,6 +17,7 @@ Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern
     agreement    a judge against people's labels: accuracy, kappa, weighted kappa, Spearman, MAE, bias
     ppi          judge-corrected means: PPI, PPI++ (power-tuned), inverse-probability weighted
     judge_trust  the store's scores and labels made into those figures; the corrected paired delta
+    judge_noise  a judge asked K times: the run's noise floor, its flakiest items, compare's judge-noise share
     labelling    label files read and checked, a run's labels exported, which items to label next
     nightly      the nightly benchmark's baseline and retention
 

@@ -25,6 +25,7 @@ from assay import _schema
 from assay._schema import ComparisonRow, ScorerComparison
 from assay.analysis.gates import CostDelta, GateResult, TimingDelta, cost_delta, error_gates, timing_delta
 from assay.analysis.intervals import adjusted_p_values
+from assay.analysis.judge_noise import judge_noise_se, side_noise
 from assay.analysis.lines import signed
 from assay.analysis.monitor import sequence_of
 from assay.analysis.sides import Side
@@ -226,6 +227,7 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
             "threshold": threshold,
             **counts,
             "sequential_pairs": None,
+            "judge_noise_se": None,
         }
         if pairs.height == 0:
             rows.append({**row, "n_pairs": 0, "verdict": Verdict.INCONCLUSIVE.value})
@@ -238,6 +240,11 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
             confidence=options.confidence,
             seed=options.seed,
         )
+        noise = [side_noise(side.scores, scorer) for side in (base, cand)]
+        # Measured on both sides: its share of the interval, reported, not added again (each
+        # item's score already carries it; benchmarks/judge_noise.py measures the double count).
+        if noise[0] is not None and noise[1] is not None:
+            row["judge_noise_se"] = judge_noise_se(noise[0], noise[1], pairs)
         rows.append({**row, **estimate_columns(estimate), "verdict": verdict(estimate, threshold).value})
     _sequential(base, cand, rows)
     return adjust_verdicts(rows, options.adjust, 1 - options.confidence)
@@ -331,6 +338,8 @@ def human_line(
         method = row.get("ci_method", IntervalMethod.BOOTSTRAP)
         if row.get("sequential_pairs"):
             method = f"{method} over the first {row['sequential_pairs']} pairs"
+        if row.get("judge_noise_se") is not None:
+            method = f"{method}, of it judge noise ±{row['judge_noise_se'] * 100:.1f} pts se"
         head = (
             f"{row['scorer']} {signed(row['delta'] * 100)} pts "
             f"[{signed(row['ci_low'] * 100)}, {signed(row['ci_high'] * 100)}] ({method}) "

@@ -45,6 +45,11 @@ def show(args: argparse.Namespace) -> int:
 
         if labelled := labelled_means(store, run_id):
             summary["labels"] = nan_to_none(labelled)
+    if "cells" not in summary:
+        from assay.analysis.judge_noise import noise_floor
+
+        if noise := noise_floor(store.run_scores(run_id)):
+            summary["judge_noise"] = noise
     emit_summary(args, summary)
     return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
 
@@ -111,7 +116,10 @@ def power(args: argparse.Namespace) -> int:
         raise InputError(
             "power needs --mde (items for a comparison) or --labels (labels for a corrected mean)"
         )
-    emit(args, power_report(Store(args.store), args.run_id, args.mde, power=args.power), "print_power")
+    store = Store(args.store)
+    emit(
+        args, power_report(store, resolve_run(store, args.run_id), args.mde, power=args.power), "print_power"
+    )
     return EXIT_OK
 
 
@@ -134,9 +142,12 @@ def requests(args: argparse.Namespace) -> int:
     from assay.store import Store
 
     if args.requests_command == "export":
+        from assay.cli._runs import resolve_run
+
         store = Store(args.store)
-        store.read_run(args.run_id)
-        records = stored_records(store.run_requests(args.run_id).to_dicts())
+        run_id = resolve_run(store, args.run_id)
+        store.read_run(run_id)
+        records = stored_records(store.run_requests(run_id).to_dicts())
         write_jsonl(records, sys.stdout, v1=args.format == "v1")
         return EXIT_OK
     count, problem = validate_jsonl(Path(args.file))
@@ -150,10 +161,12 @@ def requests(args: argparse.Namespace) -> int:
 def trajectories(args: argparse.Namespace) -> int:
     """`assay trajectories export RUN_ID`: each current item x trial's trajectory as an ATIF
     document, one a line on stdout; exit 2 when no item kept one."""
+    from assay.cli._runs import resolve_run
     from assay.run.trajectories import run_trajectories
     from assay.store import Store
 
-    for trajectory in run_trajectories(Store(args.store), args.run_id):
+    store = Store(args.store)
+    for trajectory in run_trajectories(store, resolve_run(store, args.run_id)):
         sys.stdout.write(json.dumps(trajectory.document(), ensure_ascii=False) + "\n")
     return EXIT_OK
 

@@ -155,18 +155,22 @@ def run(args: argparse.Namespace) -> int:
 
 def rescore(args: argparse.Namespace) -> int:
     """`assay rescore RUN_ID --scorer ... | --spec FILE`."""
+    from assay.cli._runs import resolve_run
     from assay.run.rescore import parse_scorers
     from assay.store import Store
 
+    store = Store(args.store)
+    source_run_id = resolve_run(store, args.source_run_id)
+
     def check() -> None:
-        Store(args.store).read_run(args.source_run_id)
+        store.read_run(source_run_id)
         parse_scorers(spec_path=Path(args.spec) if args.spec else None, inline=args.scorer)
 
     return _execute(
         args,
         _rescore_flow,
         check,
-        source_run_id=args.source_run_id,
+        source_run_id=source_run_id,
         spec=args.spec,
         scorers=args.scorer or None,
         budget=args.budget,
@@ -178,11 +182,14 @@ def rescore(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`assay resume RUN_ID`: a run, or a rescore, finished with the spec it started with."""
+    from assay.cli._runs import resolve_run
     from assay.run.checks import validate
     from assay.run.plan import failure_selector, spec_for_resume
     from assay.store import Store
 
-    record = Store(args.store).read_run(args.run_id)
+    store = Store(args.store)
+    run_id = resolve_run(store, args.run_id)
+    record = store.read_run(run_id)
     if record["kind"] == RunKind.RESCORE and args.retry_failed is not None:
         raise InputError("--retry-failed: a rescore calls no target; resume its source run instead")
     if record["kind"] == RunKind.RESCORE and args.check_keys:
@@ -194,7 +201,7 @@ def resume(args: argparse.Namespace) -> int:
             lambda: None,
             source_run_id=record["source_run_id"],
             spec=record["spec_path"],
-            run_id=args.run_id,
+            run_id=run_id,
             resume=True,
         )
     spec = spec_for_resume(record)
@@ -208,7 +215,7 @@ def resume(args: argparse.Namespace) -> int:
         _run_flow,
         lambda: validate(spec),
         spec=str(spec),
-        run_id=args.run_id,
+        run_id=run_id,
         resume=True,
         cell=record["cell"],
         **({"retry_failed": retry} if retry is not None else {}),

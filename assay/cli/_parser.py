@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     estimate.add_argument("spec")
     resume = commands.add_parser("resume", parents=[common], help="finish an interrupted run")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help=_RUN_HELP)
     resume.add_argument(
         "--retry-failed",
         nargs="?",
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     rescore = commands.add_parser(
         "rescore", parents=[common], help="score a stored run again with new scorers"
     )
-    rescore.add_argument("source_run_id")
+    rescore.add_argument("source_run_id", help=_RUN_HELP)
     rescore.add_argument("--spec", help="a YAML file whose `scorers` list is used (an eval spec will do)")
     rescore.add_argument(
         "--scorer", action="append", default=[], help="an inline scorer, YAML or a bare kind (repeatable)"
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     power = commands.add_parser(
         "power", parents=[common], help="items a comparison needs to detect a difference"
     )
-    power.add_argument("run_id")
+    power.add_argument("run_id", help=_RUN_HELP)
     power.add_argument("--mde", type=float, help="minimum detectable difference, e.g. 0.02")
     power.add_argument("--power", type=float, default=0.8, help="chance of detecting it (default 0.8)")
     power.add_argument("--labels", action="store_true", help="instead: the labels a corrected mean needs")
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = requests_commands.add_parser(
         "export", parents=[common], help="a run's records as JSONL on stdout"
     )
-    export.add_argument("run_id")
+    export.add_argument("run_id", help=_RUN_HELP)
     export.add_argument(
         "--format",
         choices=["assay", "v1"],
@@ -195,11 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = trajectories_commands.add_parser(
         "export", parents=[common], help="a run's trajectories as ATIF, one JSON document a line on stdout"
     )
-    export.add_argument("run_id")
+    export.add_argument("run_id", help=_RUN_HELP)
     report = commands.add_parser(
         "report", parents=[common], help="a self-contained HTML report of a run (works offline)"
     )
-    report.add_argument("run_id")
+    report.add_argument("run_id", help=_RUN_HELP)
     report.add_argument("--baseline", help="a run of the same dataset to compare with")
     report.add_argument("--out", help="the HTML file (default: <store>/reports/<run_id>.html)")
     clean = commands.add_parser(

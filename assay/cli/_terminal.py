@@ -218,6 +218,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(escape(numbers.rate_line(rate)))
     for scorer, found in summary.get("labels", {}).items():
         console.print(escape(_labelled_line(scorer, found)))
+    if noise := summary.get("judge_noise"):
+        from assay.analysis.judge_noise import noise_line
+
+        for scorer, found in noise.items():
+            console.print(escape(noise_line(scorer, found)))
 
 
 def _labelled_line(scorer: str, found: dict[str, Any]) -> str:
@@ -333,7 +338,12 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             numbers.num(row["baseline_mean"]),
             numbers.num(row["candidate_mean"]),
             f"{row['delta']:+.3f}",
-            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}",
+            f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] {row.get('ci_method', '')}"
+            + (
+                f" (judge noise se {row['judge_noise_se']:.3f})"
+                if row.get("judge_noise_se") is not None
+                else ""
+            ),
             numbers.num(row["p_value"]),
             row["verdict"] + (f" ({row['adjustment']})" if row.get("p_adjusted") is not None else ""),
         )

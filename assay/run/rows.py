@@ -314,6 +314,8 @@ def score_row(
         "duration_ms": record.duration_ms,
         "explanation": record.explanation,
         "label": record.label,
+        "judge_variance": record.judge_variance,
+        "judge_samples": record.judge_samples,
         "metadata": to_json(record.metadata),
     }
 

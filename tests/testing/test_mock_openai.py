@@ -84,6 +84,14 @@ def test_answers_map_default_and_no_echo(server: MockOpenAIServer, client: httpx
     assert resp.json()["usage"]["completion_tokens"] == 0
 
 
+def test_a_list_of_answers_is_given_in_turn(server: MockOpenAIServer, client: httpx.Client) -> None:
+    server.configure(answers={"grade": ["1", "0", "1/2"], "*": ["a", "b"]})
+    assert [content(chat(client, "grade")) for _ in range(4)] == ["1", "0", "1/2", "1"]
+    assert [content(chat(client, other)) for other in ("x", "y", "z")] == ["a", "b", "a"]
+    server.configure(answers={"grade": ["1", "0"]})  # setting answers restarts every list
+    assert content(chat(client, "grade")) == "1"
+
+
 def test_429_with_retry_after_then_success(server: MockOpenAIServer, client: httpx.Client) -> None:
     server.configure(faults=[{"status": 429, "times": 2, "retry_after": 0.1}])
 
@@ -262,6 +270,8 @@ def test_runtime_config_over_http(server: MockOpenAIServer) -> None:
         {"latency_ms": -1},
         {"echo": "no"},
         {"answers": {"a": 1}},
+        {"answers": {"a": []}},
+        {"answers": {"a": ["x", 2]}},
         {"faults": {"status": 500}},
         {"faults": [{"times": 2}]},
         {"faults": [{"status": 200}]},

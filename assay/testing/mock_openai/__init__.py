@@ -25,7 +25,9 @@ Endpoints
     left alone. Answers the settings now in force. Unknown keys or bad values get a 400.
 
     - `latency_ms` (number, default 0): added to every chat reply with `asyncio.sleep`.
-    - `answers` (object): last user message -> reply content; the key `"*"` is the default.
+    - `answers` (object): last user message -> reply content; the key `"*"` is the default. A
+      list of contents is answered in turn, cycling (the n-th request with that message gets the
+      n-th): a judge whose answers vary. Setting `answers` restarts every list.
     - `echo` (bool, default true): echo the last user message when no answer matches.
     - `faults` (list): a queue of faults. Each request takes the first fault in the queue whose
       `match` (a substring of the last user message; absent = every request) it satisfies, and

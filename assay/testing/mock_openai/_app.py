@@ -21,6 +21,10 @@ BODIES_KEPT = 50
 _CONFIG_KEYS = frozenset({"latency_ms", "token_delay_ms", "answers", "echo", "faults", "rate_limits"})
 
 
+def _answer_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
 def _text(content: Any) -> str:
     """The text of a message's `content`: a string, or a list of OpenAI content parts."""
     if isinstance(content, str):
@@ -40,7 +44,8 @@ class MockOpenAI(MockApp):
 
     Args:
         latency_ms: Delay added to every chat reply.
-        answers: Last user message -> reply content; `"*"` is the default answer.
+        answers: Last user message -> reply content (or a list of them, given in turn); `"*"` is
+            the default answer.
         faults: The initial fault queue (dicts as described in `assay.testing.mock_openai`).
         echo: Echo the last user message when no answer matches; otherwise answer "".
     """
@@ -48,7 +53,7 @@ class MockOpenAI(MockApp):
     def __init__(
         self,
         latency_ms: float = 0,
-        answers: dict[str, str] | None = None,
+        answers: dict[str, str | list[str]] | None = None,
         faults: list[dict[str, Any]] | None = None,
         echo: bool = True,
     ) -> None:
@@ -61,7 +66,9 @@ class MockOpenAI(MockApp):
         }
         self._latency_ms: float = 0.0
         self._token_delay_ms: float = 0.0
-        self._answers: dict[str, str] = {}
+        self._answers: dict[str, str | list[str]] = {}
+        # How many times each listed answer's message has been answered: its next answer in turn.
+        self._answers_given: collections.Counter[str] = collections.Counter()
         self._echo = True
         self._faults: list[Fault] = []
         self._limits: RateLimits | None = None
@@ -103,9 +110,11 @@ class MockOpenAI(MockApp):
             raise ValueError(f"latency_ms must be a number >= 0, got {latency_ms!r}")
         answers = settings.get("answers", self._answers)
         if not isinstance(answers, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in answers.items()
+            isinstance(k, str) and (isinstance(v, str) or _answer_list(v)) for k, v in answers.items()
         ):
-            raise ValueError(f"answers must map strings to strings, got {answers!r}")
+            raise ValueError(
+                f"answers must map strings to strings (or to non-empty lists of strings), got {answers!r}"
+            )
         echo = settings.get("echo", self._echo)
         if not isinstance(echo, bool):
             raise TypeError(f"echo must be true or false, got {echo!r}")
@@ -118,6 +127,8 @@ class MockOpenAI(MockApp):
         self._latency_ms = latency_ms
         self._token_delay_ms = token_delay_ms
         self._answers = dict(answers)
+        if "answers" in settings:
+            self._answers_given.clear()
         self._echo = echo
         return self.settings()
 
@@ -270,9 +281,11 @@ class MockOpenAI(MockApp):
                 extra=fault.headers,
             )
 
-        answer = self._answers.get(last_user)
-        if answer is None:
-            answer = self._answers.get("*", last_user if self._echo else "")
+        key = last_user if last_user in self._answers else "*"
+        answer = self._answers.get(key, last_user if self._echo else "")
+        if isinstance(answer, list):
+            answer = answer[self._answers_given[key] % len(answer)]
+            self._answers_given[key] += 1
         prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
         completion_tokens = len(answer.split())
         payload = {

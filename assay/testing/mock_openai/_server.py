@@ -31,7 +31,7 @@ class MockOpenAIServer(MockServer[MockOpenAI]):
 
 
 async def _serve(
-    port: int, latency_ms: float, answers: dict[str, str] | None = None, echo: bool = True
+    port: int, latency_ms: float, answers: dict[str, str | list[str]] | None = None, echo: bool = True
 ) -> None:
     mock = MockOpenAI(latency_ms=latency_ms, answers=answers, echo=echo)
     bound = await mock.start(port)
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
 _EPILOG = """\
 What it answers: answers[<last user message>], else answers["*"], else the last user message
 echoed (or "" with --no-echo). Its accuracy is yours to set: answer right the questions you want
-right, and let the rest get "*" (a wrong reply).
+right, and let the rest get "*" (a wrong reply). A list of replies is given in turn, cycling
+({"Grade it.": ["Score: 7", "Score: 9"]}): a judge that answers differently each time it is asked.
 
 Two "models" to compare: two mocks on two ports, each with its own answers file, e.g. one right
 on every question and one right on 80 %, and a spec per port (`base_url:
