@@ -5,7 +5,10 @@ token, plus 4 tokens of framing per message — no tokenizer is downloaded, so t
 approximate, typically within ±20 % for English); the tools' definitions and a reply's JSON schema
 count as the text they are sent as, and images by their provider's documented rule from the
 sizes their headers give (`assay.calls.media.image_tokens`: OpenAI's 512-pixel tiles at high
-detail, Anthropic's width × height / 750). Output tokens are bounded by `max_tokens` (by
+detail, Anthropic's width × height / 750). A document (PDF) has no such rule — OpenAI reads each
+page's text and an image of it, Anthropic gives a range a page — so the counted figure leaves it
+out and the line says how many it left out (`documents_uncounted`); a stored run's measured
+tokens hold it. Output tokens are bounded by `max_tokens` (by
 `max_completion_tokens`, a reasoning model's reasoning included; Anthropic's thinking counts
 against `max_tokens`).
 
@@ -256,8 +259,10 @@ def _generation(
         # Measured per item: a tool loop's every round is in its item's tokens.
         input_tokens, expected_out = round(measured[0] * per_item_calls), measured[1] * per_item_calls
         note = f"tokens measured in stored run {stored} of this spec"
+        documents = 0
     else:
         input_tokens = counted()
+        documents = spec.trials * sum(metered.documents(item) for item in items)
         observed = _observed_output_tokens(store, identity.target)
         expected_out = (observed if observed is not None else (ceiling or 0)) * calls
         if observed is not None:
@@ -292,6 +297,9 @@ def _generation(
     )
     if most:
         line["calls_max"] = calls_max
+    if documents:
+        line["documents_uncounted"] = documents
+        note += f"; {documents} documents (PDF) not counted in input tokens (no documented rule)"
     if metered.batch:
         online = line["cost_usd_expected_online"]
         note += "; batch prices" + (
