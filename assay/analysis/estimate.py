@@ -228,7 +228,7 @@ def _generation(
     """The target's line: its measured calls (its kind says which), or the calls it makes
     unmeasured."""
     target = spec.target
-    calls = per_item_calls = len(items) * spec.trials
+    calls = item_trials = len(items) * spec.trials
     metered = kind_of(target).metered(target, spec_dir)
     if metered is None:
         return {
@@ -244,8 +244,8 @@ def _generation(
     measured = _measured(completed) if completed is not None else None
     made = _calls_per_item(completed) if most and completed is not None and measured else None
     if made is not None:
-        calls = round(made * per_item_calls)
-    calls_max = per_item_calls * (most or 1)
+        calls = round(made * item_trials)
+    calls_max = item_trials * (most or 1)
     max_out = (ceiling * calls_max) if ceiling else None
     upper = False
 
@@ -257,7 +257,7 @@ def _generation(
 
     if measured is not None:
         # Measured per item: a tool loop's every round is in its item's tokens.
-        input_tokens, expected_out = round(measured[0] * per_item_calls), measured[1] * per_item_calls
+        input_tokens, expected_out = round(measured[0] * item_trials), measured[1] * item_trials
         note = f"tokens measured in stored run {stored} of this spec"
         documents = 0
     else:
@@ -276,14 +276,16 @@ def _generation(
             note = "no max_tokens and no stored run: output tokens not estimated"
     input_high = None
     if most:
-        # Call k of an item resends the k replies before it (each at most the cap).
-        input_high = counted() * most + (ceiling or 0) * per_item_calls * most * (most - 1) // 2
+        # Call k of an item resends the k replies before it (each at most the cap); never below
+        # what a stored run measured, whose input held the tools' results too.
+        resent = (ceiling or 0) * item_trials * most * (most - 1) // 2
+        input_high = max(counted() * most + resent, input_tokens)
         note += (
             f"; tool loop: up to {most} calls an item (max_tool_rounds {most - 1} + the answer), "
             "the maximum's input without the tools' results"
         )
         if made is not None:
-            note += f"; {made:g} calls an item in stored run {stored}"
+            note += f"; {made:.3g} calls an item in stored run {stored}"
     line = _line(
         metered.model,
         calls,

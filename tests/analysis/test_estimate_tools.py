@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from assay.calls.accounting import PriceTable, Usage
 from assay.cli import main
 from tests.conftest import write_jsonl, write_spec
 from tests.helpers.wire_payloads import OPENAI_MODEL, openai
@@ -71,3 +72,15 @@ def test_a_tool_loop_says_its_most_calls_then_those_a_stored_run_made(tmp_path, 
     # Item a took two calls (a round of tools, then the answer), item b one: 3 for the two.
     assert (after["calls"], after["calls_max"]) == (3, 8)
     assert "1.5 calls an item in stored run" in after["note"]
+
+
+def test_a_tool_loops_maximum_counts_every_call_and_the_replies_resent(tmp_path, capsys):
+    spec = _spec(tmp_path, "http://127.0.0.1:9/v1")
+    loop = _estimate(spec, tmp_path / "store", capsys)
+    # Four calls an item, each resending the replies before it (0 + 1 + 2 + 3 of 50 tokens).
+    most_in = 4 * loop["input_tokens"] + 2 * 50 * (0 + 1 + 2 + 3)
+    prices = PriceTable.shipped(None)
+    assert loop["cost_usd_max"] == prices.cost(
+        OPENAI_MODEL, Usage(input_tokens=most_in, output_tokens=8 * 50)
+    )
+    assert loop["cost_usd_max"] > 4 * loop["cost_usd_expected"]
