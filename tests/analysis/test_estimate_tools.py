@@ -84,3 +84,9 @@ def test_a_tool_loops_maximum_counts_every_call_and_the_replies_resent(tmp_path,
         OPENAI_MODEL, Usage(input_tokens=most_in, output_tokens=8 * 50)
     )
     assert loop["cost_usd_max"] > 4 * loop["cost_usd_expected"]
+
+
+def test_the_terminal_table_shows_the_most_calls_beside_the_expected(tmp_path, capsys):
+    spec = _spec(tmp_path, "http://127.0.0.1:9/v1")
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "store")]) == 0
+    assert "2 (≤8)" in capsys.readouterr().out
