@@ -5,7 +5,10 @@ token, plus 4 tokens of framing per message — no tokenizer is downloaded, so t
 approximate, typically within ±20 % for English); the tools' definitions and a reply's JSON schema
 count as the text they are sent as, and images by their provider's documented rule from the
 sizes their headers give (`assay.calls.media.image_tokens`: OpenAI's 512-pixel tiles at high
-detail, Anthropic's width × height / 750). Output tokens are bounded by `max_tokens` (by
+detail, Anthropic's width × height / 750). A document (PDF) has no such rule — OpenAI reads each
+page's text and an image of it, Anthropic gives a range a page — so the counted figure leaves it
+out and the line says how many it left out (`documents_uncounted`); a stored run's measured
+tokens hold it. Output tokens are bounded by `max_tokens` (by
 `max_completion_tokens`, a reasoning model's reasoning included; Anthropic's thinking counts
 against `max_tokens`).
 
@@ -20,6 +23,12 @@ the line says so (`upper_bound`). A call without
 the report's `cost_usd_max` (`cost_usd_max_bounded: false`) — never the expected cost passed off as
 a maximum. (A model's own output limit would bound it, but nothing here knows it for every model a
 spec may name — a local vLLM's least of all — and such a bound is many times any real run's cost.)
+
+A tool loop (`tool_loop: true`) makes one call an item per round of tool calls and one for the
+answer: up to `max_tool_rounds` + 1, the line's `calls_max`, whose input counts each call's prompt
+and the replies resent before it (not the tools' results, whose size nothing knows before they
+run: the line says so). The calls expected are those a stored run of the same spec made an item
+(its items' `operations`), else one an item.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from assay.outcomes import ItemOutcome, RunKind, ScorerOutcome, SpendKind
 from assay.run.checks import validate
 from assay.run.identity import Identity, identity_of
 from assay.spec import EvalSpec
+from assay.spec._model_io import DEFAULT_TOOL_ROUNDS
 from assay.spec.dataset import Item
 from assay.store import Store
 from assay.targets import kind_of
@@ -134,17 +144,18 @@ def _line(
     *,
     batch: bool = False,
     upper_bound: bool = False,
+    input_high: int | None = None,
 ) -> dict:
     """One model's calls: tokens, and the expected and the maximum cost (at batch prices for
     calls made through a batch API, with what they would cost online beside them); no maximum
-    when `output_high` is None (unbounded)."""
+    when `output_high` is None (unbounded). `input_high`: the input of the most calls, when more
+    calls than expected may be made (a tool loop)."""
     low = Usage(input_tokens=input_tokens, output_tokens=round(output_low))
     expected = prices.cost(model, low, batch=batch)
     upper = None
     if output_high is not None:
-        upper = prices.cost(
-            model, Usage(input_tokens=input_tokens, output_tokens=round(output_high)), batch=batch
-        )
+        most_in = input_tokens if input_high is None else input_high
+        upper = prices.cost(model, Usage(input_tokens=most_in, output_tokens=round(output_high)), batch=batch)
     online = {"cost_usd_expected_online": prices.cost(model, low)} if batch else {}
     return {
         "model": model,
@@ -166,7 +177,7 @@ def _with_attempts(line: dict[str, Any], attempts: int) -> dict[str, Any]:
     """With `attempts: K` an item runs once if it passes, up to K times if not: the expected
     figures assume one attempt, the maximum K."""
     if attempts > 1:
-        line["calls_max"] = line["calls"] * attempts
+        line["calls_max"] = line.get("calls_max", line["calls"]) * attempts
         for key in ("output_tokens_max", "cost_usd_max"):
             line[key] = None if line[key] is None else line[key] * attempts
         line["note"] += f"; up to {attempts} attempts an item (maximum × {attempts})"
@@ -190,6 +201,20 @@ def _reasoning_note(spec: EvalSpec) -> str:
     return ""
 
 
+def _loop_calls(target: Any) -> int | None:
+    """The most calls one item of a tool loop makes (its rounds of tool calls, then the answer),
+    or None: not a tool loop, one call an item."""
+    if not getattr(target, "tool_loop", None):
+        return None
+    return (target.max_tool_rounds or DEFAULT_TOOL_ROUNDS) + 1
+
+
+def _calls_per_item(completed: pl.DataFrame) -> float | None:
+    """The mean model calls a completed item made (its `operations`), or None when none says."""
+    made = completed["operations"].drop_nulls()
+    return float(made.mean()) if len(made) else None  # type: ignore[arg-type]
+
+
 def _generation(
     cell: str | None,
     spec: EvalSpec,
@@ -203,7 +228,7 @@ def _generation(
     """The target's line: its measured calls (its kind says which), or the calls it makes
     unmeasured."""
     target = spec.target
-    calls = len(items) * spec.trials
+    calls = item_trials = len(items) * spec.trials
     metered = kind_of(target).metered(target, spec_dir)
     if metered is None:
         return {
@@ -214,27 +239,53 @@ def _generation(
             "note": f"{target.kind} target: its spend is not measured by Assay (uninstrumented)",
         }
     ceiling = metered.max_tokens
-    max_out = (ceiling * calls) if ceiling else None
+    most = _loop_calls(target)
     completed = store.run_items(stored).filter(pl.col("outcome") == ItemOutcome.COMPLETED) if stored else None
     measured = _measured(completed) if completed is not None else None
+    made = _calls_per_item(completed) if most and completed is not None and measured else None
+    if made is not None:
+        calls = round(made * item_trials)
+    calls_max = item_trials * (most or 1)
+    max_out = (ceiling * calls_max) if ceiling else None
     upper = False
-    if measured is not None:
-        input_tokens, expected_out = round(measured[0] * calls), measured[1] * calls
-        note = f"tokens measured in stored run {stored} of this spec"
-    else:
-        input_tokens = spec.trials * sum(
+
+    def counted() -> int:
+        return spec.trials * sum(
             sum(count_tokens(text) for text in metered.texts(item)) + metered.extra_tokens(item)
             for item in items
         )
+
+    if measured is not None:
+        # Measured per item: a tool loop's every round is in its item's tokens.
+        input_tokens, expected_out = round(measured[0] * item_trials), measured[1] * item_trials
+        note = f"tokens measured in stored run {stored} of this spec"
+        documents = 0
+    else:
+        input_tokens = counted()
+        documents = spec.trials * sum(metered.documents(item) for item in items)
         observed = _observed_output_tokens(store, identity.target)
         expected_out = (observed if observed is not None else (ceiling or 0)) * calls
         if observed is not None:
             note = "output tokens observed in a stored run of this target"
         elif ceiling:
-            note = f"output tokens bounded by {metered.bound_by}{_reasoning_note(spec)}: an upper bound"
-            upper = True
+            note = f"output tokens bounded by {metered.bound_by}{_reasoning_note(spec)}"
+            # One call an item at its cap is the most only when no tool loop may make more.
+            upper = most is None
+            note += ": an upper bound" if upper else ""
         else:
             note = "no max_tokens and no stored run: output tokens not estimated"
+    input_high = None
+    if most:
+        # Call k of an item resends the k replies before it (each at most the cap); never below
+        # what a stored run measured, whose input held the tools' results too.
+        resent = (ceiling or 0) * item_trials * most * (most - 1) // 2
+        input_high = max(counted() * most + resent, input_tokens)
+        note += (
+            f"; tool loop: up to {most} calls an item (max_tool_rounds {most - 1} + the answer), "
+            "the maximum's input without the tools' results"
+        )
+        if made is not None:
+            note += f"; {made:.3g} calls an item in stored run {stored}"
     line = _line(
         metered.model,
         calls,
@@ -244,7 +295,13 @@ def _generation(
         prices,
         batch=metered.batch,
         upper_bound=upper,
+        input_high=input_high,
     )
+    if most:
+        line["calls_max"] = calls_max
+    if documents:
+        line["documents_uncounted"] = documents
+        note += f"; {documents} documents (PDF) not counted in input tokens (no documented rule)"
     if metered.batch:
         online = line["cost_usd_expected_online"]
         note += "; batch prices" + (

@@ -485,7 +485,7 @@ def print_estimate(report: dict[str, Any]) -> None:
             line.get("cell") or "–",
             line["kind"] + (f" ({line['scorer']})" if line.get("scorer") else ""),
             line.get("model") or "–",
-            str(line["calls"]),
+            str(line["calls"]) + (f" (≤{line['calls_max']})" if line.get("calls_max") else ""),
             numbers.num(line.get("input_tokens")),
             numbers.num(line.get("output_tokens_expected")),
             numbers.usd(line.get("cost_usd_expected")),

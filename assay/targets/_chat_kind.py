@@ -19,7 +19,7 @@ from assay._templates import named_fields, unknown_field
 from assay.calls.batch import BatchSettings
 from assay.calls.endpoint import ENDPOINT_SETTINGS, RateLimits
 from assay.calls.media import MediaError, image_size, image_tokens, load_media
-from assay.calls.messages import ImagePart, NamedTool, Turn
+from assay.calls.messages import DocumentPart, ImagePart, NamedTool, Turn
 from assay.spec._model_io import UNSET_OUTSIDE_IDENTITY
 from assay.spec.dataset import Item
 from assay.spec.targets import MessageEntry
@@ -45,6 +45,7 @@ class ChatSpec(Protocol):
 
 
 S = TypeVar("S", bound=BaseModel)
+_Part = TypeVar("_Part", ImagePart, DocumentPart)
 
 
 class ChatKind(TargetKind[S]):
@@ -110,8 +111,8 @@ class ChatKind(TargetKind[S]):
 
     def metered(self, spec: S, spec_dir: Path | None = None) -> Metered:
         """Its texts (prompts or turns, the tools' definitions and the reply's schema as sent),
-        its images by the provider's rule (`assay.calls.media.image_tokens`; documents are not
-        counted), and the reply's limit (`max_completion_tokens` bounds a reasoning model's
+        its images by the provider's rule (`assay.calls.media.image_tokens`), how many documents
+        it sends (not counted: no rule is documented), and the reply's limit (`max_completion_tokens` bounds a reasoning model's
         reasoning too; Anthropic's thinking counts against `max_tokens`)."""
         chat: ChatSpec = spec  # type: ignore[assignment]
         templates = [
@@ -136,7 +137,14 @@ class ChatKind(TargetKind[S]):
             if entries is None:
                 return tool_prompt
             turns = _conversation.item_turns(entries, item, "target")
-            return tool_prompt + sum(image_tokens(provider, _image_size(part)) for part in _images(turns))
+            return tool_prompt + sum(
+                image_tokens(provider, _image_size(part)) for part in _parts(turns, ImagePart)
+            )
+
+        def documents(item: Item) -> int:
+            if entries is None:
+                return 0
+            return len(_parts(_conversation.item_turns(entries, item, "target"), DocumentPart))
 
         bound_by = "max_completion_tokens" if getattr(spec, "max_completion_tokens", None) else "max_tokens"
         return Metered(
@@ -146,6 +154,7 @@ class ChatKind(TargetKind[S]):
             batch=chat.batch is not None,
             extra_tokens=extra_tokens,
             bound_by=bound_by,
+            documents=documents,
         )
 
     def conversation(self, spec: S, item: Item) -> list[Turn] | None:
@@ -201,13 +210,14 @@ def _tool_prompt_tokens(spec: Any) -> int:
     return 313 if forced else 346
 
 
-def _images(placed: list[_conversation.Placed]) -> list[ImagePart]:
+def _parts(placed: list[_conversation.Placed], kind: type[_Part]) -> list[_Part]:
+    """The turns' content parts of one kind (images, documents)."""
     return [
         part
         for p in placed
         if not isinstance(p.turn.content, str)
         for part in p.turn.content
-        if isinstance(part, ImagePart)
+        if isinstance(part, kind)
     ]
 
 

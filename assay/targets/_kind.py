@@ -79,6 +79,9 @@ class Metered:
             documented rules (its images; the system prompt a provider adds for tools).
         bound_by: the field whose value `max_tokens` is (`max_completion_tokens`, which bounds
             a reasoning model's reasoning too), as the estimate says.
+        documents: how many documents (PDFs) one item's call sends: no provider documents what
+            one costs in tokens (a page is read as text and as an image), so the estimate says
+            it leaves them out.
     """
 
     model: str
@@ -87,6 +90,7 @@ class Metered:
     batch: bool = False
     extra_tokens: Callable[[Item], int] = lambda item: 0
     bound_by: str = "max_tokens"
+    documents: Callable[[Item], int] = lambda item: 0
 
 
 class TargetKind(ABC, Generic[S]):

@@ -202,7 +202,8 @@ def _preview(text: str) -> str:
 
 def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, Any]:
     """Everything stored of one item x trial: input (its conversation as turns when the run's
-    spec and dataset can make it again), output, expected, tool calls, reasoning, every score
+    spec and dataset can make it again), output, expected, tool calls (and the text beside
+    them), reasoning, every score
     with its explanation, the trajectory, captured requests, its kept files.
 
     Raises:
@@ -229,6 +230,7 @@ def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, 
         "output": cut(row["output_text"] if row["output_text"] is not None else json_text(row["output"])),
         "annotations": json.loads(row["annotations"]) if row["annotations"] else {},
         "tool_calls": shown_tool_calls(row.get("tool_calls")),
+        "tool_call_text": cut(row["tool_call_text"]) if row.get("tool_call_text") is not None else None,
         "reasoning": cut(row["reasoning"]) if row.get("reasoning") else None,
         "scores": scores,
         "steps": trajectory.document().get("steps", []) if trajectory is not None else [],

@@ -79,7 +79,13 @@ def estimate(capsys, spec: Path, tmp_path: Path) -> dict:
 
 
 def conversation_spec(
-    folder: Path, kind: str, *, image: bool, max_tokens: int | None = 64, **target: object
+    folder: Path,
+    kind: str,
+    *,
+    image: bool,
+    max_tokens: int | None = 64,
+    document: bool = False,
+    **target: object,
 ) -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "square.png").write_bytes(png(1000, 1000))
@@ -89,6 +95,9 @@ def conversation_spec(
     parts: list[dict] = [{"type": "text", "text": "{question}"}]
     if image:
         parts.insert(0, {"type": "image", "path": "square.png"})
+    if document:
+        (folder / "paper.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n")
+        parts.insert(0, {"type": "document", "path": "paper.pdf"})
     model = {"openai": "mock-1", "anthropic": "claude-sonnet-4-5-20250929"}[kind]
     return write_spec(
         folder,
@@ -163,3 +172,14 @@ def test_anthropic_thinking_is_bounded_by_max_tokens_and_said_so(tmp_path, capsy
     line = estimate(capsys, spec, tmp_path)
     assert line["output_tokens_max"] == 3 * 3000
     assert "max_tokens (thinking's budget_tokens 2048 included)" in line["note"]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_documents_are_said_to_be_left_out_not_counted_as_nothing(tmp_path, capsys, kind):
+    # Neither provider documents a rule for a PDF's tokens (Anthropic gives a range a page).
+    spec = conversation_spec(tmp_path / "pdf", kind, image=False, document=True)
+    line = estimate(capsys, spec, tmp_path)
+    assert line["documents_uncounted"] == 3
+    assert "3 documents (PDF) not counted in input tokens" in line["note"]
+    plain = estimate(capsys, conversation_spec(tmp_path / "plain", kind, image=False), tmp_path)
+    assert "documents_uncounted" not in plain and "documents" not in plain["note"]
