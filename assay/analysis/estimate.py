@@ -27,8 +27,9 @@ spec may name — a local vLLM's least of all — and such a bound is many times
 A tool loop (`tool_loop: true`) makes one call an item per round of tool calls and one for the
 answer: up to `max_tool_rounds` + 1, the line's `calls_max`, whose input counts each call's prompt
 and the replies resent before it (not the tools' results, whose size nothing knows before they
-run: the line says so). The calls expected are those a stored run of the same spec made an item
-(its items' `operations`), else one an item.
+run: the line says so, and the report's `cost_usd_max` is null, `cost_usd_max_bounded: false`, as
+for a document's uncounted tokens). The calls expected are those a stored run of the same spec
+made an item (its items' `operations`), else one an item.
 """
 
 from __future__ import annotations
@@ -302,6 +303,10 @@ def _generation(
     if documents:
         line["documents_uncounted"] = documents
         note += f"; {documents} documents (PDF) not counted in input tokens (no documented rule)"
+    if most or documents:
+        # Input nothing here can count (the tools' results, the documents): the line's maximum is
+        # what it counted, and the spec's total has none, as for a call without max_tokens.
+        line["bounded"] = False
     if metered.batch:
         online = line["cost_usd_expected_online"]
         note += "; batch prices" + (

@@ -181,5 +181,6 @@ def test_documents_are_said_to_be_left_out_not_counted_as_nothing(tmp_path, caps
     line = estimate(capsys, spec, tmp_path)
     assert line["documents_uncounted"] == 3
     assert "3 documents (PDF) not counted in input tokens" in line["note"]
+    assert line["bounded"] is False, "an input not counted bounds no maximum"
     plain = estimate(capsys, conversation_spec(tmp_path / "plain", kind, image=False), tmp_path)
     assert "documents_uncounted" not in plain and "documents" not in plain["note"]

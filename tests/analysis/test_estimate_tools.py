@@ -84,6 +84,11 @@ def test_a_tool_loops_maximum_counts_every_call_and_the_replies_resent(tmp_path,
         OPENAI_MODEL, Usage(input_tokens=most_in, output_tokens=8 * 50)
     )
     assert loop["cost_usd_max"] > 4 * loop["cost_usd_expected"]
+    # Without the tools' results that is no maximum of the spec: its total has none.
+    assert loop["bounded"] is False
+    assert main(["estimate", str(spec), "--store", str(tmp_path / "store"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cost_usd_max"] is None and report["cost_usd_max_bounded"] is False
 
 
 def test_the_terminal_table_shows_the_most_calls_beside_the_expected(tmp_path, capsys):
