@@ -211,6 +211,17 @@ def model_timing(items: Rows, requests: Rows) -> list[dict[str, Any]]:
     return rows
 
 
+def answer_stats(completed: pl.Expr) -> list[pl.Expr]:
+    """The completed items answered by tool calls, their calls, and those whose model reasoned
+    (its reasoning tokens counted: the reasoning text itself is never read for a summary)."""
+    calls = pl.col("tool_calls").filter(completed)
+    return [
+        calls.is_not_null().sum().alias("answers_tool_calls"),
+        calls.list.len().sum().alias("answers_calls"),
+        (pl.col("tokens_reasoning").filter(completed).fill_null(0) > 0).sum().alias("answers_reasoned"),
+    ]
+
+
 def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:
     """Batch mode's provider batches (`batches/`, each in its latest state): how many are in
     progress and ended, the requests they hold and the provider's counts once ended — in all,
