@@ -19,7 +19,6 @@ from assay._lazy import lazy_module
 from assay.analysis.error_rates import item_error_rate, run_gates
 from assay.analysis.tallies import (
     ENGINE,
-    SCORER_OUTCOMES,
     SUMMED,
     answer_stats,
     batch_stats,
@@ -29,6 +28,7 @@ from assay.analysis.tallies import (
     over_trials,
     quantiles,
     run_accounting,
+    scorer_stats_of,
     unpriced_models,
 )
 from assay.calls.accounting import Budget, BudgetColumns
@@ -41,7 +41,6 @@ from assay.outcomes import (
     ItemOutcome,
     RowKind,
     RunStatus,
-    ScorerOutcome,
     SpendKind,
     spend_column,
     token_column,
@@ -268,25 +267,7 @@ def summarise(
     failed = items.lazy().filter(pl.col("outcome") == ItemOutcome.FAILED)
     failure_kinds = _counts(FailureKind, failed, "failure_kind")
     finish_reasons = _counts(FinishReason, items.lazy(), "finish_reason")
-    scorer_stats = (
-        scores.lazy()
-        .group_by("scorer")
-        .agg(
-            *quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
-            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES),
-            pl.col("error")
-            .filter(pl.col("outcome") == ScorerOutcome.FAILED)
-            .sort_by(
-                pl.col("item_index").filter(pl.col("outcome") == ScorerOutcome.FAILED),
-                pl.col("trial").filter(pl.col("outcome") == ScorerOutcome.FAILED),
-            )
-            .first()
-            .alias("first_error"),
-        )
-        .sort("scorer")
-        .collect(engine=ENGINE)
-        .to_dicts()
-    )
+    scorer_stats = scorer_stats_of(scores)
     gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
     item_stats = (
         items.lazy()

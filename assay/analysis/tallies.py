@@ -1,6 +1,6 @@
 """The statistics a run's summary is made of (`assay.analysis.summary`), each over a run's rows read
 (a frame) or to be read (a lazy frame over its parts, `Store.scan_run`), of which it reads only
-the columns it uses: failures grouped, gauges, pass@k over trials, first-token timing per model,
+the columns it uses: per-scorer statistics, failures grouped, gauges, pass@k over trials, first-token timing per model,
 batches, the run's accounting.
 """
 
@@ -90,6 +90,41 @@ def quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
 
 # `measured` belongs to gauge rows, which are not scorers: no count column for it.
 SCORER_OUTCOMES = [outcome for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED]
+
+
+def scorer_stats_of(scores: Rows) -> list[dict[str, Any]]:
+    """Per scorer, sorted by name: the mean, min, p50, p95 and max of its scores, how many rows
+    had each outcome (`SCORER_OUTCOMES`), and its first error in dataset order (`first_error`,
+    None when it never failed).
+
+    Args:
+        scores: a run's score rows (not its gauges).
+    """
+    scored = pl.col("outcome") == ScorerOutcome.SCORED
+    stats = (
+        scores.lazy()
+        .group_by("scorer")
+        .agg(
+            *quantiles(pl.col("score").filter(scored)),
+            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES),
+        )
+        .sort("scorer")
+        .collect(engine=ENGINE)
+        .to_dicts()
+    )
+    # A query of its own over the failed rows only: the errors, item indexes and trials of every
+    # score row, read beside the scores, were a fifth of a large run's summary's peak.
+    first_errors = dict(
+        scores.lazy()
+        .filter(pl.col("outcome") == ScorerOutcome.FAILED)
+        .group_by("scorer")
+        .agg(pl.col("error").sort_by("item_index", "trial").first())
+        .collect(engine=ENGINE)
+        .iter_rows()
+    )
+    for row in stats:
+        row["first_error"] = first_errors.get(row["scorer"])
+    return stats
 
 
 def gauge_stats(gauges: Rows) -> list[dict[str, Any]]:
