@@ -100,20 +100,31 @@ def scorer_stats_of(scores: Rows) -> list[dict[str, Any]]:
     Args:
         scores: a run's score rows (not its gauges).
     """
-    scored = pl.col("outcome") == ScorerOutcome.SCORED
-    stats = (
+    # Three queries, each over only the rows it needs (the scored ones, the failed ones): one
+    # over every row holding the scores, errors, item indexes and trials together was twice the
+    # peak of a large run's summary (docs/performance.md).
+    counts = (
         scores.lazy()
         .group_by("scorer")
         .agg(
-            *quantiles(pl.col("score").filter(scored)),
-            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES),
+            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES)
         )
         .sort("scorer")
         .collect(engine=ENGINE)
         .to_dicts()
     )
-    # A query of its own over the failed rows only: the errors, item indexes and trials of every
-    # score row, read beside the scores, were a fifth of a large run's summary's peak.
+    spread = quantiles(pl.col("score"))
+    of_scored = {
+        row.pop("scorer"): row
+        for row in scores.lazy()
+        .filter(pl.col("outcome") == ScorerOutcome.SCORED)
+        .group_by("scorer")
+        .agg(*spread)
+        .collect(engine=ENGINE)
+        .to_dicts()
+    }
+    unscored = dict.fromkeys(expr.meta.output_name() for expr in spread)
+    stats = [{"scorer": row["scorer"], **of_scored.get(row["scorer"], unscored), **row} for row in counts]
     first_errors = dict(
         scores.lazy()
         .filter(pl.col("outcome") == ScorerOutcome.FAILED)

@@ -21,6 +21,10 @@ def picky(output):
     if "5" in output:
         raise ValueError("cannot judge " + output)
     return 1.0
+
+
+def broken(output):
+    raise ValueError("never judges")
 """
 
 FAULTS = [
@@ -75,6 +79,7 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
             {"kind": "exact_match", "name": "exact"},
             {"kind": "regex", "name": "digits", "pattern": "\\d+"},
             {"kind": "user_code", "name": "picky", "function": "summary_scorers:picky"},
+            {"kind": "user_code", "name": "broken", "function": "summary_scorers:broken"},
         ],
         trials=2,
         capture_requests=True,
@@ -93,7 +98,12 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
     assert lazy["failures"] and lazy["failures"][0]["n"] == 2
     assert store.run_items(run_id, history=True).height == 20, "the 4 rows retried are history"
     scorers = {row["scorer"]: row for row in lazy["scorers"]}
-    assert set(scorers) == {"exact", "digits", "picky"}
+    assert set(scorers) == {"exact", "digits", "picky", "broken"}
+    # A scorer that never scored: no statistics of scores, its failures counted, its first error.
+    assert [scorers["broken"][key] for key in ("mean", "min", "p50", "p95", "max", "scored")] == [
+        None
+    ] * 5 + [0]
+    assert scorers["broken"]["failed"] == 14 and scorers["broken"]["first_error"].startswith("ValueError")
     assert scorers["picky"]["failed"] == 2 and scorers["picky"]["first_error"].startswith("ValueError")
     assert scorers["exact"]["pass_at_k"] and scorers["exact"]["mean"] == pytest.approx(4 / 14)
     assert {gauge["gauge"] for gauge in lazy["gauges"]} >= {"gauge.duration_ms", "gauge.tokens_output"}
