@@ -19,7 +19,7 @@ from assay.store import Store
 
 ITEMS = 400_000
 PART = 50_000
-# Measured at 400,000 items (two scorers): 515 MB reading the columns once, 281-287 MB now; the
+# Measured at 400,000 items (two scorers): 515 MB reading the columns once, 272-274 MB now; the
 # process alone (Polars and Assay imported) is ~130 MB.
 PEAK_MB = 400
 
