@@ -2,7 +2,8 @@
 
 Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
 
-    summary      a run's summary and its item-error-rate gate; closing a run (its final revision)
+    summary      a run's summary; closing a run (its final revision)
+    error_rates  a run's item and scorer error rates and the gates on them
     tallies      the statistics a summary is made of (failures, gauges, pass@k, timing, accounting)
     lines        a run's summary in plain lines (the terminal's and the Prefect logs' wording)
     compare      baseline vs candidate runs: paired statistics per scorer, verdicts, the document
@@ -35,10 +36,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "CostSummary",
             "RunSummary",
             "close_run",
-            "item_error_rate",
             "matrix_summary",
             "summarise",
         ),
+        "error_rates": ("item_error_rate",),
         "tallies": ("pass_at_k", "run_accounting"),
         "lines": ("comparison_markdown", "gauge_line"),
         "compare": (

@@ -12,8 +12,8 @@ from typing import TypedDict
 
 import polars as pl
 
+from assay.analysis.error_rates import item_error_rate, scorer_error_rate
 from assay.analysis.sides import Side
-from assay.analysis.summary import item_error_rate, scorer_error_rate
 from assay.outcomes import Completeness, Gate, ItemOutcome, ScorerOutcome
 
 

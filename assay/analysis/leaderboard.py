@@ -12,9 +12,9 @@ from typing import Any
 import polars as pl
 
 from assay.analysis.compare import CompareOptions, adjust_verdicts, scorer_rows
+from assay.analysis.error_rates import item_error_rate
 from assay.analysis.intervals import score_interval
 from assay.analysis.sides import Side
-from assay.analysis.summary import item_error_rate
 from assay.errors import InputError
 from assay.outcomes import Adjustment, Completeness, ItemOutcome, ScorerOutcome
 from assay.store import Store

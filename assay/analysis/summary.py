@@ -1,4 +1,4 @@
-"""A run's summary, computed with Polars from what the store holds, and the item-error-rate gate.
+"""A run's summary, computed with Polars from what the store holds, and closing a run.
 
 The summary is computed from the committed Parquet parts, not from memory, so a resumed run's
 summary covers the items of every execution, exactly once each.
@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from assay import _schema, numbers
 from assay._lazy import lazy_module
+from assay.analysis.error_rates import item_error_rate, run_gates
 from assay.analysis.tallies import (
     ENGINE,
-    SCORER_OUTCOMES,
     SUMMED,
+    answer_stats,
     batch_stats,
     failure_groups,
     gauge_stats,
@@ -27,6 +28,7 @@ from assay.analysis.tallies import (
     over_trials,
     quantiles,
     run_accounting,
+    scorer_stats_of,
     unpriced_models,
 )
 from assay.calls.accounting import Budget, BudgetColumns
@@ -36,11 +38,9 @@ from assay.outcomes import (
     TOKEN_KINDS,
     FailureKind,
     FinishReason,
-    Gate,
     ItemOutcome,
     RowKind,
     RunStatus,
-    ScorerOutcome,
     SpendKind,
     spend_column,
     token_column,
@@ -162,55 +162,6 @@ class RunSummary(_Summary, total=False):
     compare_to: dict[str, Any]
 
 
-def item_error_rate(counts: dict[str, int]) -> float | None:
-    """failed / attempted, where attempted excludes cancelled and budget-stopped items."""
-    attempted = counts.get(ItemOutcome.COMPLETED, 0) + counts.get(ItemOutcome.FAILED, 0)
-    return counts.get(ItemOutcome.FAILED, 0) / attempted if attempted else None
-
-
-def scorer_error_rate(failed: int, scored: int) -> float | None:
-    """A scorer's failed / (scored + failed), as every gate on it reads it (the run's, compare's
-    and the nightly's); None when it neither scored nor failed."""
-    return failed / (failed + scored) if failed + scored else None
-
-
-def run_gates(
-    counts: dict[str, int], item_limit: float, scorers: list[dict[str, Any]], scorer_limit: float | None
-) -> list[dict[str, Any]]:
-    """The gates a run applies, each `{gate, scorer?, value, limit, passed, message}`: its item
-    error rate, then each scorer's error rate (`scorer_limit` None: a run from before that gate).
-    `assay compare` applies the same two (`assay.analysis.gates.error_gates`)."""
-    rate = item_error_rate(counts)
-    failed = counts.get(ItemOutcome.FAILED, 0)
-    gates = [
-        {
-            "gate": Gate.ITEM_ERROR_RATE.value,
-            "value": rate,
-            "limit": item_limit,
-            "passed": rate is None or rate <= item_limit,
-            "message": f"item error rate {numbers.pct(rate)} ({failed} failed of "
-            f"{failed + counts.get(ItemOutcome.COMPLETED, 0)} attempted), limit {numbers.pct(item_limit)}",
-        }
-    ]
-    if scorer_limit is None:
-        return gates
-    for row in scorers:
-        n_failed, n_scored = row[ScorerOutcome.FAILED], row[ScorerOutcome.SCORED]
-        rate = scorer_error_rate(n_failed, n_scored)
-        gates.append(
-            {
-                "gate": Gate.SCORER_ERROR_RATE.value,
-                "scorer": row["scorer"],
-                "value": rate,
-                "limit": scorer_limit,
-                "passed": rate is None or rate <= scorer_limit,
-                "message": f"scorer {row['scorer']} error rate {numbers.pct(rate)} ({n_failed} failed of "
-                f"{n_failed + n_scored}), limit {numbers.pct(scorer_limit)}",
-            }
-        )
-    return gates
-
-
 # The columns of items, scores and requests that `summarise` reads (tests/analysis/test_summary.py
 # summarises a run that exercises every statistic through them).
 _SUMMARY_COLUMNS = (
@@ -276,11 +227,12 @@ class RunRows:
         return cls(*(store.scan_run(run_id, dataset) for dataset in ("items", "scores", "requests")))
 
     def narrow(self) -> RunRows:
-        """Only the columns the summary's statistics use, read once: never the items' inputs,
-        outputs and metadata, and not once per statistic (figures: docs/performance.md)."""
+        """Lazy views of only the columns the summary's statistics use, never the items' inputs,
+        outputs and metadata: each statistic reads its own columns from the parts and aggregates
+        them, none held for the next (figures: docs/performance.md)."""
         return RunRows(
             *(
-                rows.lazy().select(columns).collect(engine=ENGINE)
+                rows.lazy().select(columns)
                 for rows, columns in zip(
                     (self.history, self.scores, self.requests), _SUMMARY_COLUMNS, strict=True
                 )
@@ -315,25 +267,7 @@ def summarise(
     failed = items.lazy().filter(pl.col("outcome") == ItemOutcome.FAILED)
     failure_kinds = _counts(FailureKind, failed, "failure_kind")
     finish_reasons = _counts(FinishReason, items.lazy(), "finish_reason")
-    scorer_stats = (
-        scores.lazy()
-        .group_by("scorer")
-        .agg(
-            *quantiles(pl.col("score").filter(pl.col("outcome") == ScorerOutcome.SCORED)),
-            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES),
-            pl.col("error")
-            .filter(pl.col("outcome") == ScorerOutcome.FAILED)
-            .sort_by(
-                pl.col("item_index").filter(pl.col("outcome") == ScorerOutcome.FAILED),
-                pl.col("trial").filter(pl.col("outcome") == ScorerOutcome.FAILED),
-            )
-            .first()
-            .alias("first_error"),
-        )
-        .sort("scorer")
-        .collect(engine=ENGINE)
-        .to_dicts()
-    )
+    scorer_stats = scorer_stats_of(scores)
     gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
     item_stats = (
         items.lazy()
@@ -348,7 +282,7 @@ def summarise(
             # Sandboxes whose removal failed: the results stand, but something may be left running.
             pl.col("teardown_error").drop_nulls().head(3).implode().alias("teardown_errors"),
             pl.col("teardown_error").is_not_null().sum().alias("n_teardown_errors"),
-            *_answer_stats(pl.col("outcome") == ItemOutcome.COMPLETED),
+            *answer_stats(pl.col("outcome") == ItemOutcome.COMPLETED),
         )
         .collect(engine=ENGINE)
         .to_dicts()[0]
@@ -418,17 +352,6 @@ def summarise(
         "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
         **compared_columns(record),
     }
-
-
-def _answer_stats(completed: pl.Expr) -> list[pl.Expr]:
-    """The completed items answered by tool calls, their calls, and those whose model reasoned
-    (its reasoning tokens counted: the reasoning text itself is never read for a summary)."""
-    calls = pl.col("tool_calls").filter(completed)
-    return [
-        calls.is_not_null().sum().alias("answers_tool_calls"),
-        calls.list.len().sum().alias("answers_calls"),
-        (pl.col("tokens_reasoning").filter(completed).fill_null(0) > 0).sum().alias("answers_reasoned"),
-    ]
 
 
 def _counts(words: type[StrEnum], rows: pl.LazyFrame, column: str) -> dict[str, int]:

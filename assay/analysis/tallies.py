@@ -1,6 +1,6 @@
 """The statistics a run's summary is made of (`assay.analysis.summary`), each over a run's rows read
 (a frame) or to be read (a lazy frame over its parts, `Store.scan_run`), of which it reads only
-the columns it uses: failures grouped, gauges, pass@k over trials, first-token timing per model,
+the columns it uses: per-scorer statistics, failures grouped, gauges, pass@k over trials, first-token timing per model,
 batches, the run's accounting.
 """
 
@@ -90,6 +90,52 @@ def quantiles(column: pl.Expr, prefix: str = "") -> list[pl.Expr]:
 
 # `measured` belongs to gauge rows, which are not scorers: no count column for it.
 SCORER_OUTCOMES = [outcome for outcome in ScorerOutcome if outcome is not ScorerOutcome.MEASURED]
+
+
+def scorer_stats_of(scores: Rows) -> list[dict[str, Any]]:
+    """Per scorer, sorted by name: the mean, min, p50, p95 and max of its scores, how many rows
+    had each outcome (`SCORER_OUTCOMES`), and its first error in dataset order (`first_error`,
+    None when it never failed).
+
+    Args:
+        scores: a run's score rows (not its gauges).
+    """
+    # Three queries, each over only the rows it needs (the scored ones, the failed ones): one
+    # over every row holding the scores, errors, item indexes and trials together was twice the
+    # peak of a large run's summary (docs/performance.md).
+    counts = (
+        scores.lazy()
+        .group_by("scorer")
+        .agg(
+            *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES)
+        )
+        .sort("scorer")
+        .collect(engine=ENGINE)
+        .to_dicts()
+    )
+    spread = quantiles(pl.col("score"))
+    of_scored = {
+        row.pop("scorer"): row
+        for row in scores.lazy()
+        .filter(pl.col("outcome") == ScorerOutcome.SCORED)
+        .group_by("scorer")
+        .agg(*spread)
+        .collect(engine=ENGINE)
+        .to_dicts()
+    }
+    unscored = dict.fromkeys(expr.meta.output_name() for expr in spread)
+    stats = [{"scorer": row["scorer"], **of_scored.get(row["scorer"], unscored), **row} for row in counts]
+    first_errors = dict(
+        scores.lazy()
+        .filter(pl.col("outcome") == ScorerOutcome.FAILED)
+        .group_by("scorer")
+        .agg(pl.col("error").sort_by("item_index", "trial").first())
+        .collect(engine=ENGINE)
+        .iter_rows()
+    )
+    for row in stats:
+        row["first_error"] = first_errors.get(row["scorer"])
+    return stats
 
 
 def gauge_stats(gauges: Rows) -> list[dict[str, Any]]:
@@ -209,6 +255,17 @@ def model_timing(items: Rows, requests: Rows) -> list[dict[str, Any]]:
     for row in rows:
         row["rate_limit_retries"] = throttled.get(row["model"], 0) if captured else None
     return rows
+
+
+def answer_stats(completed: pl.Expr) -> list[pl.Expr]:
+    """The completed items answered by tool calls, their calls, and those whose model reasoned
+    (its reasoning tokens counted: the reasoning text itself is never read for a summary)."""
+    calls = pl.col("tool_calls").filter(completed)
+    return [
+        calls.is_not_null().sum().alias("answers_tool_calls"),
+        calls.list.len().sum().alias("answers_calls"),
+        (pl.col("tokens_reasoning").filter(completed).fill_null(0) > 0).sum().alias("answers_reasoned"),
+    ]
 
 
 def batch_stats(batches: pl.DataFrame) -> dict[str, Any] | None:

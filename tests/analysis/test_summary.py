@@ -1,6 +1,6 @@
 """A run's summary reads only the columns its statistics use (issue 13: the driver closing 100,000
 items read every item, score and gauge row whole; docs/performance.md): `RunRows.scan` then
-`RunRows.narrow`. It must give the same summary, digit for digit, as the same statistics over the
+`RunRows.narrow`, each statistic aggregating over the scan. It must give the same summary, digit for digit, as the same statistics over the
 run's rows read whole — on a local folder and on s3:// (moto), for a run with failures, a retried
 failure's history, trials, several scorers (one failing), gauges and captured requests with a
 rate-limit retry."""
@@ -21,6 +21,10 @@ def picky(output):
     if "5" in output:
         raise ValueError("cannot judge " + output)
     return 1.0
+
+
+def broken(output):
+    raise ValueError("never judges")
 """
 
 FAULTS = [
@@ -52,6 +56,13 @@ def _same_either_way(store: Store, run_id: str) -> dict:
         ),
     )
     assert lazy == whole
+    # ... and to the one of its summary columns read once into frames (the summary before it
+    # aggregated each statistic over the scan; issue 28).
+    scanned = RunRows.scan(store, run_id).narrow()
+    read_once = RunRows(
+        *(rows.lazy().collect() for rows in (scanned.history, scanned.scores, scanned.requests))
+    )
+    assert summarise(store, run_id, read_once) == lazy
     assert json.dumps(lazy, sort_keys=True, default=str) == json.dumps(whole, sort_keys=True, default=str)
     return lazy
 
@@ -68,6 +79,7 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
             {"kind": "exact_match", "name": "exact"},
             {"kind": "regex", "name": "digits", "pattern": "\\d+"},
             {"kind": "user_code", "name": "picky", "function": "summary_scorers:picky"},
+            {"kind": "user_code", "name": "broken", "function": "summary_scorers:broken"},
         ],
         trials=2,
         capture_requests=True,
@@ -86,7 +98,12 @@ def test_the_summary_read_lazily_equals_the_summary_of_the_rows_read_whole(store
     assert lazy["failures"] and lazy["failures"][0]["n"] == 2
     assert store.run_items(run_id, history=True).height == 20, "the 4 rows retried are history"
     scorers = {row["scorer"]: row for row in lazy["scorers"]}
-    assert set(scorers) == {"exact", "digits", "picky"}
+    assert set(scorers) == {"exact", "digits", "picky", "broken"}
+    # A scorer that never scored: no statistics of scores, its failures counted, its first error.
+    assert [scorers["broken"][key] for key in ("mean", "min", "p50", "p95", "max", "scored")] == [
+        None
+    ] * 5 + [0]
+    assert scorers["broken"]["failed"] == 14 and scorers["broken"]["first_error"].startswith("ValueError")
     assert scorers["picky"]["failed"] == 2 and scorers["picky"]["first_error"].startswith("ValueError")
     assert scorers["exact"]["pass_at_k"] and scorers["exact"]["mean"] == pytest.approx(4 / 14)
     assert {gauge["gauge"] for gauge in lazy["gauges"]} >= {"gauge.duration_ms", "gauge.tokens_output"}
