@@ -25,109 +25,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import numpy as np
-import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assay import _schema
 from assay.store import Store
+from tests.helpers.synthetic_runs import write_run
 
-PART = 50_000
 TARGETS = {"runs": 1.0, "run": 1.0, "items": 0.3, "item": 0.2, "compare": 2.0}
 RSS_TARGET_MB = 500
-
-
-def record(name: str, n: int) -> dict:
-    now = datetime.now(UTC)
-    return {
-        "kind": "run",
-        "name": name,
-        "status": "completed",
-        "created_at": now,
-        "finished_at": now,
-        "spec_hash": "bench",
-        "dataset_hash": "bench",
-        "target_hash": name,
-        "scorers_hash": "bench",
-        "target_kind": "python",
-        "model": f"{name}-model",
-        "trials": 1,
-        "seed": 0,
-        "tags": ["bench"],
-        "n_items": n,
-        "n_planned": n,
-        "n_completed": n,
-        "n_failed": 0,
-        "fail_on_item_error_rate": 1.0,
-        "assay_version": "bench",
-    }
-
-
-def write_run(store: Store, run_id: str, n: int, skill: float, seed: int) -> None:
-    """A finished run of `n` items: ~3 % failed, the rest scored by `exact` (pass with chance
-    `skill`) and `judge` (uniform)."""
-    rng = np.random.default_rng(seed)
-    store.write_run(run_id, record(run_id, n))
-    topics = np.array(['{"topic": "maths"}', '{"topic": "words"}', '{"topic": "code"}'])
-    for start in range(0, n, PART):
-        index = np.arange(start, min(n, start + PART))
-        ids = [f"q{i}" for i in index]
-        failed = rng.random(index.size) < 0.03
-        passed = rng.random(index.size) < skill
-        outputs = np.where(passed, "the answer is right", "the answer is wrong, sadly")
-        items = pa.table(
-            {
-                "item_id": ids,
-                "item_index": index,
-                "trial": np.zeros(index.size, dtype=np.int32),
-                "input": [f'"What is {i} + {i}?"' for i in index],
-                "expected": [f'"{2 * i}"' for i in index],
-                "annotations": topics[index % 3],
-                "output": [f'"{o}"' for o in outputs],
-                "output_text": outputs,
-                "outcome": np.where(failed, "failed", "completed"),
-                "error": np.where(failed, "HTTP 500 from the model", None),
-                "duration_ms": rng.gamma(2.0, 150.0, index.size),
-                "cost_usd": rng.random(index.size) * 1e-4,
-                "operations": np.ones(index.size, dtype=np.int64),
-                "retry": np.zeros(index.size, dtype=np.int32),
-            }
-        )
-        items = _conform(items, _schema.ITEMS)
-        ok = ~failed
-        scored = index[ok]
-        scores = pa.table(
-            {
-                "item_id": [f"q{i}" for i in scored] * 2,
-                "item_index": np.concatenate([scored, scored]),
-                "trial": np.zeros(2 * scored.size, dtype=np.int32),
-                "kind": ["score"] * (2 * scored.size),
-                "scorer": ["exact"] * scored.size + ["judge"] * scored.size,
-                "scorer_kind": ["deterministic"] * scored.size + ["llm_judge"] * scored.size,
-                "score": np.concatenate([passed[ok].astype(float), rng.random(scored.size)]),
-                "outcome": ["scored"] * (2 * scored.size),
-                "explanation": [None] * scored.size + ["a judge's reason"] * scored.size,
-            }
-        )
-        scores = _conform(scores, _schema.SCORES)
-        scores = scores.set_column(scores.schema.get_field_index("value"), "value", scores.column("score"))
-        store.commit_batch(run_id, f"part-{start // PART:05d}-bench", items, scores)
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` with every column of `schema`, in its order and types (absent ones null)."""
-    columns = [
-        table.column(f.name).cast(f.type)
-        if f.name in table.column_names
-        else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _free_port() -> int:
