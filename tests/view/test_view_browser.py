@@ -113,10 +113,10 @@ def test_the_view_in_chromium(served, view_runs, browser):  # noqa: F811
         page.goto(f"{served}/runs/{cand}/items")
         assert page.text_content("#matched") == str(N)
         page.select_option("#item-filters select[name=outcome]", "failed")
-        page.wait_for_function("() => document.querySelector('#matched').textContent === '1'")
+        page.wait_for_function("() => document.querySelector('#matched')?.textContent === '1'")
         assert "outcome=failed" in page.url  # the state is the URL
         page.select_option("#item-filters select[name=outcome]", "")
-        page.wait_for_function(f"() => document.querySelector('#matched').textContent === '{N}'")
+        page.wait_for_function(f"() => document.querySelector('#matched')?.textContent === '{N}'")
         page.click("#next")
         page.wait_for_function(f"() => document.querySelectorAll('tr.item-row').length === {N - 50}")
         assert "page=1" in page.url
@@ -138,7 +138,9 @@ def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  #
     page = tab.page
 
     def at(task: int) -> None:
-        page.wait_for_function(f"() => document.querySelector('#task-number').textContent === '{task}'")
+        # `?.`: while htmx swaps the task in, the element is absent for a moment (a throwing
+        # predicate ends the wait at once).
+        page.wait_for_function(f"() => document.querySelector('#task-number')?.textContent === '{task}'")
 
     try:
         page.goto(f"{served}/runs/{run}/labels?scorer=judge&n=5&seed=2&labeller=chromium")
