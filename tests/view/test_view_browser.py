@@ -139,8 +139,12 @@ def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  #
 
     def at(task: int) -> None:
         # `?.`: while htmx swaps the task in, the element is absent for a moment (a throwing
-        # predicate ends the wait at once).
+        # predicate ends the wait at once). Then until htmx has settled the swap: a key pressed
+        # before that can land on the content being replaced (a person is slower than this).
         page.wait_for_function(f"() => document.querySelector('#task-number')?.textContent === '{task}'")
+        page.wait_for_function(
+            "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+        )
 
     try:
         page.goto(f"{served}/runs/{run}/labels?scorer=judge&n=5&seed=2&labeller=chromium")
@@ -149,6 +153,7 @@ def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  #
         at(2)
         assert "i=1" in page.url and page.text_content("#n-labelled") == "1"
         page.keyboard.press("t")
+        page.wait_for_function("() => document.activeElement?.id === 'note'")
         page.keyboard.type("unsure: n and 1 typed here are text")
         page.keyboard.press("Escape")
         page.keyboard.press("0")
