@@ -110,18 +110,22 @@ def scorer_stats_of(scores: Rows) -> list[dict[str, Any]]:
             *((pl.col("outcome") == outcome.value).sum().alias(outcome.value) for outcome in SCORER_OUTCOMES)
         )
         .sort("scorer")
-        .collect(engine=ENGINE)
+        # Counts, exact in any order: streamed, so the names are never all held (~75 MB at a
+        # million items x two scorers).
+        .collect(engine="streaming")
         .to_dicts()
     )
     spread = quantiles(pl.col("score"))
+    # A query per scorer, holding only its scores: grouped, the quantiles gathered every scorer's
+    # rows at once with their names (~110 MB more at a million items x two scorers).
+    scored = scores.lazy().filter(pl.col("outcome") == ScorerOutcome.SCORED)
     of_scored = {
-        row.pop("scorer"): row
-        for row in scores.lazy()
-        .filter(pl.col("outcome") == ScorerOutcome.SCORED)
-        .group_by("scorer")
-        .agg(*spread)
+        row["scorer"]: scored.filter(pl.col("scorer") == row["scorer"])
+        .select(*spread)
         .collect(engine=ENGINE)
-        .to_dicts()
+        .to_dicts()[0]
+        for row in counts
+        if row[ScorerOutcome.SCORED.value]
     }
     unscored = dict.fromkeys(expr.meta.output_name() for expr in spread)
     stats = [{"scorer": row["scorer"], **of_scored.get(row["scorer"], unscored), **row} for row in counts]
@@ -145,14 +149,20 @@ def gauge_stats(gauges: Rows) -> list[dict[str, Any]]:
     Args:
         gauges: a run's gauge rows (`Store.run_scores(run_id, kind=RowKind.GAUGE)`).
     """
-    return (
-        gauges.lazy()
-        .group_by(pl.col("scorer").alias("gauge"))
-        .agg(pl.len().alias("n"), *quantiles(pl.col("value")))
-        .sort("gauge")
-        .collect(engine=ENGINE)
-        .to_dicts()
-    )
+    # Which gauges there are, streamed (most runs have none: the scores' names are then never
+    # held), then a query per gauge holding only its values, as `scorer_stats_of` does.
+    names = gauges.lazy().select(pl.col("scorer").unique()).collect(engine="streaming")["scorer"].sort()
+    return [
+        {
+            "gauge": name,
+            **gauges.lazy()
+            .filter(pl.col("scorer") == name)
+            .select(pl.len().alias("n"), *quantiles(pl.col("value")))
+            .collect(engine=ENGINE)
+            .to_dicts()[0],
+        }
+        for name in names
+    ]
 
 
 def unpriced_models(record: dict[str, Any], items: Rows, scores: Rows) -> list[str]:

@@ -111,22 +111,30 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
         _score_cache.move_to_end(key)
         return _score_cache[key]
     finite = pl.col("score").filter(pl.col("score").is_finite())
-    moments = (
-        store.scan_run(run_id, "scores")
-        .filter(pl.col("kind") == RowKind.SCORE.value, pl.col("outcome") == ScorerOutcome.SCORED.value)
-        .group_by("scorer")
-        .agg(
-            finite.len().alias("n"),
-            finite.mean().alias("mean"),
-            finite.std(ddof=1).alias("sd"),
-            finite.sum().alias("sum"),
-            finite.is_in([0.0, 1.0]).all().alias("binary"),
-        )
-        .sort("scorer")
-        .collect()
+    scored = store.scan_run(run_id, "scores").filter(
+        pl.col("kind") == RowKind.SCORE.value, pl.col("outcome") == ScorerOutcome.SCORED.value
     )
+    # The names streamed, then a query per scorer holding only its scores: grouped by name, a
+    # million items x two scorers held every name too (~80 MB more).
+    names = scored.select(pl.col("scorer").unique()).collect(engine="streaming")["scorer"].sort()
+    moments = [
+        {
+            "scorer": name,
+            **scored.filter(pl.col("scorer") == name)
+            .select(
+                finite.len().alias("n"),
+                finite.mean().alias("mean"),
+                finite.std(ddof=1).alias("sd"),
+                finite.sum().alias("sum"),
+                finite.is_in([0.0, 1.0]).all().alias("binary"),
+            )
+            .collect()
+            .to_dicts()[0],
+        }
+        for name in names
+    ]
     means = []
-    for row in moments.iter_rows(named=True):
+    for row in moments:
         successes = int(row["sum"]) if row["binary"] and row["n"] else None
         low, high, method = moments_interval(row["n"], row["mean"], row["sd"], successes)
         means.append(
@@ -169,20 +177,25 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
 
 def _run_page(store: Store, run_id: str, record: Any) -> dict[str, Any]:
     summary: RunSummary = summarise(store, run_id, record=record)
-    means = scorer_means(store, run_id, record["revision"], record["status"])
+    means, charts = _charts(store, run_id, record)
     stats = {row["scorer"]: row for row in summary["scorers"]}
     scorers = [{**stats.get(m["scorer"], {}), **m} for m in means]
-    shown = [row for row in means if row["mean"] is not None]
-    charts = []
-    if shown:
-        charts.append(figures.score_means(shown))
-    charts.append(_latency(store, run_id))
-    if (cost := _cost(store, run_id)) is not None:
-        charts.append(cost)
     if summary.get("rate_control") and summary["rate_control"].get("history"):
         charts.append(figures.rate_history(summary["rate_control"]))
     record = {k: v for k, v in record.items() if k not in ("spec_json", "target_snapshot", "identity")}
     return {"record": record, "summary": summary, "scorers": scorers, "charts": charts}
+
+
+def _charts(store: Store, run_id: str, record: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The run's scorer means (`scorer_means`) and the charts drawn from its parts: the means
+    with their intervals, latency and cost."""
+    means = scorer_means(store, run_id, record["revision"], record["status"])
+    shown = [row for row in means if row["mean"] is not None]
+    charts = [figures.score_means(shown)] if shown else []
+    charts.append(_latency(store, run_id))
+    if (cost := _cost(store, run_id)) is not None:
+        charts.append(cost)
+    return means, charts
 
 
 # Bars, not points: a histogram of a million durations is drawn from its counts.
@@ -191,16 +204,12 @@ _BINS = 30
 
 def _latency(store: Store, run_id: str) -> str:
     """The items' durations, completed and failed stacked, counted into bins by Polars."""
-    timed = (
-        store.scan_run(run_id, "items")
-        .filter(pl.col("duration_ms").is_not_null())
-        .select("outcome", "duration_ms")
-        .collect()
-    )
-    top = float(timed["duration_ms"].max() or 0.0) if timed.height else 0.0  # type: ignore[arg-type]
-    width = figures.nice_bin(top, _BINS)
+    timed = store.scan_run(run_id, "items").filter(pl.col("duration_ms").is_not_null())
+    top = timed.select(pl.col("duration_ms").max()).collect().item()
+    width = figures.nice_bin(float(top or 0.0), _BINS)
+    counts = _binned(timed, "duration_ms", width, by="outcome")
     series = {
-        outcome.value: _binned(timed.filter(pl.col("outcome") == outcome)["duration_ms"], width)
+        outcome.value: [(start, n) for kind, start, n in counts if kind == outcome]
         for outcome in (ItemOutcome.COMPLETED, ItemOutcome.FAILED)
     }
     return figures.binned("latency", "Latency per item", "duration ms", width, series, "items")
@@ -212,19 +221,23 @@ def _cost(store: Store, run_id: str) -> str | None:
         store.scan_run(run_id, "items")
         .filter(pl.col("operations").fill_null(0) > 0)
         .select(pl.col("cost_usd").fill_null(0))
-        .collect()["cost_usd"]
     )
-    if known.is_empty() or not (top := float(known.max() or 0.0)) > 0:  # type: ignore[arg-type]
+    top = known.select(pl.col("cost_usd").max()).collect().item()
+    if top is None or not float(top) > 0:
         return None
-    width = figures.nice_bin(top, _BINS)
-    return figures.binned(
-        "cost", "Known cost per item", "USD per item", width, {"items": _binned(known, width)}, "items"
-    )
+    width = figures.nice_bin(float(top), _BINS)
+    bins = [(start, n) for _, start, n in _binned(known, "cost_usd", width)]
+    return figures.binned("cost", "Known cost per item", "USD per item", width, {"items": bins}, "items")
 
 
-def _binned(values: pl.Series, width: float) -> list[tuple[float, int]]:
-    """(bin start, count) of `values` in bins of `width` from 0."""
-    if values.is_empty():
-        return []
-    counts = (values // width).cast(pl.Int64).value_counts().sort(values.name)
-    return [(float(start) * width, int(n)) for start, n in counts.iter_rows()]
+def _binned(
+    rows: pl.LazyFrame, column: str, width: float, by: str | None = None
+) -> list[tuple[Any, float, int]]:
+    """(group, bin start, count) of `column` in bins of `width` from 0, counted by Polars over
+    the scan (a million values are never held): per value of `by`, or one group (None)."""
+    keys = [
+        pl.col(by) if by else pl.lit(None).alias("group"),
+        (pl.col(column) // width).cast(pl.Int64).alias("bin"),
+    ]
+    counts = rows.group_by(keys).len().sort("bin").collect()
+    return [(group, float(start) * width, int(n)) for group, start, n in counts.iter_rows()]
