@@ -23,7 +23,7 @@ from assay.report.conversation import conversations
 from assay.report.data import cut, json_text, shown_tool_calls
 from assay.run.trajectories import item_trajectory
 from assay.store import Store, current_items
-from assay.view.runs import scorer_means
+from assay.view.runs import scorer_names
 
 PAGE = 50
 # Characters of an input or output shown in a row of the items table.
@@ -191,7 +191,7 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
         }
         for r in full.iter_rows(named=True)
     ]
-    scorers = [m["scorer"] for m in scorer_means(store, run_id, record["revision"], record["status"])]
+    scorers = scorer_names(store, run_id, record["revision"], record["status"])
     matched = matching.height
     return ItemsPage(rows=rows, matched=matched, scorers=scorers, pages=max(1, math.ceil(matched / PAGE)))
 

@@ -111,12 +111,9 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
         _score_cache.move_to_end(key)
         return _score_cache[key]
     finite = pl.col("score").filter(pl.col("score").is_finite())
-    scored = store.scan_run(run_id, "scores").filter(
-        pl.col("kind") == RowKind.SCORE.value, pl.col("outcome") == ScorerOutcome.SCORED.value
-    )
-    # The names streamed, then a query per scorer holding only its scores: grouped by name, a
-    # million items x two scorers held every name too (~80 MB more).
-    names = scored.select(pl.col("scorer").unique()).collect(engine="streaming")["scorer"].sort()
+    scored = _scored(store, run_id)
+    # A query per scorer holding only its scores: grouped by name, a million items x two scorers
+    # held every name too (~80 MB more).
     moments = [
         {
             "scorer": name,
@@ -131,7 +128,7 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
             .collect()
             .to_dicts()[0],
         }
-        for name in names
+        for name in scorer_names(store, run_id, revision, status)
     ]
     means = []
     for row in moments:
@@ -152,6 +149,30 @@ def scorer_means(store: Store, run_id: str, revision: int = 0, status: str = "")
         while len(_score_cache) > _CACHED_RUNS:
             _score_cache.popitem(last=False)
     return means
+
+
+def _scored(store: Store, run_id: str) -> pl.LazyFrame:
+    return store.scan_run(run_id, "scores").filter(
+        pl.col("kind") == RowKind.SCORE.value, pl.col("outcome") == ScorerOutcome.SCORED.value
+    )
+
+
+def scorer_names(store: Store, run_id: str, revision: int = 0, status: str = "") -> list[str]:
+    """The run's scorers that scored some item, sorted (their names streamed from the parts,
+    never all held); a finished run's kept, as `scorer_means` keeps its means."""
+    key = (str(store.root), run_id, revision)
+    if status != RunStatus.RUNNING and key in _names_cache:
+        return _names_cache[key]
+    names = _scored(store, run_id).select(pl.col("scorer").unique()).collect(engine="streaming")
+    shown = sorted(names["scorer"])
+    if status != RunStatus.RUNNING:
+        _names_cache[key] = shown
+        while len(_names_cache) > _CACHED_RUNS:
+            _names_cache.pop(next(iter(_names_cache)))
+    return shown
+
+
+_names_cache: dict[tuple[str, str, int], list[str]] = {}
 
 
 def run_page(store: Store, run_id: str) -> dict[str, Any]:
