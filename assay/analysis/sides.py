@@ -31,6 +31,9 @@ ITEM_COLUMNS = (
     "annotations",
 )
 
+# The score rows' columns a comparison never reads (texts of any length).
+UNCOMPARED_SCORE_COLUMNS = ("explanation", "metadata", "operation_ids")
+
 
 class Side:
     """One side of a comparison: its runs' records, items and scores."""
@@ -49,17 +52,21 @@ class Side:
             [self._scan(r, ITEM_COLUMNS).collect().with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
             how="vertical_relaxed",
         )
-        self.scores = pl.concat(
-            [store.run_scores(r).with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
-            how="vertical_relaxed",
-        )
-        self.gauges = pl.concat(
+        # Every row of the scores dataset read once (scores and gauges), without the judges'
+        # explanations and the rows' metadata, which no comparison reads: holding them took
+        # ~110 MB a side at 100,000 items x two scorers.
+        rows = pl.concat(
             [
-                store.run_scores(r, kind=RowKind.GAUGE).with_columns(pl.lit(r).alias("run_id"))
+                store.scan_run(r, "scores")
+                .select(pl.exclude(UNCOMPARED_SCORE_COLUMNS))
+                .collect()
+                .with_columns(pl.lit(r).alias("run_id"))
                 for r in run_ids
             ],
             how="vertical_relaxed",
         )
+        self.scores = rows.filter(pl.col("kind") == RowKind.SCORE.value)
+        self.gauges = rows.filter(pl.col("kind") == RowKind.GAUGE.value)
 
     def _scan(self, run_id: str, columns: tuple[str, ...]) -> pl.LazyFrame:
         """The current rows of the run's items, lazily, with `columns` (and the keys)."""
