@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.analysis.compare import CompareOptions
 from assay.analysis.nightly import NIGHTLY_TAG, last_successful_nightly, mark_passed, prune_nightly
 from assay.analysis.summary import failure_message
+from assay.links import view_compare, view_run
 from assay.orchestrate.compare import CompareRequest, compare_and_store
 from assay.orchestrate.run import RunRequest, drive_run
 from assay.outcomes import Gate, RunStatus
@@ -149,7 +150,8 @@ def verdict(report: dict[str, Any]) -> str:
 
 def nightly_markdown(document: dict[str, Any], title: str, reports: dict[str, str]) -> str:
     """The night for people (the nightly flow run's artifact): passed or why not, regressions
-    first, then a row per spec with its verdict, its baseline and a link to its run's report.
+    first, then a row per spec with its verdict, its baseline, a link to its run's report and,
+    when `ASSAY_VIEW_URL` is set, links to its run and its comparison in `assay view`.
 
     Args:
         document: what `drive_nightly` returned.
@@ -161,7 +163,7 @@ def nightly_markdown(document: dict[str, Any], title: str, reports: dict[str, st
         lines += ["Why it failed (regressions first, then gates):", ""]
         lines += [f"- {failure}" for failure in document["failures"]]
         lines.append("")
-    lines += ["| spec | run | status | verdict | baseline | report |", "|---|---|---|---|---|---|"]
+    lines += ["| spec | run | status | verdict | baseline | report | view |", "|---|---|---|---|---|---|---|"]
     for report in document["specs"]:
         link = reports.get(report["run_id"] or "")
         cells = [
@@ -171,12 +173,26 @@ def nightly_markdown(document: dict[str, Any], title: str, reports: dict[str, st
             verdict(report),
             f"`{report['baseline']}`" if report.get("baseline") else "—",
             f"[report]({_href(link)}) `{link}`" if link else "—",
+            _view_links(report),
         ]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     removed = [run_id for report in document["specs"] for run_id in report.get("removed", [])]
     if removed:
         lines += ["", f"Removed {len(removed)} old nightly run(s) (retention): {', '.join(removed)}"]
     return "\n".join(lines) + "\n"
+
+
+def _view_links(report: dict[str, Any]) -> str:
+    """The spec's run, and its comparison with its baseline, in `assay view` (`ASSAY_VIEW_URL`);
+    a dash when no view URL is set or the spec made no run."""
+    if not report.get("run_id"):
+        return "—"
+    links = []
+    if run_url := view_run(report["run_id"]):
+        links.append(f"[run]({run_url})")
+    if report.get("baseline") and (compare_url := view_compare(report["baseline"], report["run_id"])):
+        links.append(f"[compare]({compare_url})")
+    return " · ".join(links) or "—"
 
 
 def _href(where: str) -> str:

@@ -82,6 +82,31 @@ def test_a_failed_night_leads_with_its_regression_then_its_gates(tmp_path, mock,
     assert page.index(regressed[-1]) < page.index(gate)
     assert f"[report]({(tmp_path / 'r.html').as_uri()})" in page
     assert f"| `{first['specs'][0]['run_id']}` |" in page, "the baseline named"
+    assert "assay view" not in page and "/compare?" not in page  # no ASSAY_VIEW_URL: no view links
+
+
+def test_the_nightly_markdown_links_each_run_and_comparison_to_the_view(tmp_path, mock, capsys, monkeypatch):
+    """With ASSAY_VIEW_URL set, each spec's row links to its run's page and, once it has a
+    baseline, to the compare page of the baseline against it; both open in the view."""
+    from urllib.parse import urlsplit
+
+    from tests.view.conftest import client
+
+    view = "http://127.0.0.1:8484"
+    spec = openai_spec(tmp_path, mock.base_url, n=6, fail_on_item_error_rate=1)
+    store = tmp_path / "s"
+    assay_json(capsys, "nightly", spec, "--store", store)
+    night = assay_json(capsys, "nightly", spec, "--store", store)
+    (report,) = night["specs"]
+    monkeypatch.setenv("ASSAY_VIEW_URL", view + "/")
+    page = nightly_markdown(night, "nightly-2026-12-03", {})
+    run_link = f"{view}/runs/{report['run_id']}"
+    compare_link = f"{view}/compare?a={report['baseline']}&b={report['run_id']}"
+    assert f"[run]({run_link}) · [compare]({compare_link})" in page
+    with client(store) as http:
+        for link in (run_link, compare_link):
+            parts = urlsplit(link)
+            assert http.get(parts.path + (f"?{parts.query}" if parts.query else "")).status_code == 200, link
 
 
 def test_the_nightly_names_each_run_with_its_model_and_tags(tmp_path, mock, capsys):
