@@ -15,10 +15,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import yaml
+from prefect.client.orchestration import SyncPrefectClient
 
 from assay.errors import InputError
 
@@ -95,19 +94,18 @@ def plan_deploys(digests: dict[str, str], recorded: dict[str, str], on_server: s
 
 
 def deployments_on_server(api_url: str) -> set[str]:
-    """The names of the server's deployments."""
+    """The names of the server's deployments.
+
+    Read through Prefect's own client, which retries the 503 a busy SQLite server answers."""
     names: set[str] = set()
     offset, page = 0, 200  # the API's largest page
-    while True:
-        response = httpx.post(
-            f"{api_url}/deployments/filter", json={"offset": offset, "limit": page}, timeout=30.0
-        )
-        response.raise_for_status()
-        batch: list[dict[str, Any]] = response.json()
-        names.update(deployment["name"] for deployment in batch)
-        if len(batch) < page:
-            return names
-        offset += page
+    with SyncPrefectClient(api_url) as client:
+        while True:
+            batch = client.read_deployments(offset=offset, limit=page)
+            names.update(deployment.name for deployment in batch)
+            if len(batch) < page:
+                return names
+            offset += page
 
 
 def read_record(home: Path) -> dict[str, str]:

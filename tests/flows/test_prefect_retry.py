@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 import psutil
 import pyarrow.parquet as pq
 import pytest
@@ -26,7 +25,7 @@ import pytest
 from assay.run.plan import MAX_SHARDS
 from assay.store import Store
 from tests.conftest import REPO, openai_spec
-from tests.helpers.prefect_server import prefect_env, prefect_server
+from tests.helpers.prefect_server import prefect_env, prefect_http, prefect_server
 
 pytestmark = [pytest.mark.prefect]
 
@@ -120,13 +119,13 @@ def _stop(process: subprocess.Popen[bytes] | None) -> None:
 
 
 def _flow_run(api: str, flow_run_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{api}/flow_runs/{flow_run_id}", timeout=10)
+    response = prefect_http.get(f"{api}/flow_runs/{flow_run_id}", timeout=10)
     response.raise_for_status()
     return response.json()
 
 
 def _only_flow_run_id(api: str) -> str:
-    response = httpx.post(
+    response = prefect_http.post(
         f"{api}/flow_runs/filter", json={"deployments": {"name": {"any_": ["assay-run"]}}}, timeout=10
     )
     response.raise_for_status()
@@ -222,7 +221,7 @@ def test_sigkilled_flow_run_resumes_on_prefect_retry(tmp_path: Path, mock: Any) 
             mock.reset()
 
             # Retry the same flow run as the UI's "Retry" button does, and let a worker pick it up.
-            retried = httpx.post(
+            retried = prefect_http.post(
                 f"{api}/flow_runs/{flow_run_id}/set_state",
                 json={
                     "state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the test"},

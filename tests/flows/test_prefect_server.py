@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from assay.store import Store
 from tests.conftest import REPO
-from tests.helpers.prefect_server import PrefectAPI, serving_prefect
+from tests.helpers.prefect_server import PrefectAPI, prefect_http, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
 
@@ -75,7 +74,7 @@ def _shard_task_runs(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:
     wait, for the assertion to report)."""
     deadline = time.monotonic() + TASK_RUNS_WAIT_S
     while True:
-        response = httpx.post(
+        response = prefect_http.post(
             f"{api.url}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}, timeout=10
         )
         response.raise_for_status()
@@ -89,10 +88,10 @@ def _shard_task_runs(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:
 def _assert_completed_flow_run(api: PrefectAPI, flow_run_id: str) -> list[dict[str, Any]]:
     """Assert the flow run is a COMPLETED run of `assay-run` with completed shard task runs;
     return those task runs."""
-    flow_run = httpx.get(f"{api.url}/flow_runs/{flow_run_id}", timeout=10)
+    flow_run = prefect_http.get(f"{api.url}/flow_runs/{flow_run_id}", timeout=10)
     assert flow_run.status_code == 200, flow_run.text
     assert flow_run.json()["state"]["type"] == "COMPLETED"
-    flow = httpx.get(f"{api.url}/flows/{flow_run.json()['flow_id']}", timeout=10)
+    flow = prefect_http.get(f"{api.url}/flows/{flow_run.json()['flow_id']}", timeout=10)
     assert flow.status_code == 200, flow.text
     assert flow.json()["name"] == "assay-run"
 
@@ -141,21 +140,23 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
     rescore_id = json.loads(rescored.stdout)["run_id"]
     record = Store(first_run.store).read_run(rescore_id)
     assert record["kind"] == "rescore" and record["prefect_flow_run_id"]
-    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    flow_run = prefect_http.get(
+        f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10
+    ).json()
     assert flow_run["state"]["type"] == "COMPLETED"
 
     # The comparison's options (a pydantic model) travel as a Prefect flow parameter.
     compared = _assay(prefect_api, "compare", run_id, "--candidate", run_id, "--store", str(first_run.store))
     assert compared.returncode == 0, compared.stderr
     assert {row["verdict"] for row in json.loads(compared.stdout)["scorers"]} == {"unchanged"}
-    runs = httpx.post(
+    runs = prefect_http.post(
         f"{prefect_api.url}/flow_runs/filter",
         json={"flows": {"name": {"any_": ["assay-compare"]}}},
         timeout=10,
     ).json()
     assert [run["state"]["type"] for run in runs] == ["COMPLETED"]
     assert runs[0]["name"] == f"compare {run_id} → {run_id}"
-    artifacts = httpx.post(
+    artifacts = prefect_http.post(
         f"{prefect_api.url}/artifacts/filter",
         json={"artifacts": {"flow_run_id": {"any_": [runs[0]["id"]]}}},
         timeout=10,
@@ -172,9 +173,11 @@ def test_rescore_and_compare_are_prefect_flow_runs(prefect_api: PrefectAPI, firs
 def test_flow_runs_are_named_and_publish_artifacts(prefect_api: PrefectAPI, first_run: FirstRun) -> None:
     assert first_run.returncode == 0
     record = Store(first_run.store).read_run(first_run.summary["run_id"])
-    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    flow_run = prefect_http.get(
+        f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10
+    ).json()
     assert flow_run["name"] == f"quickstart-arithmetic · {first_run.summary['run_id']}"
-    artifacts = httpx.post(
+    artifacts = prefect_http.post(
         f"{prefect_api.url}/artifacts/filter",
         json={"artifacts": {"flow_run_id": {"any_": [record["prefect_flow_run_id"]]}}},
         timeout=10,
@@ -217,7 +220,7 @@ def test_a_failed_compare_gate_fails_the_flow_run(
     assert compared.returncode == 1, compared.stderr
     comparison = json.loads(compared.stdout)
     assert comparison["passed"] is False and comparison["scorers"][0]["verdict"] == "regressed"
-    runs = httpx.post(
+    runs = prefect_http.post(
         f"{prefect_api.url}/flow_runs/filter",
         json={"flows": {"name": {"any_": ["assay-compare"]}}, "sort": "START_TIME_DESC"},
         timeout=10,
@@ -238,14 +241,14 @@ def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
     night = json.loads(second.stdout)["specs"][0]
     assert {row["verdict"] for row in night["comparison"]["scorers"]} == {"unchanged"}
 
-    nightly_runs = httpx.post(
+    nightly_runs = prefect_http.post(
         f"{prefect_api.url}/flow_runs/filter",
         json={"flows": {"name": {"any_": ["assay-nightly"]}}},
         timeout=10,
     ).json()
     assert len(nightly_runs) == 2 and {run["state"]["type"] for run in nightly_runs} == {"COMPLETED"}
     latest = max(nightly_runs, key=lambda run: run["start_time"])
-    children = httpx.post(
+    children = prefect_http.post(
         f"{prefect_api.url}/flow_runs/filter",
         json={"flow_runs": {"parent_flow_run_id": {"any_": [latest["id"]]}}},
         timeout=10,
@@ -266,7 +269,7 @@ def test_nightly_is_a_flow_run_with_its_runs_and_compare_as_subflows(
 
 def _nightly_artifact(api: PrefectAPI, flow_run_id: str) -> str:
     """The markdown a nightly flow run published."""
-    found = httpx.post(
+    found = prefect_http.post(
         f"{api.url}/artifacts/filter",
         json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}, "key": {"any_": ["assay-nightly"]}}},
         timeout=10,
@@ -291,7 +294,7 @@ def test_a_failed_night_names_its_regression_first_then_its_gates(
     assert done.returncode == 1, done.stderr[-2000:]
     night = json.loads(done.stdout)["specs"][0]
     nightly = max(
-        httpx.post(
+        prefect_http.post(
             f"{prefect_api.url}/flow_runs/filter",
             json={"flows": {"name": {"any_": ["assay-nightly"]}}},
             timeout=10,
@@ -383,9 +386,11 @@ def test_a_flow_run_that_lost_its_lease_fails_without_retrying_its_shards(
     assert f"lost the lease on run {run_id}" in stderr and "elsewhere:1 took the run over" in stderr
     record = Store(store).read_run(run_id)
     assert record["status"] == "running", "the record is the new holder's to write"
-    flow_run = httpx.get(f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10).json()
+    flow_run = prefect_http.get(
+        f"{prefect_api.url}/flow_runs/{record['prefect_flow_run_id']}", timeout=10
+    ).json()
     assert flow_run["state"]["type"] in ("FAILED", "CRASHED")
-    task_runs = httpx.post(
+    task_runs = prefect_http.post(
         f"{prefect_api.url}/task_runs/filter",
         json={"flow_runs": {"id": {"any_": [record["prefect_flow_run_id"]]}}},
         timeout=10,

@@ -11,14 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import polars as pl
 import psutil
 import pytest
 
 from assay.store import Store
 from tests.conftest import REPO, paced_spec, wait_for
-from tests.helpers.prefect_server import _free_port, prefect_env
+from tests.helpers.prefect_server import _free_port, prefect_env, prefect_http
 
 pytestmark = [pytest.mark.prefect]
 
@@ -43,7 +42,7 @@ def _final_state(api: str, flow_run_id: str, ends: tuple[str, ...]) -> dict:
     """The flow run's state once its type is one of `ends` (or as it is after two minutes)."""
     deadline = time.monotonic() + 120
     while True:
-        state = httpx.get(f"{api}/flow_runs/{flow_run_id}", timeout=10).json()["state"]
+        state = prefect_http.get(f"{api}/flow_runs/{flow_run_id}", timeout=10).json()["state"]
         if state["type"] in ends or time.monotonic() > deadline:
             return state
         time.sleep(1)
@@ -81,7 +80,7 @@ def _logs(api: str, flow_run_id: str, last: str) -> list[str]:
     arrive in batches)."""
     deadline = time.monotonic() + 30
     while True:
-        response = httpx.post(
+        response = prefect_http.post(
             f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [flow_run_id]}}}, timeout=10
         )
         messages = [log["message"] for log in response.json() if log["task_run_id"] is None]
@@ -138,7 +137,7 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         assert said.startswith(
             f"store: {store} (runs that name no store) · Prefect state: {tmp_path / 'home'}"
         ), said
-        deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
+        deployments = prefect_http.post(f"{api}/deployments/filter", json={}, timeout=10).json()
         assert {d["name"] for d in deployments} == {
             "assay-run",
             "assay-rescore",
@@ -201,7 +200,7 @@ def test_assay_ui_serves_deploys_and_runs(tmp_path):
         wait_for(lambda: _committed(store, flow_run_id), "the paced run committed items", timeout=120)
         paced = _committed(store, flow_run_id)
         # As the UI's Cancel button does (the `prefect` CLI takes seconds to start on a loaded machine).
-        cancel = httpx.post(
+        cancel = prefect_http.post(
             f"{api}/flow_runs/{flow_run_id}/set_state",
             json={"state": {"type": "CANCELLING", "name": "Cancelling"}},
             timeout=10,

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from assay.flows.deployments import RECORD
 from assay.flows.ui import deploy_changed
 from tests.conftest import REPO
-from tests.helpers.prefect_server import PrefectAPI, serving_prefect
+from tests.helpers.prefect_server import PrefectAPI, prefect_http, serving_prefect
 
 pytestmark = [pytest.mark.prefect]
 
@@ -42,7 +41,9 @@ def api(tmp_path: Path) -> Iterator[PrefectAPI]:
 
 
 def _deployment(api: PrefectAPI, name: str) -> dict[str, Any]:
-    (found,) = [d for d in httpx.post(f"{api.url}/deployments/filter", json={}).json() if d["name"] == name]
+    (found,) = [
+        d for d in prefect_http.post(f"{api.url}/deployments/filter", json={}).json() if d["name"] == name
+    ]
     return found
 
 
@@ -60,11 +61,12 @@ def test_ui_edits_survive_a_restart_and_a_changed_entry_is_deployed_again(
     nightly = _deployment(api, "assay-nightly")
     edited = {"request": {"specs": ["my/own.yaml"], "retention": 7}}
     assert (
-        httpx.patch(f"{api.url}/deployments/{nightly['id']}", json={"parameters": edited}).status_code == 204
+        prefect_http.patch(f"{api.url}/deployments/{nightly['id']}", json={"parameters": edited}).status_code
+        == 204
     )
     (schedule,) = nightly["schedules"]
     assert (
-        httpx.patch(
+        prefect_http.patch(
             f"{api.url}/deployments/{nightly['id']}/schedules/{schedule['id']}",
             json={"schedule": {"cron": "30 4 * * *", "timezone": "UTC"}},
         ).status_code
@@ -84,7 +86,7 @@ def test_ui_edits_survive_a_restart_and_a_changed_entry_is_deployed_again(
     entry["parameters"]["request"]["retention"] = 10
     (checkout / "prefect.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     run = _deployment(api, "assay-run")
-    assert httpx.delete(f"{api.url}/deployments/{run['id']}").status_code == 204
+    assert prefect_http.delete(f"{api.url}/deployments/{run['id']}").status_code == 204
 
     third = deploy_changed(api.url, api.env, api.home)
     assert (third.new, third.changed, third.kept) == (

@@ -30,6 +30,12 @@ BOOT_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 15.0
 _LOG_NAME = "server.log"
 _LOG_TAIL_CHARS = 4000
+# The answers Prefect's own client retries (PrefectHttpxAsyncClient): SQLite's "database is
+# locked" comes back as 503 while the server's services write, and a test's bare request must
+# ride it out as the UI and the CLI do.
+_RETRIED_STATUSES = frozenset({429, 502, 503})
+_RETRIES = 6
+_FIRST_BACKOFF_S = 0.5
 
 
 def _prefect_executable() -> str:
@@ -71,6 +77,27 @@ def prefect_env(home: Path, api_url: str | None = None) -> dict[str, str]:
     if api_url is not None:
         env["PREFECT_API_URL"] = api_url
     return env
+
+
+class _RetryingTransport(httpx.HTTPTransport):
+    """HTTP that sends a request again, with a doubling pause, while the server answers one of
+    `_RETRIED_STATUSES`; the last answer is returned whatever it is."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        pause = _FIRST_BACKOFF_S
+        for _ in range(_RETRIES):
+            response = super().handle_request(request)
+            if response.status_code not in _RETRIED_STATUSES:
+                return response
+            response.close()
+            time.sleep(pause)
+            pause *= 2
+        return super().handle_request(request)
+
+
+# The tests' own requests to a server's REST API (as the Prefect UI makes them), retried as
+# Prefect's client retries; bodies are bytes, so a request can be sent again as it is.
+prefect_http = httpx.Client(transport=_RetryingTransport(), timeout=30.0)
 
 
 def _log_tail(log: Path) -> str:
