@@ -101,6 +101,14 @@ class Settings(BaseModel):
         "`?token=` once, which sets a cookie). Required when `--host` is not loopback; when set, "
         "asked on loopback too. Never shown on a page. docs/view.md.",
     )
+    view_cache_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="How many MB of local copies of an s3:// store's parts `assay view` keeps, in a "
+        "temporary folder deleted when it stops: each part a page reads is fetched once, not again "
+        "on every request; past the cap the least recently read are deleted. 0: no copies. Run "
+        "records, labels and leases are always read from the bucket. docs/view.md.",
+    )
     view_url: str | None = Field(
         default=None,
         description="Where `assay view` is served (`http://127.0.0.1:8484`, say). When set, Prefect "

@@ -13,4 +13,11 @@ def view(args: argparse.Namespace) -> int:
     from assay.store import Store
     from assay.view import serve
 
-    return serve(Store(args.store), host=args.host, port=args.port, token=settings().view_token)
+    chosen = settings()
+    return serve(
+        Store(args.store),
+        host=args.host,
+        port=args.port,
+        token=chosen.view_token,
+        copies_mb=chosen.view_cache_mb,
+    )

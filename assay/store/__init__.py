@@ -14,6 +14,8 @@
     _publish   the file steps under them: staging, fault injection;  _revisions  records as revisions
     _reading   the readers of parts under today's schema (also files an older Assay wrote), the
                meaning of a column added later, an item's current row among its retries
+    _copies    local copies of an object store's parts (immutable), fetched once, capped, for a
+               reader that reads the same parts again and again (`assay view`)
 
 `local.py` draws the commit protocol and how it maps onto object storage; `lease.py` the lease's.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +21,9 @@ from assay.store import _publish
 from assay.store._location import s3_problem
 from assay.store._publish import staged_name, write_parquet
 from assay.store._spool import Spool, spool_for
+
+# What a download holds in memory at a time.
+_DOWNLOAD_CHUNK = 1 << 20
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -87,6 +91,17 @@ class ObjectPrefix:
         import obstore
 
         return bytes(obstore.get(self.store, key).bytes())
+
+    def download(self, key: str, path: Path) -> int:
+        """Write the object's bytes to the file `path` a chunk at a time (a part is never whole
+        in memory); returns its size. `FileNotFoundError` if there is no such object."""
+        import obstore
+
+        size = 0
+        with path.open("wb") as file:
+            for chunk in obstore.get(self.store, key).stream(min_chunk_size=_DOWNLOAD_CHUNK):
+                size += file.write(memoryview(chunk))
+        return size
 
     def write(self, key: str, data: bytes) -> None:
         import obstore

@@ -14,6 +14,8 @@ import pyarrow as pa
 from assay import _schema
 from assay._lazy import lazy_module
 from assay.outcomes import RowKind
+from assay.store._bucket import ObjectPrefix
+from assay.store._copies import PartCopies, copyable
 
 if TYPE_CHECKING:
     import polars as pl
@@ -171,9 +173,31 @@ class Reading:
 
     Attributes:
         location: where the bytes live (set by `Store`).
+        copies: local copies of an object store's parts, read instead of the bucket's objects
+            (`keep_copies`); None: parts are read where they live.
     """
 
     location: Location
+    copies: PartCopies | None = None
+
+    def keep_copies(self, folder: Path, cap_bytes: int) -> None:
+        """Read an object store's parts from local copies kept in `folder` (`_copies.py`): for a
+        reader that reads the same parts again and again (`assay view`). No effect on a local
+        folder, whose parts are files already.
+
+        Args:
+            folder: where the copies are kept (this store's own: not shared with another).
+            cap_bytes: the copies' total size past which the least recently read are deleted.
+        """
+        if isinstance(self.location, ObjectPrefix):
+            self.copies = PartCopies(self.location, folder, cap_bytes)
+
+    def _reader_paths(self, keys: list[str]) -> tuple[list[str], dict[str, str] | None]:
+        """Where Polars reads `keys`, and the storage options it needs for that: the local copies
+        when every key is a part and copies are kept, else the location's own paths."""
+        if self.copies is not None and keys and all(copyable(key) for key in keys):
+            return self.copies.paths(keys), None
+        return [self.location.reader_path(key) for key in keys], self.location.storage_options
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -181,10 +205,8 @@ class Reading:
         self, schema: pa.Schema, keys: list[str], *, hive: bool = False, columns: list[str] | None = None
     ) -> pl.DataFrame:
         """Parts of one dataset (by key) under today's schema (`read_parts`)."""
-        paths = [self.location.reader_path(key) for key in keys]
-        return read_parts(
-            schema, paths, hive=hive, columns=columns, storage_options=self.location.storage_options
-        )
+        paths, storage_options = self._reader_paths(keys)
+        return read_parts(schema, paths, hive=hive, columns=columns, storage_options=storage_options)
 
     # -- the analyst's view -----------------------------------------------------------------------
 

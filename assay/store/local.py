@@ -463,11 +463,8 @@ class Store(Reading):
                 ones), `scores` (scores and gauges: filter on `kind`), `requests` or `turns`.
         """
         keys = self._parts(dataset, run_id) if dataset == "items" else self._committed_parts(dataset, run_id)
-        return scan_parts(
-            getattr(_schema, dataset.upper()),
-            [self.location.reader_path(key) for key in keys],
-            storage_options=self.location.storage_options,
-        )
+        paths, storage_options = self._reader_paths(keys)
+        return scan_parts(getattr(_schema, dataset.upper()), paths, storage_options=storage_options)
 
     # -- leaderboards and comparisons -------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -282,8 +283,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(store: Store, *, host: str, port: int, token: str | None) -> int:
+def serve(store: Store, *, host: str, port: int, token: str | None, copies_mb: int) -> int:
     """Serve the view until Ctrl-C; returns the exit status.
+
+    Args:
+        store: the store shown.
+        host: the address bound.
+        port: the port bound.
+        token: asked of every request when given (`ASSAY_VIEW_TOKEN`).
+        copies_mb: on object storage, the MB of local copies of its parts kept while serving
+            (`ASSAY_VIEW_CACHE_MB`, `Store.keep_copies`), in a temporary folder deleted at the
+            end; 0: every request reads the bucket.
 
     Raises:
         InputError: `host` is not loopback and no token is set.
@@ -296,7 +306,10 @@ def serve(store: Store, *, host: str, port: int, token: str | None) -> int:
         )
     _warm()
     print(f"assay view: http://{host}:{port}/ over {store.root} (Ctrl-C stops)", flush=True)
-    uvicorn.run(build_app(store, token=token), host=host, port=port, log_level="warning")
+    with tempfile.TemporaryDirectory(prefix="assay-view-copies-") as copies:
+        if copies_mb:
+            store.keep_copies(Path(copies), copies_mb * 2**20)
+        uvicorn.run(build_app(store, token=token), host=host, port=port, log_level="warning")
     return 0
 
 
