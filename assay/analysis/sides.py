@@ -31,8 +31,22 @@ ITEM_COLUMNS = (
     "annotations",
 )
 
-# The score rows' columns a comparison never reads (texts of any length).
-UNCOMPARED_SCORE_COLUMNS = ("explanation", "metadata", "operation_ids")
+# The score rows' columns a comparison reads: keys, the scorer and its kind, the value and
+# outcome, and the judge's noise. Not the judges' explanations, errors, metadata, tokens or cost
+# (a scorer's cost is counted by the run's summary, not compared): holding every column took
+# ~110 MB a side at 100,000 items x two scorers.
+SCORE_COLUMNS = (
+    "item_id",
+    "trial",
+    "kind",
+    "scorer",
+    "scorer_kind",
+    "score",
+    "value",
+    "outcome",
+    "judge_variance",
+    "judge_samples",
+)
 
 
 class Side:
@@ -52,13 +66,11 @@ class Side:
             [self._scan(r, ITEM_COLUMNS).collect().with_columns(pl.lit(r).alias("run_id")) for r in run_ids],
             how="vertical_relaxed",
         )
-        # Every row of the scores dataset read once (scores and gauges), without the judges'
-        # explanations and the rows' metadata, which no comparison reads: holding them took
-        # ~110 MB a side at 100,000 items x two scorers.
+        # Every row of the scores dataset read once (scores and gauges), its compared columns.
         rows = pl.concat(
             [
                 store.scan_run(r, "scores")
-                .select(pl.exclude(UNCOMPARED_SCORE_COLUMNS))
+                .select(SCORE_COLUMNS)
                 .collect()
                 .with_columns(pl.lit(r).alias("run_id"))
                 for r in run_ids
