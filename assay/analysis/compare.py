@@ -213,7 +213,7 @@ def scorer_rows(base: Side, cand: Side, options: CompareOptions) -> list[ScorerC
     kinds = dict(
         pl.concat([base.scores, cand.scores]).select("scorer", "scorer_kind").unique("scorer").iter_rows()
     )
-    common = sorted(set(base_means["scorer"]) & set(cand_means["scorer"]))
+    common = sorted(set(base_means["scorer"].unique()) & set(cand_means["scorer"].unique()))
     rows = []
     for scorer in common:
         b = base_means.filter(pl.col("scorer") == scorer).drop("scorer")
@@ -376,7 +376,7 @@ def compare(base: Side, cand: Side, options: CompareOptions) -> Comparison:
     timing, cost = timing_delta(base, cand), cost_delta(base, cand)
     gates = _gates(base, cand, scorers, options)
     only = {
-        side.name: sorted(set(side.scores["scorer"]) - {row["scorer"] for row in scorers})
+        side.name: sorted(set(side.scores["scorer"].unique()) - {row["scorer"] for row in scorers})
         for side in (base, cand)
     }
     return {
