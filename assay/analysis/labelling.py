@@ -37,6 +37,7 @@ import numpy as np
 from assay import _schema
 from assay._files import write_atomic
 from assay.errors import InputError
+from assay.outcomes import RowKind
 from assay.store import Store, current_items
 from assay.store.labels import current_hashes, read_labels
 
@@ -262,16 +263,22 @@ def sample_tasks(
     if n < 1:
         raise InputError(f"--n must be at least 1, not {n}")
     store.read_run(run_id)
-    scores = store.run_scores(run_id).filter((pl.col("scorer") == scorer) & pl.col("score").is_not_null())
-    if scores.is_empty():
-        raise InputError(f"run {run_id!r} has no scores of scorer {scorer!r}")
-    items = current_items(store.scan_run(run_id, "items")).select("item_id", "trial", "input", "output_text")
-    frame = (
-        scores.select("item_id", "trial", "score")
-        .join(items.collect(), on=["item_id", "trial"])
-        .sort("item_id", "trial")
+    keys = ["item_id", "trial"]
+    scores = (
+        store.scan_run(run_id, "scores")
+        .filter(
+            (pl.col("kind") == RowKind.SCORE.value)
+            & (pl.col("scorer") == scorer)
+            & pl.col("score").is_not_null()
+        )
+        .select(*keys, "score")
     )
-    hashes = current_hashes(store, run_id)
+    # The sample is drawn over keys and scores alone; only the picked rows' texts and outputs are
+    # read (every input and output of a million items was ~1.7 GB).
+    current = current_items(store.scan_run(run_id, "items").select(*keys, "retry")).select(keys)
+    frame = scores.join(current, on=keys).sort(keys).collect()
+    if frame.is_empty():
+        raise InputError(f"run {run_id!r} has no scores of scorer {scorer!r}")
     values = frame["score"].to_numpy().astype(np.float64)
     rng = np.random.default_rng(seed)
     size = values.size
@@ -292,22 +299,30 @@ def sample_tasks(
     else:
         chance = _uncertain_chances(values, min(n, size))
         picked = np.flatnonzero(rng.random(size) < chance)
-    rows = frame.to_dicts()
+    tasks = frame[picked].with_columns(pl.Series("inclusion_probability", chance[picked], dtype=pl.Float64))
+    texts = (
+        current_items(store.scan_run(run_id, "items").select(*keys, "retry", "input", "output_text"))
+        .join(tasks.lazy().select(keys), on=keys, how="semi")
+        .select(*keys, "input", "output_text")
+        .collect()
+    )
+    hashes = current_hashes(store, run_id, tasks.select(keys))
+    rows = tasks.join(texts, on=keys, how="left", maintain_order="left").to_dicts()
     return [
         {
             "run_id": run_id,
-            "item_id": rows[i]["item_id"],
-            "trial": rows[i]["trial"],
+            "item_id": row["item_id"],
+            "trial": row["trial"],
             "scorer": scorer,
-            "judge_score": rows[i]["score"],
-            "inclusion_probability": float(chance[i]),
-            "output_hash": hashes[(rows[i]["item_id"], rows[i]["trial"])],
-            "input": rows[i]["input"],
-            "output_text": rows[i]["output_text"],
+            "judge_score": row["score"],
+            "inclusion_probability": row["inclusion_probability"],
+            "output_hash": hashes[(row["item_id"], row["trial"])],
+            "input": row["input"],
+            "output_text": row["output_text"],
             "value": None,
             "labeller": None,
         }
-        for i in picked
+        for row in rows
     ]
 
 

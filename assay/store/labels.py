@@ -125,9 +125,15 @@ def all_labels(store: Store) -> pl.LazyFrame:
     return store._scan("labels", "*.parquet")
 
 
-def current_hashes(store: Store, run_id: str) -> dict[tuple[str, int], str]:
-    """The output hash of each current item x trial of a run: what a new label of it judges."""
-    return {(item, trial): digest for item, trial, digest in _hashes(store, run_id).iter_rows()}
+def current_hashes(store: Store, run_id: str, keys: pl.DataFrame | None = None) -> dict[tuple[str, int], str]:
+    """The output hash of each current item x trial of a run: what a new label of it judges.
+
+    Args:
+        store: the store.
+        run_id: the run.
+        keys: only these items x trials (a frame of `item_id`, `trial`); default every one.
+    """
+    return {(item, trial): digest for item, trial, digest in _hashes(store, run_id, keys).iter_rows()}
 
 
 def _hashes(store: Store, run_id: str, keys: pl.DataFrame | None = None) -> pl.DataFrame:
