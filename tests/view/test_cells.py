@@ -11,11 +11,12 @@ from html.parser import HTMLParser
 
 import polars as pl
 import pytest
+from markupsafe import escape
 
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
-from tests.view.conftest import client
+from tests.view.conftest import SCRIPT, client
 
 SOLVERS = """
 def perfect(x):
@@ -150,12 +151,14 @@ def test_a_run_outside_the_matrix_is_refused(matrix, pair, fields):
 
 
 @pytest.mark.parametrize("pair", [False, True])
-def test_an_unknown_matrix_is_not_found(matrix, pair):
-    params = {"matrix": "no-such-matrix"} | ({"a": matrix["sloppy"], "b": matrix["perfect"]} if pair else {})
+@pytest.mark.parametrize("name", ["no-such-matrix", SCRIPT])
+def test_an_unknown_matrix_is_not_found(matrix, pair, name):
+    params = {"matrix": name} | ({"a": matrix["sloppy"], "b": matrix["perfect"]} if pair else {})
     with client(matrix["store"]) as http:
         page = http.get("/compare", params=params)
     assert page.status_code == 404
-    assert "no run of matrix &#39;no-such-matrix&#39;" in page.text
+    assert f"no run of matrix &#39;{escape(name)}&#39;" in page.text
+    assert SCRIPT not in page.text  # the name from the URL is shown as text
 
 
 def test_the_runs_page_links_a_matrix_to_its_picker(matrix):
