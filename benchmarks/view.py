@@ -2,7 +2,8 @@
 
 The store is synthesised through Assay's own writer (`Store.commit_batch`, parts of 50,000
 items, two scorers: a binary `exact` and a continuous `judge`), with two 100,000-item runs of one
-dataset to compare. `assay view` is then started as its own process (uvicorn on 127.0.0.1) and
+dataset to compare, which are also the two cells of a matrix (`bench-matrix`: its cell picker,
+alone and above their comparison). `assay view` is then started as its own process (uvicorn on 127.0.0.1) and
 each page is fetched over HTTP: once cold (the first request), then the median of `--repeat`.
 Prints each page's time against its target and the server's peak RSS (VmHWM).
 
@@ -32,9 +33,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assay.store import Store
-from tests.helpers.synthetic_runs import write_run
+from tests.helpers.synthetic_runs import record, write_run
 
-TARGETS = {"runs": 1.0, "run": 1.0, "items": 0.3, "item": 0.2, "compare": 2.0}
+TARGETS = {"runs": 1.0, "run": 1.0, "items": 0.3, "item": 0.2, "compare": 2.0, "picker": 1.0, "cells": 2.0}
+MATRIX = "bench-matrix"
 RSS_TARGET_MB = 500
 
 
@@ -68,6 +70,9 @@ def measure(
         "items": "/runs/big/items?outcome=completed&scorer=judge&low=0.2&high=0.6",
         "item": f"/runs/big/item?id=q{items * 2 // 3 + 1}&trial=0",
         "compare": "/compare?a=cmp-a&b=cmp-b",
+        "picker": f"/compare?matrix={MATRIX}",
+        # The compare page's pair under the picker: cold only with --fresh (else it is kept).
+        "cells": f"/compare?matrix={MATRIX}&a=cmp-a&b=cmp-b",
     }
     out: dict[str, tuple[float, float]] = {}
     try:
@@ -126,6 +131,9 @@ def main() -> int:
         write_run(store, "big", args.items, 0.7, seed=1)
         write_run(store, "cmp-a", args.pairs, 0.70, seed=2)
         write_run(store, "cmp-b", args.pairs, 0.72, seed=2)
+        for run_id in ("cmp-a", "cmp-b"):
+            # The records' next revision: the two runs as a matrix's cells.
+            store.write_run(run_id, record(run_id, args.pairs) | {"matrix_id": MATRIX, "cell": run_id})
         print(
             f"store {'s3 (moto)' if args.s3 else 'local'}: {args.items:,} + 2 x {args.pairs:,} items "
             f"written in {time.perf_counter() - started:.1f} s"

@@ -33,7 +33,7 @@ from assay.errors import InputError, RunNotFoundError
 from assay.outcomes import ItemOutcome, RunStatus
 from assay.report import figures, style
 from assay.store import Store
-from assay.view import items, labelling, runs, triage
+from assay.view import cells, items, labelling, runs, triage
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "assay_view_token"
@@ -112,9 +112,16 @@ class _Pages:
         return self.render(request, "item.html.j2", run_id=run_id, **shown)
 
     def compare(self, request: Request) -> Response:
-        query = triage.CompareQuery.model_validate({k: v for k, v in request.query_params.items() if v != ""})
+        given = {k: v for k, v in request.query_params.items() if v != ""}
+        matrix = given.get("matrix", "")
+        # A matrix and no pair yet: only its cell picker, which submits to this page with a pair.
+        if matrix and "a" not in given and "b" not in given:
+            return self.render(request, "cells.html.j2", picker=cells.picker(self.store, matrix), query=None)
+        query = triage.CompareQuery.model_validate(given)
+        # Checked before comparing: a run of another matrix is refused without loading either side.
+        picker = cells.picker(self.store, query.matrix, query.a, query.b) if query.matrix else None
         shown = triage.compare_page(self.store, query)
-        return self.render(request, "compare.html.j2", query=query, **shown)
+        return self.render(request, "compare.html.j2", query=query, picker=picker, **shown)
 
     def labels(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

@@ -43,6 +43,7 @@ class CompareQuery(BaseModel):
         slice: an annotation key: the delta per value of it.
         adjust: the adjustment of the verdicts over the scorers (`holm`, `bh`, `none`).
         page: the page of changed items, from 0.
+        matrix: a matrix both runs are cells of: the page shows its cell picker.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -53,6 +54,7 @@ class CompareQuery(BaseModel):
     slice: str = Field(default="", description="An annotation key: the delta per value of it.")
     adjust: Adjustment = Field(default=Adjustment.NONE, description="How verdicts are adjusted.")
     page: int = Field(default=0, ge=0, description="The page of changed items, from 0.")
+    matrix: str = Field(default="", description="A matrix both runs are cells of (its cell picker shown).")
 
 
 def compare_page(store: Store, query: CompareQuery) -> dict[str, Any]:

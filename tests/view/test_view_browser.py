@@ -1,6 +1,6 @@
 """`assay view` served by uvicorn (its own process, on 127.0.0.1) and driven in Debian's Chromium:
-each page opens, the runs filter, two runs are compared, the items page filters and pages through
-htmx, an item opens; nothing is logged as an error, no dialog opens (no stored string runs), and
+each page opens, the runs filter, two runs are compared, two cells of a matrix are picked and
+compared, the items page filters and pages through htmx, an item opens; nothing is logged as an error, no dialog opens (no stored string runs), and
 no request leaves 127.0.0.1. Three items are labelled with the keyboard and read back from the
 store."""
 
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from assay.store import Store
 from assay.store.labels import read_labels
 from tests.report.test_report import browser  # noqa: F401  (a fixture)
 from tests.view.conftest import SCRIPT, WORSE, N
+from tests.view.test_cells import matrix  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.browser]
 
@@ -31,13 +33,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served(view_runs) -> Iterator[str]:
+@pytest.fixture(scope="module", autouse=True)
+def _stores_first(view_runs, matrix) -> None:  # noqa: F811
+    """Both stores, built before Chromium starts: Playwright's sync API runs an event loop in
+    this thread, beside which `assay run` (its own loop) cannot run."""
+
+
+@contextmanager
+def _serving(store: str) -> Iterator[str]:
+    """`assay view --store STORE` in its own process on a free port, until the block ends."""
     port = _free_port()
     env = {**os.environ, "DO_NOT_TRACK": "1"}
     env.pop("ASSAY_VIEW_TOKEN", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "view", "--store", view_runs["store"], "--port", str(port)],
+        [sys.executable, "-m", "assay.cli", "view", "--store", store, "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -58,6 +67,12 @@ def served(view_runs) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def served(view_runs) -> Iterator[str]:
+    with _serving(view_runs["store"]) as url:
+        yield url
 
 
 class Tab:
@@ -177,3 +192,28 @@ def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  #
         (tasks[3]["item_id"], 1.0, None),
     ]
     assert set(labels["labeller"]) == {"chromium"}
+
+
+def test_picking_two_cells_of_a_matrix(matrix, browser):  # noqa: F811
+    with _serving(matrix["store"]) as served:
+        tab = Tab(browser, served)
+        page = tab.page
+        try:
+            page.goto(served + "/")
+            page.click(f'tr[data-run="{matrix["sloppy"]}"] a.compare-cells')
+            page.wait_for_selector("#cell-picker")
+            assert page.locator("#cell-picker tr.cell").count() == 3
+            page.check(f'#cell-picker tr[data-run="{matrix["awful"]}"] input[name=b]')
+            page.click("#cell-picker button")
+            page.wait_for_selector("#fig-forest .main-svg")
+            assert f"matrix={matrix['matrix']}" in page.url and f"b={matrix['awful']}" in page.url
+            assert page.text_content("#n-changed") == "10"
+            # Another pair, from the picker above the comparison.
+            page.check(f'#cell-picker tr[data-run="{matrix["perfect"]}"] input[name=a]')
+            page.click("#cell-picker button")
+            page.wait_for_url(f"**a={matrix['perfect']}*")
+            page.wait_for_selector("#fig-forest .main-svg")
+            assert page.text_content("#n-changed") == "20"  # awful misses every even item
+            tab.check()
+        finally:
+            tab.context.close()
