@@ -10,8 +10,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
@@ -92,15 +91,14 @@ class ObjectPrefix:
 
         return bytes(obstore.get(self.store, key).bytes())
 
-    def download(self, key: str, path: Path) -> int:
-        """Write the object's bytes to the file `path` a chunk at a time (a part is never whole
-        in memory); returns its size. `FileNotFoundError` if there is no such object."""
+    def download(self, key: str, out: BinaryIO) -> int:
+        """Write the object's bytes into `out` a chunk at a time (a part is never whole in
+        memory); returns its size. `FileNotFoundError` if there is no such object."""
         import obstore
 
         size = 0
-        with path.open("wb") as file:
-            for chunk in obstore.get(self.store, key).stream(min_chunk_size=_DOWNLOAD_CHUNK):
-                size += file.write(memoryview(chunk))
+        for chunk in obstore.get(self.store, key).stream(min_chunk_size=_DOWNLOAD_CHUNK):
+            size += out.write(memoryview(chunk))
         return size
 
     def write(self, key: str, data: bytes) -> None:

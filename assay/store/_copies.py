@@ -16,7 +16,6 @@ exceed the cap while the parts of the last minute's queries alone exceed it).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +23,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from assay._files import replacing
 
 if TYPE_CHECKING:
     from assay.store._bucket import ObjectPrefix
@@ -111,16 +112,11 @@ class PartCopies:
     def _fetch(self, key: str) -> int | None:
         """Copy one part (one GET, written under a temporary name, then renamed into place so a
         reader never sees half a copy); its size, or None if the bucket no longer has it."""
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{threading.get_ident()}.partial")
         try:
-            size = self.location.download(key, partial)
+            with replacing(self._path(key)) as out:
+                return self.location.download(key, out)
         except FileNotFoundError:
-            partial.unlink(missing_ok=True)
             return None
-        os.replace(partial, path)
-        return size
 
     def _evict(self, now: float) -> None:
         total = sum(size for size, _ in self._copies.values())
