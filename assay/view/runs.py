@@ -219,8 +219,12 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def _run_page(store: Store, run_id: str, record: Any) -> dict[str, Any]:
-    summary: RunSummary = summarise(store, run_id, record=record)
-    means, charts = _charts(store, run_id, record)
+    # The charts' queries run beside the summary's: many of each are small and wait on the
+    # parts' footers more than on the CPU.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        drawn = pool.submit(_charts, store, run_id, record)
+        summary: RunSummary = summarise(store, run_id, record=record)
+        means, charts = drawn.result()
     stats = {row["scorer"]: row for row in summary["scorers"]}
     scorers = [{**stats.get(m["scorer"], {}), **m} for m in means]
     if summary.get("rate_control") and summary["rate_control"].get("history"):
