@@ -1,0 +1,117 @@
+"""Workspace diffs on the item page, kept through the real store by an http_agent run against the
+reference harness (the agent leaves a `diff.patch`, a `*.patch` or a `*.diff` among its files):
+the page shows each one's lines marked added and removed, a `<script>` in the diff as text, a big
+one cut with how much was left out, and a note for one gone from the store (never a 500). On an
+`s3://` store (moto) the diff is read from the bucket."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from assay.store import Store
+from assay.testing.harness import HarnessServer
+from assay.view.diffs import DIFF_BYTES
+from tests.conftest import write_jsonl, write_spec
+from tests.helpers.cli import assay_json
+from tests.view.conftest import SCRIPT, client
+
+# The agent's added line holds HTML and a script.
+ADDED = f'+print("{SCRIPT}")'
+PATCH = f"""diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -1,2 +1,2 @@
+ import os
+-print("old")
+{ADDED}
+"""
+# About 300 KB of added lines, numbered: the page shows the first 200 KB of whole lines.
+BIG_LINES = 12_000
+BIG = "--- /dev/null\n+++ b/big.txt\n@@ -0,0 +1,12000 @@\n" + "".join(
+    f"+line {i:05d} of the generated file\n" for i in range(BIG_LINES)
+)
+
+
+@pytest.fixture
+def harness() -> Iterator[HarnessServer]:
+    with HarnessServer() as server:
+        yield server
+
+
+def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tuple[str, dict[str, list[str]]]:
+    """A run of three items whose agent leaves diffs: `small` a `diff.patch` (and a text file
+    that is no diff), `big` a `big.patch`, `gone` a `change.diff`. Returns the run id and each
+    item's kept files."""
+    harness.configure(
+        behaviors={
+            "small": {
+                "artifacts": [{"path": "diff.patch"}, {"path": "notes.txt"}],
+                "files": {"diff.patch": PATCH, "notes.txt": "+not a diff line\n"},
+            },
+            "big": {"artifacts": [{"path": "big.patch"}], "files": {"big.patch": BIG}},
+            "gone": {"artifacts": [{"path": "change.diff"}], "files": {"change.diff": PATCH}},
+        }
+    )
+    write_jsonl(folder / "d.jsonl", [{"id": i, "input": i} for i in ("small", "big", "gone")])
+    spec = write_spec(
+        folder,
+        name="agent-diffs",
+        dataset={"path": "d.jsonl", "id": "id"},
+        target={"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01},
+        scorers=[{"kind": "includes", "name": "echo", "value": "a"}],
+    )
+    run_id = assay_json(capsys, "run", str(spec), "--store", store)["run_id"]
+    kept = {r["item_id"]: r["artifacts"] for r in Store(store).run_items(run_id).iter_rows(named=True)}
+    return run_id, kept
+
+
+def _diffs(page: str) -> list[str]:
+    return re.findall(r'<details class="workspace-diff">.*?</details>', page, re.DOTALL)
+
+
+def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
+    store = str(tmp_path / "store")
+    run_id, kept = _agent_run(harness, tmp_path, store, capsys)
+    (gone,) = kept["gone"][:1]
+    (Path(Store(store).artifacts_root) / gone).unlink()
+    with client(store) as http:
+        small, big, missing = (
+            http.get(f"/runs/{run_id}/item", params={"id": item, "trial": "0"})
+            for item in ("small", "big", "gone")
+        )
+
+    assert small.status_code == 200, small.text[:500]
+    (shown,) = _diffs(small.text)  # notes.txt is a kept file, not a diff
+    assert str(escape(kept["small"][0])) in shown and "+1</span>" in shown and "−1</span>" in shown
+    assert '<span class="p-file">+++ b/app.py</span>' in shown
+    assert '<span class="p-del">-print(&#34;old&#34;)</span>' in shown
+    # The diff's script is text on the page, never markup.
+    assert SCRIPT not in small.text
+    assert f'<span class="p-add">{escape(ADDED)}</span>' in shown
+
+    assert big.status_code == 200
+    (cut,) = _diffs(big.text)
+    lines = re.findall(r'<span class="p-add">\+line (\d{5}) ', cut)
+    assert 0 < len(lines) < BIG_LINES and lines == [f"{i:05d}" for i in range(len(lines))]
+    left = int(re.search(r"(\d+) more bytes not shown", cut)[1])
+    assert left == len(BIG.encode()) - len(BIG.encode()[:DIFF_BYTES].rsplit(b"\n", 1)[0]) - 1
+    assert f"(of {len(BIG.encode())})" in cut
+
+    assert missing.status_code == 200, missing.text[:500]
+    (note,) = _diffs(missing.text)
+    assert "not in the store any more" in note and "<pre" not in note
+
+
+def test_an_s3_store_shows_the_diff_from_the_bucket(harness, s3, request, tmp_path, capsys):
+    url = s3.url(request.node.name)
+    run_id, _ = _agent_run(harness, tmp_path, url, capsys)
+    with client(url) as http:
+        page = http.get(f"/runs/{run_id}/item", params={"id": "small", "trial": "0"})
+    assert page.status_code == 200, page.text[:500]
+    (shown,) = _diffs(page.text)
+    assert '<span class="p-del">-print(&#34;old&#34;)</span>' in shown and SCRIPT not in page.text
