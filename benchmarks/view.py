@@ -4,6 +4,8 @@ The store is synthesised through Assay's own writer (`Store.commit_batch`, parts
 items, two scorers: a binary `exact` and a continuous `judge`), with two 100,000-item runs of one
 dataset to compare. `assay view` is then started as its own process (uvicorn on 127.0.0.1) and
 each page is fetched over HTTP: once cold (the first request), then the median of `--repeat`.
+`item+diff` is the item page of a one-item run whose item kept a 1 MB workspace `diff.patch`
+(read from the store, its first 200 KB shown as marked lines).
 Prints each page's time against its target and the server's peak RSS (VmHWM).
 
     .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh]
@@ -31,10 +33,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assay.store import Store
-from tests.helpers.synthetic_runs import write_run
+import pyarrow as pa
 
-TARGETS = {"runs": 1.0, "run": 1.0, "items": 0.3, "item": 0.2, "compare": 2.0}
+from assay import _schema
+from assay.store import Store
+from tests.helpers.synthetic_runs import conform, record, write_run
+
+TARGETS = {"runs": 1.0, "run": 1.0, "items": 0.3, "item": 0.2, "item+diff": 0.2, "compare": 2.0}
+DIFF_PATH = "run_id=diffs/d0/0/diff.patch"
 RSS_TARGET_MB = 500
 
 
@@ -67,6 +73,7 @@ def measure(
         "run": "/runs/big",
         "items": "/runs/big/items?outcome=completed&scorer=judge&low=0.2&high=0.6",
         "item": f"/runs/big/item?id=q{items * 2 // 3 + 1}&trial=0",
+        "item+diff": "/runs/diffs/item?id=d0&trial=0",
         "compare": "/compare?a=cmp-a&b=cmp-b",
     }
     out: dict[str, tuple[float, float]] = {}
@@ -98,6 +105,32 @@ def measure(
     return out
 
 
+def write_diff_run(store: Store) -> None:
+    """A one-item run whose item kept a ~1 MB `diff.patch` (20 files of 1,000 changed lines),
+    written into the store's artifacts (the bucket's on s3) before its row names it."""
+    chunks = []
+    for f in range(20):
+        chunks.append(f"diff --git a/f{f}.py b/f{f}.py\n--- a/f{f}.py\n+++ b/f{f}.py\n@@ -1,500 +1,500 @@\n")
+        chunks += [f"-old line {i} of file {f}, as it was before the agent\n" for i in range(500)]
+        chunks += [f"+new line {i} of file {f}, as the agent left it after\n" for i in range(500)]
+    store.location.write(f"artifacts/{DIFF_PATH}", "".join(chunks).encode())
+    store.write_run("diffs", record("diffs", 1))
+    items = pa.table(
+        {
+            "item_id": ["d0"],
+            "item_index": [0],
+            "trial": pa.array([0], pa.int32()),
+            "input": ['"edit the files"'],
+            "output": ['"done"'],
+            "outcome": ["completed"],
+            "artifacts": [[DIFF_PATH]],
+            "retry": pa.array([0], pa.int32()),
+        }
+    )
+    scores = conform(pa.table({"item_id": pa.array([], pa.string())}), _schema.SCORES)
+    store.commit_batch("diffs", "part-00000-bench", conform(items, _schema.ITEMS), scores)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -126,6 +159,7 @@ def main() -> int:
         write_run(store, "big", args.items, 0.7, seed=1)
         write_run(store, "cmp-a", args.pairs, 0.70, seed=2)
         write_run(store, "cmp-b", args.pairs, 0.72, seed=2)
+        write_diff_run(store)
         print(
             f"store {'s3 (moto)' if args.s3 else 'local'}: {args.items:,} + 2 x {args.pairs:,} items "
             f"written in {time.perf_counter() - started:.1f} s"
@@ -151,7 +185,7 @@ def main() -> int:
         cold, warm = figures[name]
         verdict = "/".join("ok" if t <= target else "OVER" for t in (cold, warm))
         print(
-            f"{name:8} cold {cold * 1000:8.0f} ms   warm {warm * 1000:8.0f} ms   "
+            f"{name:9} cold {cold * 1000:8.0f} ms   warm {warm * 1000:8.0f} ms   "
             f"target {target * 1000:6.0f} ms  cold/warm {verdict}"
         )
     rss = figures["rss"][0]

@@ -44,8 +44,8 @@ def harness() -> Iterator[HarnessServer]:
 
 
 def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tuple[str, dict[str, list[str]]]:
-    """A run of three items whose agent leaves diffs: `small` a `diff.patch` (and a text file
-    that is no diff), `big` a `big.patch`, `gone` a `change.diff`. Returns the run id and each
+    """A run of four items whose agent leaves diffs: `small` a `diff.patch` (and a text file
+    that is no diff), `big` a `big.patch`, `gone` a `change.diff`, `odd` an `odd.patch`. Returns the run id and each
     item's kept files."""
     harness.configure(
         behaviors={
@@ -55,9 +55,10 @@ def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tupl
             },
             "big": {"artifacts": [{"path": "big.patch"}], "files": {"big.patch": BIG}},
             "gone": {"artifacts": [{"path": "change.diff"}], "files": {"change.diff": PATCH}},
+            "odd": {"artifacts": [{"path": "odd.patch"}], "files": {"odd.patch": PATCH}},
         }
     )
-    write_jsonl(folder / "d.jsonl", [{"id": i, "input": i} for i in ("small", "big", "gone")])
+    write_jsonl(folder / "d.jsonl", [{"id": i, "input": i} for i in ("small", "big", "gone", "odd")])
     spec = write_spec(
         folder,
         name="agent-diffs",
@@ -77,12 +78,15 @@ def _diffs(page: str) -> list[str]:
 def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
     store = str(tmp_path / "store")
     run_id, kept = _agent_run(harness, tmp_path, store, capsys)
-    (gone,) = kept["gone"][:1]
-    (Path(Store(store).artifacts_root) / gone).unlink()
+    # One diff deleted from the store, another replaced by a folder: neither can be read.
+    kept_root = Path(Store(store).artifacts_root)
+    (kept_root / kept["gone"][0]).unlink()
+    (kept_root / kept["odd"][0]).unlink()
+    (kept_root / kept["odd"][0]).mkdir()
     with client(store) as http:
-        small, big, missing = (
+        small, big, missing, odd = (
             http.get(f"/runs/{run_id}/item", params={"id": item, "trial": "0"})
-            for item in ("small", "big", "gone")
+            for item in ("small", "big", "gone", "odd")
         )
 
     assert small.status_code == 200, small.text[:500]
@@ -105,6 +109,9 @@ def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
     assert missing.status_code == 200, missing.text[:500]
     (note,) = _diffs(missing.text)
     assert "not in the store any more" in note and "<pre" not in note
+    assert odd.status_code == 200, odd.text[:500]
+    (note,) = _diffs(odd.text)
+    assert "could not be read (IsADirectoryError)" in note and "<pre" not in note
 
 
 def test_an_s3_store_shows_the_diff_from_the_bucket(harness, s3, request, tmp_path, capsys):
@@ -115,3 +122,29 @@ def test_an_s3_store_shows_the_diff_from_the_bucket(harness, s3, request, tmp_pa
     assert page.status_code == 200, page.text[:500]
     (shown,) = _diffs(page.text)
     assert '<span class="p-del">-print(&#34;old&#34;)</span>' in shown and SCRIPT not in page.text
+
+
+@pytest.mark.docker
+def test_a_container_runs_workspace_diff_shows_on_its_item_page(tmp_path, capsys):
+    """End to end: a container target's agent edits, adds and removes files in a fresh busybox
+    container; the `diff.patch` the target keeps is on the item's page, marked and escaped."""
+    from tests.helpers.sandbox_images import busybox_image, engine
+    from tests.sandbox.test_sandbox import _eval
+
+    command = "echo two >> src/code.txt; echo '<b>bold</b>' > page.html; rm readme.txt; echo 42"
+    spec = _eval(tmp_path, busybox_image(engine()), command)
+    store = str(tmp_path / "store")
+    run_id = assay_json(capsys, "run", str(spec), "--store", store)["run_id"]
+    with client(store) as http:
+        page = http.get(f"/runs/{run_id}/item", params={"id": "a", "trial": "0"})
+    assert page.status_code == 200, page.text[:500]
+    (shown,) = _diffs(page.text)
+    assert f"<code>run_id={run_id}/a/0/diff.patch</code>" in shown
+    assert "+2</span>" in shown and "−1</span>" in shown
+    assert '<span class="p-file">+++ b/src/code.txt</span>' in shown
+    assert '<span class="p-ctx"> line two</span>\n<span class="p-add">+two</span>' in shown
+    assert '<span class="p-add">+&lt;b&gt;bold&lt;/b&gt;</span>' in shown and "<b>bold</b>" not in page.text
+    assert (
+        '<span class="p-file">--- a/readme.txt</span>' in shown
+        and '<span class="p-del">-the task</span>' in shown
+    )
