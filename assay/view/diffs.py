@@ -91,18 +91,19 @@ def marked(lines: list[str]) -> list[DiffLine]:
     return out
 
 
-def shown_diff(path: str, data: bytes, cap: int = DIFF_BYTES) -> ShownDiff:
-    """A diff's bytes as the page shows them: at most `cap` bytes, cut back to the last whole
-    line (a line longer than `cap` is cut where the cap falls), decoded with errors replaced.
+def shown_diff(path: str, head: bytes, size: int, cap: int = DIFF_BYTES) -> ShownDiff:
+    """A diff as the page shows it: its first `cap` bytes, cut back to the last whole line when
+    the file is longer (a line longer than `cap` is cut where the cap falls), decoded with
+    errors replaced.
 
     Args:
         path: the artifact's path, shown with it.
-        data: its bytes.
+        head: its first bytes (at least `cap` of them, or all).
+        size: its whole size in bytes.
         cap: the most bytes shown.
     """
-    head = data
-    if len(data) > cap:
-        head = data[:cap]
+    if size > len(head[:cap]):
+        head = head[:cap]
         newline = head.rfind(b"\n")
         if newline > 0:
             head = head[: newline + 1]
@@ -110,16 +111,17 @@ def shown_diff(path: str, data: bytes, cap: int = DIFF_BYTES) -> ShownDiff:
     return ShownDiff(
         path=path,
         lines=lines,
-        size=len(data),
-        cut=len(data) - len(head),
+        size=size,
+        cut=size - len(head),
         added=sum(line.kind == "add" for line in lines),
         removed=sum(line.kind == "del" for line in lines),
     )
 
 
 def item_diffs(store: Store, artifacts: list[str]) -> list[ShownDiff]:
-    """The diffs among an item's kept files, each read from the store and cut to `DIFF_BYTES`;
-    one that is gone or cannot be read has a note instead of lines.
+    """The diffs among an item's kept files, each read from the store no further than
+    `DIFF_BYTES` (a diff has no size limit: an agent's generated file can make it any size); one
+    that is gone or cannot be read has a note instead of lines.
 
     Args:
         store: the run's store.
@@ -130,7 +132,7 @@ def item_diffs(store: Store, artifacts: list[str]) -> list[ShownDiff]:
         if not is_diff(path):
             continue
         try:
-            data = store.read_artifact(path)
+            head, size = store.read_artifact_head(path, DIFF_BYTES)
         except FileNotFoundError:
             shown.append(ShownDiff(path=path, note="not in the store any more"))
             continue
@@ -140,5 +142,5 @@ def item_diffs(store: Store, artifacts: list[str]) -> list[ShownDiff]:
         except Exception as exc:  # noqa: BLE001
             shown.append(ShownDiff(path=path, note=f"could not be read ({type(exc).__name__})"))
             continue
-        shown.append(shown_diff(path, data))
+        shown.append(shown_diff(path, head, size))
     return shown

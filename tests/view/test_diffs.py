@@ -1,8 +1,9 @@
 """Workspace diffs on the item page, kept through the real store by an http_agent run against the
 reference harness (the agent leaves a `diff.patch`, a `*.patch` or a `*.diff` among its files):
 the page shows each one's lines marked added and removed, a `<script>` in the diff as text, a big
-one cut with how much was left out, and a note for one gone from the store (never a 500). On an
-`s3://` store (moto) the diff is read from the bucket."""
+one cut with how much was left out, an empty one as such, and a note for one gone from the store
+or unreadable (never a 500). On an `s3://` store (moto) the diffs are read from the bucket. A
+Docker run shows a container target's own `diff.patch`."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def harness() -> Iterator[HarnessServer]:
 
 
 def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tuple[str, dict[str, list[str]]]:
-    """A run of four items whose agent leaves diffs: `small` a `diff.patch` (and a text file
-    that is no diff), `big` a `big.patch`, `gone` a `change.diff`, `odd` an `odd.patch`. Returns the run id and each
+    """A run of five items whose agent leaves diffs: `small` a `diff.patch` (and a text file
+    that is no diff), `big` a `big.patch`, `gone` a `change.diff`, `odd` an `odd.patch`, `empty`
+    an empty `diff.patch` (nothing changed). Returns the run id and each
     item's kept files."""
     harness.configure(
         behaviors={
@@ -56,9 +58,10 @@ def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tupl
             "big": {"artifacts": [{"path": "big.patch"}], "files": {"big.patch": BIG}},
             "gone": {"artifacts": [{"path": "change.diff"}], "files": {"change.diff": PATCH}},
             "odd": {"artifacts": [{"path": "odd.patch"}], "files": {"odd.patch": PATCH}},
+            "empty": {"artifacts": [{"path": "diff.patch"}], "files": {"diff.patch": ""}},
         }
     )
-    write_jsonl(folder / "d.jsonl", [{"id": i, "input": i} for i in ("small", "big", "gone", "odd")])
+    write_jsonl(folder / "d.jsonl", [{"id": i, "input": i} for i in ("small", "big", "gone", "odd", "empty")])
     spec = write_spec(
         folder,
         name="agent-diffs",
@@ -69,6 +72,16 @@ def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tupl
     run_id = assay_json(capsys, "run", str(spec), "--store", store)["run_id"]
     kept = {r["item_id"]: r["artifacts"] for r in Store(store).run_items(run_id).iter_rows(named=True)}
     return run_id, kept
+
+
+def _shows_the_big_one_cut(page: str) -> None:
+    """The big diff's first 200 KB of whole lines, in order, and how many bytes were left out."""
+    (cut,) = _diffs(page)
+    lines = re.findall(r'<span class="p-add">\+line (\d{5}) ', cut)
+    assert 0 < len(lines) < BIG_LINES and lines == [f"{i:05d}" for i in range(len(lines))]
+    left = int(re.search(r"(\d+) more bytes not shown", cut)[1])
+    assert left == len(BIG.encode()) - len(BIG.encode()[:DIFF_BYTES].rsplit(b"\n", 1)[0]) - 1
+    assert f"(of {len(BIG.encode())})" in cut
 
 
 def _diffs(page: str) -> list[str]:
@@ -84,9 +97,9 @@ def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
     (kept_root / kept["odd"][0]).unlink()
     (kept_root / kept["odd"][0]).mkdir()
     with client(store) as http:
-        small, big, missing, odd = (
+        small, big, missing, odd, empty = (
             http.get(f"/runs/{run_id}/item", params={"id": item, "trial": "0"})
-            for item in ("small", "big", "gone", "odd")
+            for item in ("small", "big", "gone", "odd", "empty")
         )
 
     assert small.status_code == 200, small.text[:500]
@@ -98,13 +111,7 @@ def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
     assert SCRIPT not in small.text
     assert f'<span class="p-add">{escape(ADDED)}</span>' in shown
 
-    assert big.status_code == 200
-    (cut,) = _diffs(big.text)
-    lines = re.findall(r'<span class="p-add">\+line (\d{5}) ', cut)
-    assert 0 < len(lines) < BIG_LINES and lines == [f"{i:05d}" for i in range(len(lines))]
-    left = int(re.search(r"(\d+) more bytes not shown", cut)[1])
-    assert left == len(BIG.encode()) - len(BIG.encode()[:DIFF_BYTES].rsplit(b"\n", 1)[0]) - 1
-    assert f"(of {len(BIG.encode())})" in cut
+    _shows_the_big_one_cut(big.text)
 
     assert missing.status_code == 200, missing.text[:500]
     (note,) = _diffs(missing.text)
@@ -112,16 +119,25 @@ def test_the_item_page_shows_its_workspace_diffs(harness, tmp_path, capsys):
     assert odd.status_code == 200, odd.text[:500]
     (note,) = _diffs(odd.text)
     assert "could not be read (IsADirectoryError)" in note and "<pre" not in note
+    (nothing,) = _diffs(empty.text)
+    assert "empty: nothing changed" in nothing and "0 bytes" in nothing
 
 
 def test_an_s3_store_shows_the_diff_from_the_bucket(harness, s3, request, tmp_path, capsys):
+    """The same diffs read from the bucket: the big one's head only (one GET, its body dropped
+    after the first chunk), the empty one without a ranged GET (which S3 answers 416)."""
     url = s3.url(request.node.name)
     run_id, _ = _agent_run(harness, tmp_path, url, capsys)
     with client(url) as http:
-        page = http.get(f"/runs/{run_id}/item", params={"id": "small", "trial": "0"})
-    assert page.status_code == 200, page.text[:500]
-    (shown,) = _diffs(page.text)
-    assert '<span class="p-del">-print(&#34;old&#34;)</span>' in shown and SCRIPT not in page.text
+        small, big, empty = (
+            http.get(f"/runs/{run_id}/item", params={"id": item, "trial": "0"})
+            for item in ("small", "big", "empty")
+        )
+    assert small.status_code == 200, small.text[:500]
+    (shown,) = _diffs(small.text)
+    assert '<span class="p-del">-print(&#34;old&#34;)</span>' in shown and SCRIPT not in small.text
+    _shows_the_big_one_cut(big.text)
+    assert "empty: nothing changed" in empty.text
 
 
 @pytest.mark.docker
