@@ -4,11 +4,11 @@ The store is synthesised through Assay's own writer (`Store.commit_batch`, parts
 items, two scorers: a binary `exact` and a continuous `judge`), with two 100,000-item runs of one
 dataset to compare. `assay view` is then started as its own process (uvicorn on 127.0.0.1) and
 each page is fetched over HTTP: once cold (the first request), then the median of `--repeat`.
-`item+diff` is the item page of a one-item run whose item kept a 1 MB workspace `diff.patch`
-(read from the store, its first 200 KB shown as marked lines).
+`item+diff` is the item page of a one-item run whose item kept a workspace `diff.patch` of
+`--diff-mb` MB (1 by default; read from the store no further than the 200 KB the page shows).
 Prints each page's time against its target and the server's peak RSS (VmHWM).
 
-    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh]
+    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh] [--diff-mb 1] [--pages item,item+diff]
 
 `--fresh` starts a server of its own for each page and prints each page's peak RSS (a peak is
 otherwise the whole session's: the run page's summary hides what the compare page takes).
@@ -105,11 +105,12 @@ def measure(
     return out
 
 
-def write_diff_run(store: Store) -> None:
-    """A one-item run whose item kept a ~1 MB `diff.patch` (20 files of 1,000 changed lines),
-    written into the store's artifacts (the bucket's on s3) before its row names it."""
+def write_diff_run(store: Store, mb: float = 1.0) -> None:
+    """A one-item run whose item kept a `diff.patch` of about `mb` MB (files of 1,000 changed
+    lines, ~52 KB each), written into the store's artifacts (the bucket's on s3) before its row
+    names it."""
     chunks = []
-    for f in range(20):
+    for f in range(max(1, round(mb * 2**20 / 52_000))):
         chunks.append(f"diff --git a/f{f}.py b/f{f}.py\n--- a/f{f}.py\n+++ b/f{f}.py\n@@ -1,500 +1,500 @@\n")
         chunks += [f"-old line {i} of file {f}, as it was before the agent\n" for i in range(500)]
         chunks += [f"+new line {i} of file {f}, as the agent left it after\n" for i in range(500)]
@@ -139,8 +140,11 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--s3", action="store_true", help="the store in a moto S3 server on 127.0.0.1")
+    parser.add_argument("--pages", default=",".join(TARGETS), help="the pages measured, comma-separated")
+    parser.add_argument("--diff-mb", type=float, default=1.0, help="the size of item+diff's diff.patch")
     parser.add_argument("--fresh", action="store_true", help="a fresh server per page: each page's peak RSS")
     args = parser.parse_args()
+    pages = [p for p in args.pages.split(",") if p in TARGETS]
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as folder:
         env: dict[str, str] = {}
@@ -159,7 +163,7 @@ def main() -> int:
         write_run(store, "big", args.items, 0.7, seed=1)
         write_run(store, "cmp-a", args.pairs, 0.70, seed=2)
         write_run(store, "cmp-b", args.pairs, 0.72, seed=2)
-        write_diff_run(store)
+        write_diff_run(store, args.diff_mb)
         print(
             f"store {'s3 (moto)' if args.s3 else 'local'}: {args.items:,} + 2 x {args.pairs:,} items "
             f"written in {time.perf_counter() - started:.1f} s"
@@ -168,7 +172,7 @@ def main() -> int:
             if args.fresh:
                 peaks: dict[str, float] = {}
                 figures = {}
-                for name in TARGETS:
+                for name in pages:
                     alone = measure(root, env, args.repeat, args.items, only=[name])
                     figures[name], peaks[name] = alone[name], alone["rss"][0]
                 figures["rss"] = (max(peaks.values()), 0.0)
@@ -177,11 +181,12 @@ def main() -> int:
                     + ", ".join(f"{k} {v:.0f} MB" for k, v in peaks.items())
                 )
             else:
-                figures = measure(root, env, args.repeat, args.items)
+                figures = measure(root, env, args.repeat, args.items, only=pages)
         finally:
             if s3 is not None:
                 s3.stop()
-    for name, target in TARGETS.items():
+    for name in pages:
+        target = TARGETS[name]
         cold, warm = figures[name]
         verdict = "/".join("ok" if t <= target else "OVER" for t in (cold, warm))
         print(
