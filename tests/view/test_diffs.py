@@ -18,7 +18,8 @@ from assay.store import Store
 from assay.testing.harness import HarnessServer
 from assay.view.diffs import DIFF_BYTES
 from tests.conftest import write_jsonl, write_spec
-from tests.helpers.cli import assay_json
+from tests.helpers.cli import assay_json, assay_process_json
+from tests.report.test_report import browser  # noqa: F401  (a fixture)
 from tests.view.conftest import SCRIPT, client
 
 # The agent's added line holds HTML and a script.
@@ -44,11 +45,13 @@ def harness() -> Iterator[HarnessServer]:
         yield server
 
 
-def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tuple[str, dict[str, list[str]]]:
+def _agent_run(
+    harness: HarnessServer, folder: Path, store: str, capsys, *, own_process: bool = False
+) -> tuple[str, dict[str, list[str]]]:
     """A run of five items whose agent leaves diffs: `small` a `diff.patch` (and a text file
     that is no diff), `big` a `big.patch`, `gone` a `change.diff`, `odd` an `odd.patch`, `empty`
     an empty `diff.patch` (nothing changed). Returns the run id and each
-    item's kept files."""
+    item's kept files. `own_process`: `assay run` in a subprocess (beside Playwright's event loop)."""
     harness.configure(
         behaviors={
             "small": {
@@ -69,7 +72,8 @@ def _agent_run(harness: HarnessServer, folder: Path, store: str, capsys) -> tupl
         target={"kind": "http_agent", "base_url": harness.base_url, "poll_interval": 0.01},
         scorers=[{"kind": "includes", "name": "echo", "value": "a"}],
     )
-    run_id = assay_json(capsys, "run", str(spec), "--store", store)["run_id"]
+    args = ("run", str(spec), "--store", store)
+    run_id = (assay_process_json(*args) if own_process else assay_json(capsys, *args))["run_id"]
     kept = {r["item_id"]: r["artifacts"] for r in Store(store).run_items(run_id).iter_rows(named=True)}
     return run_id, kept
 
@@ -164,3 +168,24 @@ def test_a_container_runs_workspace_diff_shows_on_its_item_page(tmp_path, capsys
         '<span class="p-file">--- a/readme.txt</span>' in shown
         and '<span class="p-del">-the task</span>' in shown
     )
+
+
+@pytest.mark.browser
+def test_a_diff_opens_in_chromium_as_text(harness, tmp_path, capsys, browser):  # noqa: F811
+    """In Debian's Chromium: the folded diff opens on a click, its lines show (the script in it
+    as text: no dialog), and nothing is logged as an error or fetched from elsewhere."""
+    from tests.view.test_view_browser import Tab, serving
+
+    store = str(tmp_path / "store")
+    run_id, _ = _agent_run(harness, tmp_path, store, capsys, own_process=True)
+    with serving(store) as url:
+        tab = Tab(browser, url)
+        tab.page.goto(f"{url}/runs/{run_id}/item?id=small&trial=0")
+        added = tab.page.locator(".workspace-diff .patch .p-add")
+        assert not added.is_visible()
+        tab.page.locator(".workspace-diff summary").click()
+        assert added.inner_text() == ADDED
+        assert added.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
+        tab.page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
+        tab.check()
+        tab.context.close()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -31,13 +32,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served(view_runs) -> Iterator[str]:
+@contextmanager
+def serving(store: str) -> Iterator[str]:
+    """`assay view` over `store` in its own process on a free port of 127.0.0.1: its base URL."""
     port = _free_port()
     env = {**os.environ, "DO_NOT_TRACK": "1"}
     env.pop("ASSAY_VIEW_TOKEN", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "view", "--store", view_runs["store"], "--port", str(port)],
+        [sys.executable, "-m", "assay.cli", "view", "--store", store, "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -58,6 +60,12 @@ def served(view_runs) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def served(view_runs) -> Iterator[str]:
+    with serving(view_runs["store"]) as url:
+        yield url
 
 
 class Tab:
