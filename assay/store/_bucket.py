@@ -101,6 +101,17 @@ class ObjectPrefix:
             size += out.write(memoryview(chunk))
         return size
 
+    def read_head(self, key: str, limit: int) -> tuple[bytes, int]:
+        import obstore
+
+        # One GET without a range, its body streamed and dropped after the first chunk: a ranged
+        # GET of an empty object is an HTTP 416, and asking its size first is a second request.
+        result = obstore.get(self.store, key)
+        size = result.meta["size"]
+        if size <= limit:
+            return bytes(result.bytes()), size
+        return bytes(next(iter(result.stream(min_chunk_size=limit))))[:limit], size
+
     def write(self, key: str, data: bytes) -> None:
         import obstore
 

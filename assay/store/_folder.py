@@ -52,6 +52,9 @@ class LocalFolder:
     def read(self, key: str) -> bytes:
         return self.path(key).read_bytes()
 
+    def read_head(self, key: str, limit: int) -> tuple[bytes, int]:
+        return _head(self.path(key), limit)
+
     def write(self, key: str, data: bytes) -> None:
         write_atomic(self.path(key), data)
 
@@ -141,8 +144,17 @@ class FolderArtifacts:
     def read(self, relative: str) -> bytes:
         return (self.root / relative).read_bytes()
 
+    def read_head(self, relative: str, limit: int) -> tuple[bytes, int]:
+        return _head(self.root / relative, limit)
+
     def fetch_folder(self, relative: str) -> Path:
         return self.root / relative
+
+
+def _head(path: Path, limit: int) -> tuple[bytes, int]:
+    """A file's first `limit` bytes and its size, from one open file (the size is the file's read)."""
+    with path.open("rb") as file:
+        return file.read(limit), os.fstat(file.fileno()).st_size
 
 
 # A record's staged file lives for the milliseconds its `create` takes; one this old was left by a

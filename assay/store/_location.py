@@ -75,6 +75,11 @@ class Location(Protocol):
         """The object's bytes; `FileNotFoundError` if there is none."""
         ...
 
+    def read_head(self, key: str, limit: int) -> tuple[bytes, int]:
+        """The object's first `limit` bytes (`limit` > 0) and its whole size, reading not much
+        more than those; `FileNotFoundError` if there is none."""
+        ...
+
     def write(self, key: str, data: bytes) -> None:
         """Create or replace an object in one step (a reader sees the old or the new)."""
         ...
@@ -157,6 +162,10 @@ class Artifacts(Protocol):
 
     def read(self, relative: str) -> bytes:
         """A kept file's bytes (`FileNotFoundError` if there is none)."""
+        ...
+
+    def read_head(self, relative: str, limit: int) -> tuple[bytes, int]:
+        """A kept file's first `limit` bytes and its whole size (`FileNotFoundError` if there is none)."""
         ...
 
     def fetch_folder(self, relative: str) -> Path:

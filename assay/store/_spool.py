@@ -158,6 +158,16 @@ class Spool:
         """
         return self._location.read(f"{ARTIFACTS}/{relative}")
 
+    def read_head(self, relative: str, limit: int) -> tuple[bytes, int]:
+        """A kept file's first `limit` bytes and its whole size (`FileNotFoundError` if the
+        bucket has none): the rest is not downloaded.
+
+        Args:
+            relative: its path in `items.artifacts` (below `artifacts/`).
+            limit: the most bytes read (> 0).
+        """
+        return self._location.read_head(f"{ARTIFACTS}/{relative}", limit)
+
     def fetch_folder(self, relative: str) -> Path:
         """A kept folder (an exported workspace) downloaded into the spool; its local path.
 

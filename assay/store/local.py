@@ -329,6 +329,15 @@ class Store(Reading):
         """
         return self.location.artifacts.read(path)
 
+    def read_artifact_head(self, path: str, limit: int) -> tuple[bytes, int]:
+        """A kept file's first `limit` bytes and its whole size, the rest unread (`FileNotFoundError` if gone).
+
+        Args:
+            path: as `items.artifacts` holds it (relative to `<root>/artifacts`).
+            limit: the most bytes read (> 0).
+        """
+        return self.location.artifacts.read_head(path, limit)
+
     def artifact_folder(self, path: str) -> Path:
         """A kept folder (an exported workspace) as a local folder: in place in a local store,
         downloaded into a temporary folder from object storage.

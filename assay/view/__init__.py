@@ -6,6 +6,7 @@ sample. docs/view.md.
 The package, one job per module:
     runs.py      the runs page's rows (main scores with intervals) and a run's page (its summary)
     items.py     a page of a run's items (Polars over the parts, lazily) and one item x trial
+    diffs.py     an item's workspace diffs (`diff.patch`, `*.patch`, `*.diff`): read, cut, lines marked
     triage.py    the compare page: the paired statistics, changed items ranked, word diffs, slices
     cells.py     the compare page's cell picker: a matrix's cells, the pair offered, the pair checked
     labelling.py the labelling page: the sample, one task, its label checked and written, agreement

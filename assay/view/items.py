@@ -23,6 +23,7 @@ from assay.report.conversation import conversations
 from assay.report.data import cut, json_text, shown_tool_calls
 from assay.run.trajectories import item_trajectory
 from assay.store import Store, current_items
+from assay.view.diffs import item_diffs
 from assay.view.runs import scorer_names
 
 PAGE = 50
@@ -207,7 +208,8 @@ def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, 
     """Everything stored of one item x trial: input (its conversation as turns when the run's
     spec and dataset can make it again), output, expected, tool calls (and the text beside
     them), reasoning, every score
-    with its explanation, the trajectory, captured requests, its kept files.
+    with its explanation, the trajectory, captured requests, its kept files and the workspace
+    diffs among them (read from the store, each cut to `diffs.DIFF_BYTES`).
 
     Raises:
         RunNotFoundError: no such run.
@@ -242,6 +244,7 @@ def item_page(store: Store, run_id: str, item_id: str, trial: int) -> dict[str, 
             for r in requests.sort("started_at").collect().to_dicts()
         ],
         "files": list(row.get("artifacts") or []),
+        "diffs": item_diffs(store, list(row.get("artifacts") or [])),
     }
 
 

@@ -40,8 +40,8 @@ def _stores_first(view_runs, matrix) -> None:  # noqa: F811
 
 
 @contextmanager
-def _serving(store: str) -> Iterator[str]:
-    """`assay view --store STORE` in its own process on a free port, until the block ends."""
+def serving(store: str) -> Iterator[str]:
+    """`assay view` over `store` in its own process on a free port of 127.0.0.1: its base URL."""
     port = _free_port()
     env = {**os.environ, "DO_NOT_TRACK": "1"}
     env.pop("ASSAY_VIEW_TOKEN", None)
@@ -71,7 +71,7 @@ def _serving(store: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def served(view_runs) -> Iterator[str]:
-    with _serving(view_runs["store"]) as url:
+    with serving(view_runs["store"]) as url:
         yield url
 
 
@@ -195,7 +195,7 @@ def test_labelling_three_items_with_the_keyboard(served, view_runs, browser):  #
 
 
 def test_picking_two_cells_of_a_matrix(matrix, browser):  # noqa: F811
-    with _serving(matrix["store"]) as served:
+    with serving(matrix["store"]) as served:
         tab = Tab(browser, served)
         page = tab.page
         try:
