@@ -16,18 +16,9 @@ from markupsafe import escape
 from assay.cli import main
 from assay.store import Store
 from tests.conftest import write_jsonl, write_spec
+from tests.run.test_matrix import SOLVERS
 from tests.view.conftest import SCRIPT, client
 
-SOLVERS = """
-def perfect(x):
-    return str(int(x) * 2)
-
-def sloppy(x):
-    return str(int(x) * 2) if int(x) % 4 else "?"
-
-def awful(x):
-    return str(int(x) * 2) if int(x) % 2 else "?"
-"""
 N = 40
 # The cells in the spec's order: the first is the leaderboard's baseline.
 CELLS = ("sloppy", "perfect", "awful")
