@@ -75,8 +75,12 @@ class LocalFolder:
         shutil.rmtree(self.path(key), ignore_errors=True)
 
     def keys(self, key: str) -> list[str]:
-        folder = self.path(key)
-        return sorted(p.relative_to(self.root).as_posix() for p in folder.rglob("*") if p.is_file())
+        # os.walk's scandir tells files from folders without a stat per file (rglob's is_file).
+        found = []
+        for folder, _, files in os.walk(self.path(key)):
+            prefix = Path(folder).relative_to(self.root).as_posix()
+            found.extend(f"{prefix}/{name}" for name in files)
+        return sorted(found)
 
     def delete_trees(self, keys: Sequence[str], label: str) -> None:
         # Each folder renamed into `.trash/` (atomic each), in order, then the trash deleted.

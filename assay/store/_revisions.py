@@ -4,6 +4,7 @@ writers never take one number (the second takes the next; see `assay/store/__ini
     write_revision(location, …)        a record's next revision
     write_revision_after(location, …)  the revision after the one a writer holds, if still free
     newest_revision(location, …)       the key of a record's highest revision
+    newest_revisions(location, …)      each partition's highest revision, in one listing
 """
 
 from __future__ import annotations
@@ -43,6 +44,30 @@ def newest_revision(location: Location, folder: str, stem: str) -> str | None:
     """The key of the record's highest revision in `folder`, or None."""
     found = revisions(location, folder, stem)
     return found[max(found)] if found else None
+
+
+def newest_revisions(location: Location, dataset: str, partition: str, stem: str) -> list[str]:
+    """The key of the highest revision of each partition's record below `dataset`, sorted:
+    one recursive listing (on object storage, one LIST per 1,000 keys) instead of one per
+    partition.
+
+    Args:
+        location: the store's location.
+        dataset: `runs`, say.
+        partition: what a partition's folder name starts with (`run_id=`).
+        stem: the record's file stem (`run`).
+    """
+    newest: dict[str, tuple[int, str]] = {}
+    for key in location.keys(dataset):
+        parts = key.split("/")
+        # `<dataset>/<partition>/<name>`: nothing else is a record.
+        if len(parts) != 3 or not parts[1].startswith(partition):
+            continue
+        revision = revision_of(parts[2], stem)
+        folder = parts[1]
+        if revision is not None and (folder not in newest or newest[folder][0] < revision):
+            newest[folder] = (revision, key)
+    return sorted(key for _, key in newest.values())
 
 
 def write_revision(

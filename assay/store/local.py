@@ -206,9 +206,7 @@ class Store(Reading):
         return self._read(_schema.RUNS, self._current_run_files(), hive=True).lazy()
 
     def _current_run_files(self) -> list[str]:
-        partitions = [f"runs/{name}" for name in self.location.names("runs") if name.startswith("run_id=")]
-        newest = (_revisions.newest_revision(self.location, p, "run") for p in partitions)
-        return sorted(key for key in newest if key is not None)
+        return _revisions.newest_revisions(self.location, "runs", "run_id=", "run")
 
     # -- items and scores -----------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
-"""Local copies of an S3 store's parts (`Store.keep_copies`, as `assay view` keeps them) against a
-real S3 API server (moto) on 127.0.0.1: a part is fetched once and then read from its copy, a new
-batch shows at once, a deleted run is not read back from its copies, and the copies stay under
-their cap. The server's own request log says which objects were fetched."""
+"""How many requests reading an S3 store takes, against a real S3 API server (moto) on 127.0.0.1,
+counted in the server's own request log: every run's current record found in one listing, and
+the local copies of the parts (`Store.keep_copies`, as `assay view` keeps them) — a part is
+fetched once and then read from its copy, a new batch shows at once, a deleted run is not read
+back from its copies, and the copies stay under their cap."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ class _Requests(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if found := _REQUEST.search(record.getMessage()):
             self.lines.append((found["method"], found["path"]))
+
+    def listings(self) -> int:
+        """The LIST requests since the last call."""
+        count = sum(1 for method, path in self.lines if method == "GET" and path.endswith("/evals"))
+        self.lines.clear()
+        return count
 
     def part_gets(self) -> list[str]:
         """The parts fetched (GET) since the last call, as `<dataset>/run_id=<id>/<file>`."""
@@ -72,6 +79,15 @@ def _copying(store: Store, folder: Path, cap_bytes: int = 2**30, grace_s: float 
 
 def _items(store: Store, run_id: str) -> pl.DataFrame:
     return store.scan_run(run_id, "items").sort("item_id").collect()
+
+
+def test_every_runs_current_record_is_found_in_one_listing(store, requests):
+    for revision in range(3):  # a's record gets more revisions; the newest is the current one
+        store.write_run("a", {**store.read_run("a"), "name": f"a{revision}"})
+    requests.listings()
+    runs = store.runs().sort("run_id").collect()
+    assert runs["run_id"].to_list() == ["a", "b"] and runs["name"].to_list()[0] == "a2"
+    assert requests.listings() == 1  # was one per run, plus one of the runs
 
 
 def test_a_part_is_fetched_once_then_read_from_its_copy(store, tmp_path, requests):
