@@ -81,6 +81,11 @@ class PartCopies:
         fetched: dict[str, int | None] = {}
         while True:
             with self._lock:
+                # A copy deleted behind this object's back (a temporary-files cleaner) is
+                # fetched again: read without it, its rows would be taken for a deleted run's.
+                for key in [key for key in keys if key in self._copies and key not in fetched]:
+                    if not self._path(key).is_file():
+                        del self._copies[key]
                 missing = [key for key in keys if key not in self._copies and key not in fetched]
             if missing:
                 with ThreadPoolExecutor(max_workers=min(_FETCHERS, len(missing))) as pool:
@@ -116,6 +121,8 @@ class PartCopies:
             with replacing(self._path(key)) as out:
                 return self.location.download(key, out)
         except FileNotFoundError:
+            if self.location.exists(key):
+                raise  # the local folder's, not the bucket's: the copy could not be written
             return None
 
     def _evict(self, now: float) -> None:

@@ -76,7 +76,7 @@ class LocalFolder:
 
     def keys(self, key: str) -> list[str]:
         # os.walk's scandir tells files from folders without a stat per file (rglob's is_file).
-        found = []
+        found: list[str] = []
         for folder, _, files in os.walk(self.path(key)):
             prefix = Path(folder).relative_to(self.root).as_posix()
             found.extend(f"{prefix}/{name}" for name in files)

@@ -4,6 +4,7 @@ an item's current row among its retries."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from assay.store._location import Location
 else:
     pl = lazy_module("polars")
+
+
+_log = logging.getLogger(__name__)
 
 
 def _polars_schema(schema: pa.Schema) -> pl.Schema:
@@ -196,7 +200,11 @@ class Reading:
         """Where Polars reads `keys`, and the storage options it needs for that: the local copies
         when every key is a part and copies are kept, else the location's own paths."""
         if self.copies is not None and keys and all(copyable(key) for key in keys):
-            return self.copies.paths(keys), None
+            try:
+                return self.copies.paths(keys), None
+            except OSError as exc:
+                # The local folder full or unwritable: the bucket still answers, only slower.
+                _log.warning("reading %s from the bucket: its local copies failed (%s)", keys[0], exc)
         return [self.location.reader_path(key) for key in keys], self.location.storage_options
 
     # -- reading ------------------------------------------------------------------------------

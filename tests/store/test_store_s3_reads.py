@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,6 +153,27 @@ def test_a_copy_read_within_the_grace_period_is_kept_past_the_cap(store, tmp_pat
     _items(copying, "a")
     _items(copying, "b")  # a query may still be reading a's copy: both are kept
     assert sorted(p.parent.name for p in folder.rglob("part-*.parquet")) == ["run_id=a", "run_id=b"]
+
+
+def test_a_copy_deleted_behind_the_stores_back_is_fetched_again(store, tmp_path, requests):
+    folder = tmp_path / "copies"
+    copying = _copying(store, folder)
+    expected = _items(store, "a")
+    _items(copying, "a")
+    for copy in folder.rglob("part-*.parquet"):  # a temporary-files cleaner, say
+        copy.unlink()
+    requests.part_gets()
+    assert _items(copying, "a").equals(expected)
+    assert requests.part_gets() == [f"items/{PART}"]
+
+
+def test_copies_that_cannot_be_written_leave_the_bucket_read(store, tmp_path, caplog):
+    folder = tmp_path / "copies"
+    copying = _copying(store, folder)
+    shutil.rmtree(folder)
+    folder.write_text("a file where the copies' folder was")
+    assert _items(copying, "a").equals(_items(store, "a"))
+    assert "its local copies failed" in caplog.text
 
 
 def _parts(store: Store, run_id: str) -> list[Path]:
