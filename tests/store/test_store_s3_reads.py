@@ -6,8 +6,6 @@ back from its copies, and the copies stay under their cap."""
 
 from __future__ import annotations
 
-import logging
-import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,47 +17,16 @@ import pytest
 from assay import _schema
 from assay.store import Store
 from assay.testing.s3 import S3Server
+from tests.helpers.s3_requests import S3Requests, s3_requests
 from tests.helpers.synthetic_runs import conform, write_run
 
 PART = "run_id=a/part-00000-bench.parquet"
-# A line of moto's (werkzeug's) request log: `"GET /bucket/key?query HTTP/1.1" 200`, the request
-# coloured (ANSI escapes) when its status is not 200.
-_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*(?P<method>[A-Z]+) (?P<path>[^ ?]+)(?:\?[^ ]*)? HTTP/')
-
-
-class _Requests(logging.Handler):
-    """The S3 server's requests, as its log names them."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[tuple[str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if found := _REQUEST.search(record.getMessage()):
-            self.lines.append((found["method"], found["path"]))
-
-    def listings(self) -> int:
-        """The LIST requests since the last call."""
-        count = sum(1 for method, path in self.lines if method == "GET" and path.endswith("/evals"))
-        self.lines.clear()
-        return count
-
-    def part_gets(self) -> list[str]:
-        """The parts fetched (GET) since the last call, as `<dataset>/run_id=<id>/<file>`."""
-        gets = ["/".join(path.split("/")[-3:]) for method, path in self.lines if method == "GET"]
-        self.lines.clear()
-        return sorted(name for name in gets if name.rsplit("/", 1)[-1].startswith("part-"))
 
 
 @pytest.fixture
-def requests() -> Iterator[_Requests]:
-    log = logging.getLogger("werkzeug")
-    level, handler = log.level, _Requests()
-    log.setLevel(logging.INFO)
-    log.addHandler(handler)
-    yield handler
-    log.removeHandler(handler)
-    log.setLevel(level)
+def requests() -> Iterator[S3Requests]:
+    with s3_requests() as requests:
+        yield requests
 
 
 @pytest.fixture
