@@ -212,6 +212,17 @@ class RunRecord(TypedDict, total=False):
             "null for targets without one",
         ),
     ]
+    summary_json: Annotated[
+        str | None,
+        Column(
+            pa.string(),
+            "the figures its summary computes from its parts (outcome counts, scorer and gauge"
+            " statistics, durations, failures, timing, batches, spend), computed as it closed (JSON,"
+            " `assay.analysis.summary.part_figures` with their `version`), so `assay show` and"
+            " `assay view` read a finished run's summary without its parts; null while it runs,"
+            " and from any later change but a tag",
+        ),
+    ]
     assay_version: Annotated[str, Column(pa.string(), "Assay's version")]
     prefect_flow_run_id: Annotated[
         str | None,

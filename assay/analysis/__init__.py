@@ -37,6 +37,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "RunSummary",
             "close_run",
             "matrix_summary",
+            "part_figures",
             "summarise",
         ),
         "error_rates": ("item_error_rate",),

@@ -1,7 +1,9 @@
 """A run's summary, computed with Polars from what the store holds, and closing a run.
 
 The summary is computed from the committed Parquet parts, not from memory, so a resumed run's
-summary covers the items of every execution, exactly once each.
+summary covers the items of every execution, exactly once each. What it computes from the parts
+(`part_figures`) is kept in the run's closing record (`runs.summary_json`): a finished run's
+summary is then read, not computed again.
 
 The statistics it is made of are `assay.analysis.tallies`'.
 """
@@ -9,6 +11,7 @@ The statistics it is made of are `assay.analysis.tallies`'.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -246,14 +249,54 @@ def summarise(
     """The summary of one stored run: outcome counts, per-scorer statistics, per-gauge statistics,
     durations, gate.
 
+    A finished run's figures were computed from its parts as it closed and kept in its record
+    (`runs.summary_json`, `part_figures`): read from there, the summary of a million items takes
+    milliseconds, not a second. A running run's, or one closed by an older Assay, are computed.
+
     Args:
         store: the store.
         run_id: the run.
-        rows: its rows; default its parts' (`RunRows.scan`). Only the columns it uses are read
-            (`RunRows.narrow`); rows read whole give the same summary, digit for digit.
+        rows: its rows, whose figures are computed (never the record's kept ones); default its
+            parts' (`RunRows.scan`). Only the columns it uses are read (`RunRows.narrow`); rows
+            read whole give the same summary, digit for digit.
         record: its record as just read (`Store.read_run`), by a caller that needs it too.
     """
     record = record if record is not None else store.read_run(run_id)
+    figures = kept_figures(record) if rows is None else None
+    if figures is None:
+        figures = part_figures(store, run_id, record, rows)
+    return _summary(run_id, record, figures)
+
+
+# The version of `part_figures`' keys and meaning: a record that kept another's is summarised
+# from its parts again (what an older Assay kept may lack a figure this one shows).
+FIGURES_VERSION = 1
+
+
+def kept_figures(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The figures a finished run's record kept (`part_figures`, as `close_run` computed them);
+    None for a running run, one changed since, or one an Assay of other figures closed."""
+    kept = record.get("summary_json")
+    if not kept:
+        return None
+    figures: dict[str, Any] = json.loads(kept)
+    return figures if figures.pop("version", None) == FIGURES_VERSION else None
+
+
+def part_figures(
+    store: Store, run_id: str, record: _schema.RunRecord, rows: RunRows | None = None
+) -> dict[str, Any]:
+    """What a run's summary computes from its parts (the rest is its record's): the outcome
+    counts, scorer and gauge statistics, durations, failures, timing, batches and spend. The same
+    for a run's closing record as for the record it ran under, so `close_run` keeps them in the
+    record it closes the run with (`runs.summary_json`).
+
+    Args:
+        store: the store.
+        run_id: the run.
+        record: its record (its `trials`, spec and model for the statistics that need them).
+        rows: its rows; default its parts' (`RunRows.scan`).
+    """
     rows = (rows or RunRows.scan(store, run_id)).narrow()
     history = rows.history
     # Without a retry every row is current: no window over 100,000s of item ids (~25 MB) to say so.
@@ -265,10 +308,11 @@ def summarise(
     for outcome, n in items.lazy().group_by("outcome").len().collect(engine=ENGINE).iter_rows():
         counts[outcome] = n
     failed = items.lazy().filter(pl.col("outcome") == ItemOutcome.FAILED)
-    failure_kinds = _counts(FailureKind, failed, "failure_kind")
-    finish_reasons = _counts(FinishReason, items.lazy(), "finish_reason")
     scorer_stats = scorer_stats_of(scores)
-    gauges = gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value))
+    if record["trials"] > 1:
+        trials_stats = over_trials(scores, record["trials"])
+        for row in scorer_stats:
+            row.update(trials_stats.get(row["scorer"], {}))
     item_stats = (
         items.lazy()
         .select(
@@ -291,18 +335,35 @@ def summarise(
     teardown_errors = item_stats.pop("teardown_errors")
     n_teardown_errors = item_stats.pop("n_teardown_errors")
     answers = {key: int(item_stats.pop(f"answers_{key}") or 0) for key in ("tool_calls", "calls", "reasoned")}
-    duration = item_stats
     # What was spent counts every row, the failed ones a retry replaced included.
     accounting = run_accounting(history, scores)
-    timing = model_timing(items, rows.requests)
-    batches = batch_stats(store.run_batches(run_id))
-    if record["trials"] > 1:
-        trials_stats = over_trials(scores, record["trials"])
-        for row in scorer_stats:
-            row.update(trials_stats.get(row["scorer"], {}))
-    rate = item_error_rate(counts)
+    reasons = json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {}
+    return {
+        "items": counts,
+        "failure_kinds": _counts(FailureKind, failed, "failure_kind"),
+        "finish_reasons": _counts(FinishReason, items.lazy(), "finish_reason"),
+        "failures": failure_groups(items),
+        "scorers": scorer_stats,
+        "gauges": gauge_stats(rows.scores.filter(pl.col("kind") == RowKind.GAUGE.value)),
+        "teardown_errors": teardown_errors,
+        "n_teardown_errors": n_teardown_errors,
+        "duration_ms": item_stats,
+        "timing_by_model": model_timing(items, rows.requests),
+        "batches": batch_stats(store.run_batches(run_id)),
+        "answers": answers,
+        "accounting": accounting,
+        "caller_cost_usd": caller_cost,
+        "unpriced_models": unpriced_models(record, items, scores) if "unpriced" in reasons else [],
+    }
+
+
+def _summary(run_id: str, record: _schema.RunRecord, figures: dict[str, Any]) -> RunSummary:
+    """A run's summary: its parts' figures (`part_figures`) with what its record says (names,
+    status, the gates' limits, budget, rate control, compare)."""
+    counts = figures["items"]
+    accounting = figures["accounting"]
     limit = record["fail_on_item_error_rate"]
-    gates = run_gates(counts, limit, scorer_stats, record.get("fail_on_scorer_error_rate"))
+    gates = run_gates(counts, limit, figures["scorers"], record.get("fail_on_scorer_error_rate"))
     reasons = json.loads(accounting["cost_reasons"]) if accounting["cost_reasons"] else {}
     return {
         "run_id": run_id,
@@ -314,23 +375,23 @@ def summarise(
         "error": record.get("error"),
         "planned": record["n_planned"],
         "items": counts,
-        "failure_kinds": failure_kinds,
-        "finish_reasons": finish_reasons,
-        "failures": failure_groups(items),
-        "item_error_rate": rate,
+        "failure_kinds": figures["failure_kinds"],
+        "finish_reasons": figures["finish_reasons"],
+        "failures": figures["failures"],
+        "item_error_rate": item_error_rate(counts),
         "fail_on_item_error_rate": limit,
         "fail_on_scorer_error_rate": record.get("fail_on_scorer_error_rate"),
         "gates": gates,
         "gate_passed": all(gate["passed"] for gate in gates),
-        "scorers": scorer_stats,
-        "gauges": gauges,
-        "teardown_errors": teardown_errors,
-        "n_teardown_errors": n_teardown_errors,
-        "duration_ms": duration,
-        "timing_by_model": timing,
-        "batches": batches,
+        "scorers": figures["scorers"],
+        "gauges": figures["gauges"],
+        "teardown_errors": figures["teardown_errors"],
+        "n_teardown_errors": figures["n_teardown_errors"],
+        "duration_ms": figures["duration_ms"],
+        "timing_by_model": figures["timing_by_model"],
+        "batches": figures["batches"],
         "tokens": {kind: accounting[token_column(kind)] for kind in TOKEN_KINDS},
-        "answers": answers,
+        "answers": figures["answers"],
         "cost": {
             "usd": accounting["cost_usd"],
             "completeness": accounting["cost_completeness"],
@@ -338,7 +399,7 @@ def summarise(
             "generation_usd": accounting[spend_column(SpendKind.GENERATION)],
             "judging_usd": accounting[spend_column(SpendKind.JUDGING)],
             "operations": accounting["operations"],
-            "unpriced_models": unpriced_models(record, items, scores) if "unpriced" in reasons else [],
+            "unpriced_models": figures["unpriced_models"],
         },
         "accounting": accounting,
         "budget": {
@@ -347,11 +408,16 @@ def summarise(
             "budget_status": record.get("budget_status"),
             "budget_closed_by": record.get("budget_closed_by"),
         },
-        "caller_cost_usd": caller_cost,
+        "caller_cost_usd": figures["caller_cost_usd"],
         "wall_ms": record.get("wall_ms"),
         "rate_control": json.loads(record["rate_control"]) if record.get("rate_control") else None,
         **compared_columns(record),
     }
+
+
+def keep_figures(figures: dict[str, Any]) -> str:
+    """`part_figures` as a record keeps them (`runs.summary_json`): JSON, with their version."""
+    return json.dumps({"version": FIGURES_VERSION, **figures})
 
 
 def _counts(words: type[StrEnum], rows: pl.LazyFrame, column: str) -> dict[str, int]:
@@ -406,7 +472,9 @@ def close_run(
             the items it did not run are counted as `cancelled`.
     """
     stored = stored_form(run_id, record)  # as a read of the record would give it
-    summary = summarise(store, run_id, record=stored)
+    figures = part_figures(store, run_id, stored)
+    kept = keep_figures(figures)  # before the cancelled are counted below: as a read computes them
+    summary = _summary(run_id, stored, figures)
     counts = summary["items"]
     if stopped is not None or stopped_early:
         counts[ItemOutcome.CANCELLED] = stored["n_planned"] - sum(counts.values())
@@ -428,6 +496,7 @@ def close_run(
         **(capture.manifest() if capture is not None else {}),
         rate_control=json.dumps(rate_control) if rate_control is not None else None,
         **(compared or {}),
+        summary_json=kept,
     )
     run_record.close(store, run_id, record, changes)
     summary.update(

@@ -162,6 +162,10 @@ def _write(store: Store, run_id: str, record: dict[str, Any], *, fresh: bool = F
     `fresh` record), and update it to what was written. That revision taken (another writer
     changed the run since it was read): the changes made to the record as stored now — or, for
     a fresh record, the record itself — as the next free revision."""
+    if changes.keys() - {"tags", "summary_json"}:
+        # The summary's figures are the parts' as the run closed: any later change but a tag
+        # (a resume, a failure) may change the parts or what they mean.
+        changes.setdefault("summary_json", None)
     after = 0 if fresh else record.get("revision") or 0
     revision = store.write_run(run_id, cast(_schema.RunRecord, {**record, **changes}), after=after)
     if revision is None:

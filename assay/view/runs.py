@@ -51,6 +51,8 @@ _GROUPED_UP_TO = 100_000
 # (or the bucket), not the CPU.
 _READERS = 8
 _CACHED_PAGES = 16
+# The record's columns the run page does not list: JSON it shows otherwise, or not at all.
+_UNSHOWN = ("spec_json", "target_snapshot", "identity", "summary_json")
 _page_cache: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
 
 
@@ -200,7 +202,7 @@ _names_cache: dict[tuple[str, str, int], list[str]] = {}
 def run_page(store: Store, run_id: str) -> dict[str, Any]:
     """What a run's page shows: its record, its summary (`assay show`'s), its scorers' means and
     intervals, and the figures (scores, latency, cost, rate control). A finished run's page is
-    kept (`_CACHED_PAGES`, by revision): its summary of a million items takes ~1 s.
+    kept (`_CACHED_PAGES`, by revision): its charts scan its parts.
 
     Raises:
         RunNotFoundError: no such run.
@@ -229,7 +231,7 @@ def _run_page(store: Store, run_id: str, record: Any) -> dict[str, Any]:
     scorers = [{**stats.get(m["scorer"], {}), **m} for m in means]
     if summary.get("rate_control") and summary["rate_control"].get("history"):
         charts.append(figures.rate_history(summary["rate_control"]))
-    record = {k: v for k, v in record.items() if k not in ("spec_json", "target_snapshot", "identity")}
+    record = {k: v for k, v in record.items() if k not in _UNSHOWN}
     return {"record": record, "summary": summary, "scorers": scorers, "charts": charts}
 
 

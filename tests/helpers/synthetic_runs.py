@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from assay import _schema
+from assay.analysis.summary import keep_figures, part_figures
 from assay.store import Store
 
 PART = 50_000
@@ -45,11 +46,15 @@ def record(name: str, n: int) -> dict[str, Any]:
     }
 
 
-def write_run(store: Store, run_id: str, n: int, skill: float = 0.7, seed: int = 0) -> None:
+def write_run(
+    store: Store, run_id: str, n: int, skill: float = 0.7, seed: int = 0, *, kept: bool = True
+) -> None:
     """A finished run of `n` items: ~3 % failed, the rest scored by `exact` (pass with chance
-    `skill`) and `judge` (uniform)."""
+    `skill`) and `judge` (uniform). Its record keeps its summary's figures as a run's closing
+    record does (`runs.summary_json`), unless not `kept` (a run an older Assay closed)."""
     rng = np.random.default_rng(seed)
-    store.write_run(run_id, record(run_id, n))
+    closing = record(run_id, n)
+    revision = store.write_run(run_id, closing)
     topics = np.array(['{"topic": "maths"}', '{"topic": "words"}', '{"topic": "code"}'])
     for start in range(0, n, PART):
         index = np.arange(start, min(n, start + PART))
@@ -94,6 +99,9 @@ def write_run(store: Store, run_id: str, n: int, skill: float = 0.7, seed: int =
         scores = conform(scores, _schema.SCORES)
         scores = scores.set_column(scores.schema.get_field_index("value"), "value", scores.column("score"))
         store.commit_batch(run_id, f"part-{start // PART:05d}-bench", items, scores)
+    if kept:
+        figures = part_figures(store, run_id, store.read_run(run_id))
+        store.write_run(run_id, {**closing, "summary_json": keep_figures(figures)}, after=revision)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
