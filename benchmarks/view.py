@@ -10,10 +10,13 @@ each page is fetched over HTTP: once cold (the first request), then the median o
 `--diff-mb` MB (1 by default; read from the store no further than the 200 KB the page shows).
 Prints each page's time against its target and the server's peak RSS (VmHWM).
 
-    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh] [--diff-mb 1] [--pages item,item+diff]
+    .venv/bin/python benchmarks/view.py [--items 1000000] [--pairs 100000] [--repeat 3] [--s3] [--fresh] [--unkept] [--diff-mb 1] [--pages item,item+diff]
 
 `--fresh` starts a server of its own for each page and prints each page's peak RSS (a peak is
 otherwise the whole session's: the run page's summary hides what the compare page takes).
+
+`--unkept` writes the runs' records without the figures a closing record keeps
+(`runs.summary_json`), as an Assay before them did: the run page then summarises the parts.
 
 `--s3` writes the store into a moto S3 server on 127.0.0.1 (assay/testing/s3.py) instead of a
 local folder: what the object store's latency adds. Quote figures with the load average printed.
@@ -157,6 +160,9 @@ def main() -> int:
     parser.add_argument("--s3", action="store_true", help="the store in a moto S3 server on 127.0.0.1")
     parser.add_argument("--pages", default=",".join(TARGETS), help="the pages measured, comma-separated")
     parser.add_argument("--diff-mb", type=float, default=1.0, help="the size of item+diff's diff.patch")
+    parser.add_argument(
+        "--unkept", action="store_true", help="records without their summary's figures (an older Assay's)"
+    )
     parser.add_argument("--fresh", action="store_true", help="a fresh server per page: each page's peak RSS")
     args = parser.parse_args()
     pages = [p for p in args.pages.split(",") if p in TARGETS]
@@ -175,9 +181,10 @@ def main() -> int:
             root = str(Path(folder) / "store")
         started = time.perf_counter()
         store = Store(root)
-        write_run(store, "big", args.items, 0.7, seed=1)
-        write_run(store, "cmp-a", args.pairs, 0.70, seed=2)
-        write_run(store, "cmp-b", args.pairs, 0.72, seed=2)
+        kept = not args.unkept
+        write_run(store, "big", args.items, 0.7, seed=1, kept=kept)
+        write_run(store, "cmp-a", args.pairs, 0.70, seed=2, kept=kept)
+        write_run(store, "cmp-b", args.pairs, 0.72, seed=2, kept=kept)
         for run_id in ("cmp-a", "cmp-b"):
             # The records' next revision: the two runs as a matrix's cells.
             store.write_run(run_id, record(run_id, args.pairs) | {"matrix_id": MATRIX, "cell": run_id})
