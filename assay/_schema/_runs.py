@@ -218,7 +218,7 @@ class RunRecord(TypedDict, total=False):
             pa.string(),
             "the figures its summary computes from its parts (outcome counts, scorer and gauge"
             " statistics, durations, failures, timing, batches, spend), computed as it closed (JSON,"
-            " `assay.analysis.summary.part_figures` with their `version`), so `assay show` and"
+            " `assay.analysis.run_figures.part_figures` with their `version`), so `assay show` and"
             " `assay view` read a finished run's summary without its parts; null while it runs,"
             " and from any later change but a tag",
         ),

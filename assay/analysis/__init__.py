@@ -3,6 +3,7 @@
 Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern a module:
 
     summary      a run's summary; closing a run (its final revision)
+    run_figures  what a summary computes from the run's parts, and the copy its closing record keeps
     error_rates  a run's item and scorer error rates and the gates on them
     tallies      the statistics a summary is made of (failures, gauges, pass@k, timing, accounting)
     lines        a run's summary in plain lines (the terminal's and the Prefect logs' wording)
@@ -37,9 +38,9 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "RunSummary",
             "close_run",
             "matrix_summary",
-            "part_figures",
             "summarise",
         ),
+        "run_figures": ("part_figures",),
         "error_rates": ("item_error_rate",),
         "tallies": ("pass_at_k", "run_accounting"),
         "lines": ("comparison_markdown", "gauge_line"),

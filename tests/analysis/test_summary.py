@@ -13,7 +13,8 @@ import math
 import pytest
 
 from assay import _schema
-from assay.analysis.summary import FIGURES_VERSION, RunRows, kept_figures, part_figures, summarise
+from assay.analysis.run_figures import FIGURES_VERSION, RunRows, kept_figures, part_figures
+from assay.analysis.summary import summarise
 from assay.run import record as run_record
 from assay.store import Store
 from tests.conftest import mock_target, openai_spec

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from assay.analysis.summary import RunRows, summarise
+from assay.analysis.run_figures import RunRows
+from assay.analysis.summary import summarise
 from assay.store import Store
 from tests.helpers.synthetic_runs import write_run
 

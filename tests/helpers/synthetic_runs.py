@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from assay import _schema
-from assay.analysis.summary import keep_figures, part_figures
+from assay.analysis.run_figures import keep_figures, part_figures
 from assay.store import Store
 
 PART = 50_000
