@@ -383,7 +383,7 @@ class Store(Reading):
                 self.location.delete(f"{self._partition(dataset, run_id)}/{name}")
 
     def _part_names(self, dataset: str, run_id: str) -> list[str]:
-        listing = self.location.names(self._partition(dataset, run_id))
+        listing = self._names(self._partition(dataset, run_id))
         return [n for n in listing if n.endswith(".parquet") and not n.startswith(_LEGACY_TMP_PREFIX)]
 
     def _parts(self, dataset: str, run_id: str, names: set[str] | None = None) -> list[str]:

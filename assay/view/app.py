@@ -12,7 +12,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import tempfile
-from functools import cache
+from collections.abc import Callable
+from functools import cache, wraps
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -68,6 +69,18 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _listing_once(page: Callable[[_Pages, Request], Response]) -> Callable[[_Pages, Request], Response]:
+    """A page that lists each run's parts once (`Store.same_listings`): its queries read one
+    snapshot of the run, and on s3 make one listing each, not one per query."""
+
+    @wraps(page)
+    def listed_once(pages: _Pages, request: Request) -> Response:
+        with pages.store.same_listings():
+            return page(pages, request)
+
+    return listed_once
+
+
 class _Pages:
     """The routes' handlers over one store."""
 
@@ -79,6 +92,7 @@ class _Pages:
         page = self.env.get_template(template).render(request=request, store=str(self.store.root), **context)
         return HTMLResponse(page, status_code=status)
 
+    @_listing_once
     def runs(self, request: Request) -> Response:
         q = request.query_params
         rows = runs.run_list(
@@ -92,12 +106,14 @@ class _Pages:
         template = "runs_rows.html.j2" if request.headers.get("hx-request") else "runs.html.j2"
         return self.render(request, template, rows=rows, running=runs.running(rows), q=q, sorts=runs.SORTS)
 
+    @_listing_once
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         page = runs.run_page(self.store, run_id)
         template = "run_body.html.j2" if request.headers.get("hx-request") else "run.html.j2"
         return self.render(request, template, run_id=run_id, **page)
 
+    @_listing_once
     def items(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         query = items.ItemQuery.model_validate({k: v for k, v in request.query_params.items() if v != ""})
@@ -105,6 +121,7 @@ class _Pages:
         template = "items_table.html.j2" if request.headers.get("hx-request") else "items.html.j2"
         return self.render(request, template, run_id=run_id, query=query, page=page, size=items.PAGE)
 
+    @_listing_once
     def item(self, request: Request) -> Response:
         run_id, q = request.path_params["run_id"], request.query_params
         try:
@@ -114,6 +131,7 @@ class _Pages:
         shown = items.item_page(self.store, run_id, q.get("id", ""), trial)
         return self.render(request, "item.html.j2", run_id=run_id, **shown)
 
+    @_listing_once
     def compare(self, request: Request) -> Response:
         given = {k: v for k, v in request.query_params.items() if v != ""}
         matrix = given.get("matrix", "")
@@ -126,6 +144,7 @@ class _Pages:
         shown = triage.compare_page(self.store, query)
         return self.render(request, "compare.html.j2", query=query, picker=picker, **shown)
 
+    @_listing_once
     def labels(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         query = labelling.LabelQuery.model_validate(

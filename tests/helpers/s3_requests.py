@@ -7,10 +7,11 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import parse_qs
 
 # A line of moto's (werkzeug's) request log: `"GET /bucket/key?query HTTP/1.1" 200`, the request
 # coloured (ANSI escapes) when its status is not 200.
-_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*(?P<method>[A-Z]+) (?P<path>[^ ?]+)(?:\?[^ ]*)? HTTP/')
+_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*(?P<method>[A-Z]+) (?P<path>[^ ?]+)(?:\?(?P<query>[^ ]*))? HTTP/')
 
 
 class S3Requests(logging.Handler):
@@ -19,22 +20,38 @@ class S3Requests(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.lines: list[tuple[str, str]] = []
+        self.queries: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if found := _REQUEST.search(record.getMessage()):
             self.lines.append((found["method"], found["path"]))
+            self.queries.append(found["query"] or "")
 
     def listings(self) -> int:
         """The LIST requests since the last call."""
         # A LIST is a GET of the bucket itself (`/<bucket>?list-type=2&prefix=…`).
         count = sum(1 for method, path in self.lines if method == "GET" and path.count("/") == 1)
         self.lines.clear()
+        self.queries.clear()
         return count
+
+    def listed(self) -> list[str]:
+        """The prefixes listed since the last call, below the store's root (`items/run_id=a`),
+        in the order listed."""
+        prefixes = []
+        for (method, path), query in zip(self.lines, self.queries, strict=True):
+            if method == "GET" and path.count("/") == 1:
+                prefix = parse_qs(query).get("prefix", [""])[0]
+                prefixes.append(prefix.split("/", 1)[-1].rstrip("/"))
+        self.lines.clear()
+        self.queries.clear()
+        return prefixes
 
     def part_gets(self) -> list[str]:
         """The parts fetched (GET) since the last call, as `<dataset>/run_id=<id>/<file>`."""
         gets = ["/".join(path.split("/")[-3:]) for method, path in self.lines if method == "GET"]
         self.lines.clear()
+        self.queries.clear()
         return sorted(name for name in gets if name.rsplit("/", 1)[-1].startswith("part-"))
 
 

@@ -30,3 +30,19 @@ def test_a_pages_parts_are_fetched_once_unless_copies_are_off(s3, monkeypatch, r
         again = httpx.get(base + page, timeout=30)
         assert again.text == first.text
         assert (requests.part_gets() == []) is copied
+
+
+def test_a_page_lists_each_dataset_of_its_run_once(s3, request):
+    """An item page reads its run's items in three queries (the item, its retries, its
+    neighbours), its scores and its requests: on s3 each of those partitions, and the run's
+    records, is listed once a request (`Store.same_listings`), not once a query."""
+    url = s3.url(request.node.name)
+    write_run(Store(url), "a", 40, seed=1)
+    page = "/runs/a/item?id=q5&trial=0"
+    with serving(url) as base, s3_requests() as requests:
+        assert httpx.get(base + page, timeout=30).status_code == 200  # the parts copied
+        requests.listed()
+        answer = httpx.get(base + page, timeout=30)
+        assert answer.status_code == 200 and "q5" in answer.text
+        listed = requests.listed()
+    assert sorted(listed) == ["items/run_id=a", "requests/run_id=a", "runs/run_id=a", "scores/run_id=a"]
