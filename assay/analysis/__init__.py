@@ -11,6 +11,7 @@ Plain functions over the store (Polars, NumPy); no HTTP, no Prefect. One concern
     sides        one side of a comparison: its runs' records, items, scores and gauges
     gates        a comparison's error-rate gates, timing delta and certified cost delta
     stats        the paired statistics themselves (bootstrap, analytic SE, power)
+    resampling   the paired bootstrap's resampled means, exact and fast
     intervals    small-sample intervals (Wilson, Newcombe), exact McNemar, Holm / BH adjustment
     sequential   the anytime-valid betting confidence sequence on a paired difference
     monitor      a run's sequential compare against its baseline (`compare_to`), batch by batch

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from assay.analysis import stats
+from assay.analysis import resampling
 from assay.analysis.stats import (
     PairedEstimate,
     items_needed,
@@ -385,10 +385,10 @@ def test_same_seed_same_result_and_thread_count_does_not_matter(monkeypatch: pyt
     cand = base + rng.normal(0.0, 0.1, base.shape)
     cand[:, 1] = (rng.random(n) < 0.55).astype(float)
     kwargs: dict[str, Any] = {"resamples": 3_000, "seed": 42}
-    monkeypatch.setattr(stats, "_WORKERS", 1)
+    monkeypatch.setattr(resampling, "_WORKERS", 1)
     first = paired_estimates(base, cand, **kwargs)
     assert paired_estimates(base, cand, **kwargs) == first
-    monkeypatch.setattr(stats, "_WORKERS", 2)
+    monkeypatch.setattr(resampling, "_WORKERS", 2)
     assert paired_estimates(base, cand, **kwargs) == first  # chunks carry their own generators
     other = paired_estimates(base, cand, resamples=3_000, seed=43)
     assert [e.ci_low for e in other] != [e.ci_low for e in first]
@@ -408,7 +408,7 @@ def test_index_draws_pick_every_item_with_probability_one_over_n(watched: list[i
         column = np.zeros(n)
         column[item] = 1.0
         columns.append(column)
-    means = stats._index_bootstrap_means(columns, resamples, np.random.SeedSequence(1))
+    means = resampling.index_bootstrap_means(columns, resamples, np.random.SeedSequence(1))
     for item, mean in zip(watched, means, strict=True):
         draws = mean * n
         assert np.allclose(draws, np.round(draws), atol=1e-9)
@@ -433,8 +433,8 @@ def test_both_bootstrap_paths_give_the_same_distribution() -> None:
     rng = np.random.default_rng(6)
     d = rng.choice([-1.0, 0.0, 1.0], size=5_000, p=[0.2, 0.5, 0.3])
     values, counts = np.unique(d, return_counts=True)
-    multinomial = stats._multinomial_means(values, counts, 20_000, np.random.SeedSequence(2))
-    (index,) = stats._index_bootstrap_means([d], 20_000, np.random.SeedSequence(3))
+    multinomial = resampling.multinomial_means(values, counts, 20_000, np.random.SeedSequence(2))
+    (index,) = resampling.index_bootstrap_means([d], 20_000, np.random.SeedSequence(3))
     expected_sd = np.std(d) / math.sqrt(d.size)  # the bootstrap distribution's exact SD
     for draws in (multinomial, index):
         assert draws.mean() == pytest.approx(d.mean(), abs=4 * expected_sd / math.sqrt(20_000))
@@ -445,7 +445,7 @@ def test_both_bootstrap_paths_give_the_same_distribution() -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3, 1_000, 65_535, 65_536, 65_537, 200_001])
 def test_blocks_are_powers_of_two_summing_to_n(n: int) -> None:
-    sizes = stats._blocks(n)
+    sizes = resampling.blocks(n)
     assert sizes.sum() == n
     assert all(s & (s - 1) == 0 and 1 <= s <= 65_536 for s in sizes.tolist())
 
