@@ -10,7 +10,8 @@ printed did not all reach stdout (its reader closed it), 130 interrupted (Ctrl-C
     _commands   show, ls, report, estimate, power, leaderboard, requests, clean, ui
     _labels     labels import / export / sample, agreement: people's labels and the judge
     _output     `--json`, `--quiet`, or drawn for a person by
-    _terminal   the progress bar and the tables (rich)
+    _progress   the live progress bar (rich)
+    _terminal   the tables a command prints when done (rich)
     _runs       a run named by its id, a unique prefix of one, or `latest` (`--name SPEC`)
     _view       `assay view`: the web app over a store, served until Ctrl-C
     _stdout     stdout that waits for a slow reader rather than dropping what it cannot take

@@ -56,9 +56,9 @@ def _execute(args: argparse.Namespace, flow: Callable[[bool], Any], check: Any, 
         check()
         _prefect_env.check_api()
     if not (args.quiet or args.json):
-        from assay.cli import _terminal  # rich: loaded only when there is something to draw
+        from assay.cli import _progress  # rich: loaded only when there is something to draw
 
-        progress.install(_terminal.progress_bar())
+        progress.install(_progress.progress_bar())
     # SIGTERM (a `kill`, a CI timeout) ends a run like Ctrl-C: finished items kept, the rest cancelled.
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     run, model = flow(orchestrated)
