@@ -21,16 +21,13 @@ FLAKIEST = 5
 """How many of a scorer's flakiest items `noise_floor` lists."""
 
 
-def _measured(scores: pl.DataFrame) -> pl.DataFrame:
-    """The scored rows whose judge was asked more than once."""
-    return scores.filter((pl.col("outcome") == ScorerOutcome.SCORED) & pl.col("judge_variance").is_not_null())
-
-
-def noise_floor(scores: pl.DataFrame) -> dict[str, dict[str, Any]]:
+def noise_floor(scores: pl.DataFrame | pl.LazyFrame) -> dict[str, dict[str, Any]]:
     """Per scorer whose judge was asked K times: its noise floor and its flakiest items.
 
     Args:
-        scores: a run's score rows (`Store.run_scores`).
+        scores: a run's score rows (`Store.run_scores`), or a scan of them (`Store.scan_run`):
+            only the rows of a judge asked more than once are read, and only the columns used
+            (`assay show` of a million items asked once reads two columns, not every row).
 
     Returns:
         scorer -> `{n_items, judge_samples, noise_floor, noise_sd, flakiest}`: the items measured,
@@ -38,8 +35,13 @@ def noise_floor(scores: pl.DataFrame) -> dict[str, dict[str, Any]]:
         deviation of those variances (null for one item), and up to `FLAKIEST` items
         `{item_id, trial, score, judge_variance}`, the most variable first (ties by item id).
     """
+    measured = (
+        scores.lazy()
+        .filter((pl.col("outcome") == ScorerOutcome.SCORED) & pl.col("judge_variance").is_not_null())
+        .select("scorer", "item_id", "trial", "score", "judge_variance", "judge_samples")
+        .collect()
+    )
     found: dict[str, dict[str, Any]] = {}
-    measured = _measured(scores)
     for scorer in sorted(set(measured["scorer"])):
         rows = measured.filter(pl.col("scorer") == scorer)
         variances = rows["judge_variance"]

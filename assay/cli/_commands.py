@@ -48,7 +48,7 @@ def show(args: argparse.Namespace) -> int:
     if "cells" not in summary:
         from assay.analysis.judge_noise import noise_floor
 
-        if noise := noise_floor(store.run_scores(run_id)):
+        if noise := noise_floor(store.scan_run(run_id, "scores")):
             summary["judge_noise"] = noise
     emit_summary(args, summary)
     return EXIT_GATE if summary["status"] == RunStatus.FAILED_GATE else EXIT_OK
