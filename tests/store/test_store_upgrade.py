@@ -38,7 +38,7 @@ def test_a_store_without_todays_columns_reads_and_summarises(tmp_path, mock) -> 
     newest.rename(run_dir / "run.parquet")
     for path in older:
         path.unlink()
-    _drop(run_dir / "run.parquet", ["revision", "policy", "attempts", "target_snapshot"])
+    _drop(run_dir / "run.parquet", ["revision", "policy", "attempts", "target_snapshot", "summary_json"])
 
     data = Store(store)
     scores = data.run_scores(run_id)
