@@ -36,9 +36,7 @@ from assay.store import Store, current_items
 if TYPE_CHECKING:
     import polars as pl
 
-    # What the statistics below take: a run's rows read (a frame), or to be read (a lazy frame
-    # over its parts, `Store.scan_run`), of which they read only the columns they use.
-    Rows = pl.DataFrame | pl.LazyFrame
+    from assay.analysis.tallies import Rows
 else:
     pl = lazy_module("polars")
 
