@@ -11,8 +11,8 @@ import polars as pl
 
 from assay.analysis.intervals import score_interval
 from assay.analysis.summary import summarise
-from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, ScorerOutcome, SpendKind
-from assay.store import Store
+from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, RowKind, ScorerOutcome, SpendKind
+from assay.store import Store, current_items
 
 if TYPE_CHECKING:
     from assay.analysis.sides import Side
@@ -20,6 +20,56 @@ if TYPE_CHECKING:
 # Long text is stored in the page only up to FULL_TEXT_LIMIT characters (the rest is dropped,
 # with a note).
 FULL_TEXT_LIMIT = 20_000
+# The item browser holds a run's first BROWSED item x trials (dataset order) and the failures
+# section its first LISTED failures: a page of a million items was 365 MB and took 52 s to write
+# (docs/performance.md). `assay view` browses, filters and searches them all.
+BROWSED = 2_000
+LISTED = 500
+# The items' and scores' columns the report's figures and tables read, for every row...
+_ITEM_COLUMNS = (
+    "item_id",
+    "trial",
+    "retry",
+    "item_index",
+    "outcome",
+    "error",
+    *(f"failure_{name}" for name in ("kind", "provider", "http_status", "retryable", "request_id")),
+    "model",
+    "duration_ms",
+    "operations",
+    "cost_usd",
+    "cost_generation_usd",
+    "cost_completeness",
+    "cost_reasons",
+    *TOKEN_COLUMNS,
+)
+_SCORE_COLUMNS = (
+    "item_id",
+    "trial",
+    "item_index",
+    "scorer",
+    "scorer_kind",
+    "score",
+    "outcome",
+    "error",
+    "model",
+    "operations",
+    "cost_usd",
+    "cost_completeness",
+    "cost_reasons",
+    *TOKEN_COLUMNS,
+)
+# ... and the items' columns only the browser shows, read for its rows alone.
+_TEXTS = (
+    "input",
+    "expected",
+    "output",
+    "output_text",
+    "tool_calls",
+    "tool_call_text",
+    "reasoning",
+    "artifacts",
+)
 # Items whose scores changed most, shown side by side with the baseline.
 CHANGED_ITEMS = 20
 
@@ -33,15 +83,40 @@ class RunData:
     """
 
     def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
         self.run_id = run_id
         self.record = store.read_run(run_id)
         self.summary = summarise(store, run_id)
-        self.items = store.run_items(run_id).sort("item_index", "trial")
-        self.scores = store.run_scores(run_id).sort("item_index", "trial", "scorer")
+        # In the parts' order, not sorted (a million rows sorted took ~1 GB more): what is shown
+        # in dataset order is sorted as it is picked (`browsed`, `failed_items`).
+        items = store.scan_run(run_id, "items").select(_ITEM_COLUMNS)
+        # Without a retry every row is current: no window over a million item ids to say so.
+        retried = items.select(pl.col("retry").max()).collect().item()
+        self.items = (current_items(items) if retried else items).collect()
+        self.scores = (
+            store.scan_run(run_id, "scores")
+            .filter(pl.col("kind") == RowKind.SCORE.value)
+            .select(_SCORE_COLUMNS)
+            .collect()
+        )
         self.scorers: list[str] = sorted(set(self.scores["scorer"].to_list()))
         self.kinds: dict[str, str] = dict(
             self.scores.select("scorer", "scorer_kind").unique("scorer").iter_rows()
         )
+
+    def browsed(self) -> pl.DataFrame:
+        """The browser's rows: the first `BROWSED` current item x trials, with their texts."""
+        shown = self.items.bottom_k(BROWSED, by=["item_index", "trial"]).sort("item_index", "trial")
+        if shown.is_empty():
+            return shown.with_columns(*(pl.lit(None).alias(name) for name in _TEXTS))
+        last = shown["item_index"].max()
+        texts = (
+            self.store.scan_run(self.run_id, "items")
+            .filter(pl.col("item_index") <= last)
+            .select("item_id", "trial", "retry", *_TEXTS)
+            .collect()
+        )
+        return shown.join(texts, on=["item_id", "trial", "retry"], how="left", maintain_order="left")
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -93,7 +168,7 @@ def merge_reasons(column: pl.Series) -> dict[str, int]:
 
 
 def scored_values(data: RunData, scorer: str) -> pl.Series:
-    """Every value `scorer` gave (item × trial), in item order.
+    """Every value `scorer` gave (item × trial), in the parts' order.
 
     Args:
         data: the run.
@@ -159,7 +234,7 @@ def item_costs(data: RunData) -> dict[str, Any]:
     items = data.items
     measured = items.filter(pl.col("operations").fill_null(0) > 0)  # items that made model calls
     return {
-        "known": measured["cost_usd"].fill_null(0).to_list(),
+        "known": measured["cost_usd"].fill_null(0),
         "incomplete": items.filter(pl.col("cost_completeness") != Completeness.COMPLETE).height,
         "reasons": merge_reasons(items["cost_reasons"]),
     }
@@ -167,22 +242,25 @@ def item_costs(data: RunData) -> dict[str, Any]:
 
 def _generation_rows(data: RunData) -> list[dict[str, Any]]:
     """Per target model: the items' tokens and cost, the judging share taken out."""
-    items, scores = data.items, data.scores
     fallback = data.record.get("model") or f"({data.record.get('target_kind') or 'target'})"
-    judging = scores.group_by("item_id", "trial").agg(
-        pl.col("operations").fill_null(0).sum().alias("judge_ops"),
-        pl.col("cost_reasons").alias("judge_reasons"),
-    )
-    gen = items.join(judging, on=["item_id", "trial"], how="left").with_columns(
-        pl.col("model").fill_null(fallback).alias("key"),
-        (pl.col("operations").fill_null(0) - pl.col("judge_ops").fill_null(0)).alias("gen_ops"),
-    )
+    spent = ("operations", "cost_reasons", "cost_completeness", "cost_generation_usd", *TOKEN_COLUMNS)
+    items = data.items.select("item_id", "trial", pl.col("model").fill_null(fallback).alias("key"), *spent)
+    keys = sorted(items["key"].unique().to_list())
+    judging = data.scores.select("item_id", "trial", "operations", "cost_reasons")
+    if len(keys) == 1:
+        # One target model (most runs): its items are every item, its judging every score; no
+        # join of a million item ids.
+        groups = [(keys[0], items, judging)]
+    else:
+        judging = judging.join(items.select("item_id", "trial", "key"), on=["item_id", "trial"])
+        groups = [
+            (key, items.filter(pl.col("key") == key), judging.filter(pl.col("key") == key)) for key in keys
+        ]
     timing = {row["model"]: row for row in data.summary.get("timing_by_model") or []}
     rows: list[dict[str, Any]] = []
-    for key in sorted(set(gen["key"].to_list())):
-        group = gen.filter(pl.col("key") == key)
+    for key, group, judged in groups:
         reasons = merge_reasons(group["cost_reasons"])
-        for name, n in merge_reasons(group["judge_reasons"].explode()).items():
+        for name, n in merge_reasons(judged["cost_reasons"]).items():
             reasons[name] = reasons.get(name, 0) - n
         reasons = {k: n for k, n in reasons.items() if n > 0}
         unverified = (group["cost_completeness"] == Completeness.UNVERIFIED).any()
@@ -199,7 +277,9 @@ def _generation_rows(data: RunData) -> list[dict[str, Any]]:
                 "role": SpendKind.GENERATION.value,
                 "model": key,
                 "items": group.height,
-                "calls": int(group["gen_ops"].sum()),
+                "calls": int(
+                    group["operations"].fill_null(0).sum() - judged["operations"].fill_null(0).sum()
+                ),
                 **{column: int(group[column].fill_null(0).sum()) for column in TOKEN_COLUMNS},
                 "cost_usd": float(group["cost_generation_usd"].fill_null(0).sum()),
                 "completeness": completeness.value,
@@ -256,21 +336,25 @@ def model_rows(data: RunData) -> list[dict[str, Any]]:
 
 
 def failed_items(data: RunData) -> list[dict[str, Any]]:
-    """The items (× trials) that failed, with their failure's kind, provider and HTTP status.
+    """The first `LISTED` items (× trials) that failed, in dataset order, with their failure's
+    kind, provider and HTTP status.
 
     Args:
         data: the run.
     """
-    return data.items.filter(pl.col("outcome") == ItemOutcome.FAILED).to_dicts()
+    failed = data.items.filter(pl.col("outcome") == ItemOutcome.FAILED)
+    return failed.bottom_k(LISTED, by=["item_index", "trial"]).sort("item_index", "trial").to_dicts()
 
 
 def failed_scores(data: RunData) -> list[dict[str, Any]]:
-    """The scores whose scorer failed (item, scorer, error).
+    """The first `LISTED` scores whose scorer failed (item, scorer, error), in dataset order.
 
     Args:
         data: the run.
     """
-    return data.scores.filter(pl.col("outcome") == ScorerOutcome.FAILED).to_dicts()
+    failed = data.scores.filter(pl.col("outcome") == ScorerOutcome.FAILED)
+    order = ["item_index", "trial", "scorer"]
+    return failed.bottom_k(LISTED, by=order).sort(order).to_dicts()
 
 
 def shown_tool_calls(value: Any) -> list[dict[str, Any]] | None:
@@ -290,19 +374,23 @@ def shown_tool_calls(value: Any) -> list[dict[str, Any]] | None:
 
 
 def browser_rows(data: RunData) -> list[dict[str, Any]]:
-    """One row per item × trial for the browser: scores by scorer (null when not scored, with the
-    scorer's outcome) and the item's texts, cut to FULL_TEXT_LIMIT.
+    """One row per item × trial the browser holds (`RunData.browsed`): scores by scorer (null when
+    not scored, with the scorer's outcome) and the item's texts, cut to FULL_TEXT_LIMIT.
 
     Args:
         data: the run.
     """
+    browsed = data.browsed()
+    last = browsed["item_index"].max() if browsed.height else -1
     by_item: dict[tuple[str, int], dict[str, Any]] = {}
-    for item_id, trial, scorer, score, outcome in data.scores.select(
-        "item_id", "trial", "scorer", "score", "outcome"
-    ).iter_rows():
+    for item_id, trial, scorer, score, outcome in (
+        data.scores.filter(pl.col("item_index") <= last)
+        .select("item_id", "trial", "scorer", "score", "outcome")
+        .iter_rows()
+    ):
         by_item.setdefault((item_id, trial), {})[scorer] = (score, outcome)
     rows = []
-    for r in data.items.iter_rows(named=True):
+    for r in browsed.iter_rows(named=True):
         scored = by_item.get((r["item_id"], r["trial"]), {})
         rows.append(
             {

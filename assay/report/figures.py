@@ -107,8 +107,13 @@ def score_means(shown: list[dict[str, Any]]) -> str:
     return _html(dots, "scores", 90 + 44 * len(shown))
 
 
+# The score distributions' bins: 0.05 wide, centred on 0, 0.05, ..., 1.
+_SCORE_BIN = 0.05
+
+
 def score_distributions(data: RunData, shown: list[dict[str, Any]]) -> str:
-    """A histogram of each scorer's values, up to three side by side.
+    """A histogram of each scorer's values, up to three side by side, counted into bins
+    (`bin_counts`).
 
     Args:
         data: the run.
@@ -127,10 +132,13 @@ def score_distributions(data: RunData, shown: list[dict[str, Any]]) -> str:
         vertical_spacing=0.18 / max(1, nrows - 1) if nrows > 1 else 0.1,
     )
     for i, row in enumerate(shown):
+        values = scored_values(data, row["scorer"]).to_frame("score")
+        bins = bin_counts(values, "score", _SCORE_BIN, start=-_SCORE_BIN / 2)
         hist.add_trace(
-            go.Histogram(
-                x=scored_values(data, row["scorer"]).to_list(),
-                xbins={"start": -0.025, "end": 1.025, "size": 0.05},
+            go.Bar(
+                x=[start + _SCORE_BIN / 2 for _, start, _ in bins],
+                y=[n for _, _, n in bins],
+                width=_SCORE_BIN,
                 marker={"color": ACCENT, "line": {"color": "white", "width": 1}},
                 name=label(row["scorer"]),
                 hovertemplate="score %{x}<br>%{y} items<extra></extra>",
@@ -207,38 +215,28 @@ def outcomes(data: RunData) -> str:
 
 
 def latency(data: RunData) -> str:
-    """A histogram of the items' durations, completed and failed stacked.
+    """A histogram of the items' durations, completed and failed stacked, counted into bins by
+    Polars (`bin_counts`): a page of a million items holds its bins, not its durations.
 
     Args:
         data: the run.
     """
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
     timed = data.items.filter(pl.col("duration_ms").is_not_null())
-    top = float(timed["duration_ms"].max() or 0.0)
-    bins = {"start": 0, "end": top * 1.0001 + 1e-9, "size": nice_bin(top)}
-    for outcome in (ItemOutcome.COMPLETED, ItemOutcome.FAILED):
-        values = timed.filter(pl.col("outcome") == outcome)["duration_ms"].to_list()
-        if values:
-            figure.add_trace(
-                go.Histogram(
-                    x=values,
-                    name=outcome.value,
-                    xbins=bins,
-                    marker={"color": OUTCOME_COLOURS[outcome.value], "line": {"color": "white", "width": 1}},
-                    hovertemplate="%{x} ms<br>%{y} items<extra></extra>",
-                )
-            )
+    width = nice_bin(float(timed["duration_ms"].max() or 0.0))
+    counts = bin_counts(timed, "duration_ms", width, by="outcome")
+    series = {
+        outcome.value: [(start, n) for kind, start, n in counts if kind == outcome]
+        for outcome in (ItemOutcome.COMPLETED, ItemOutcome.FAILED)
+    }
     d = data.summary["duration_ms"]
-    figure.update_layout(
-        title=f"Latency per item (p50 {num(d['p50'], 0)} ms, p95 {num(d['p95'], 0)} ms)",
-        barmode="stack",
-        legend=HORIZONTAL_LEGEND,
+    return binned(
+        "latency",
+        f"Latency per item (p50 {num(d['p50'], 0)} ms, p95 {num(d['p95'], 0)} ms)",
+        "duration ms (target call, retries included)",
+        width,
+        series,
+        "items",
     )
-    figure.update_xaxes(title="duration ms (target call, retries included)", rangemode="tozero")
-    figure.update_yaxes(title="items")
-    return _html(figure, "latency", 320)
 
 
 def rate_history(rate: dict[str, Any]) -> str:
@@ -283,27 +281,23 @@ def rate_history(rate: dict[str, Any]) -> str:
     return _html(figure, "rate", 280)
 
 
-def cost(known: list[float]) -> str:
-    """A histogram of the items' known cost.
+def cost(known: pl.Series) -> str:
+    """A histogram of the items' known cost, counted into bins (`bin_counts`).
 
     Args:
         known: each measured item's cost in USD (some of them above 0).
     """
-    import plotly.graph_objects as go
-
-    top = max(known)
-    figure = go.Figure(
-        go.Histogram(
-            x=known,
-            xbins={"start": 0, "end": top * 1.0001, "size": nice_bin(top)},
-            marker={"color": ACCENT, "line": {"color": "white", "width": 1}},
-            hovertemplate="$%{x}<br>%{y} items<extra></extra>",
-        )
+    width = nice_bin(float(known.max()))  # type: ignore[arg-type]
+    bins = [(start, n) for _, start, n in bin_counts(known.to_frame("usd"), "usd", width)]
+    return binned(
+        "cost",
+        "Known cost per item (generation + judging)",
+        "USD per item",
+        width,
+        {"items": bins},
+        "items",
+        x_format="$.2~g",
     )
-    figure.update_layout(title="Known cost per item (generation + judging)", showlegend=False)
-    figure.update_xaxes(title="USD per item", tickformat="$.2~g", rangemode="tozero")
-    figure.update_yaxes(title="items")
-    return _html(figure, "cost", 320)
 
 
 def forest(rows: list[dict[str, Any]]) -> str:
@@ -406,6 +400,8 @@ def binned(
     width: float,
     series: dict[str, list[tuple[float, int]]],
     y_title: str,
+    *,
+    x_format: str | None = None,
 ) -> str:
     """A histogram drawn from counts already made (bin start, count), one stacked trace per
     series: a million values cost the page their bins only (`assay view`).
@@ -417,6 +413,7 @@ def binned(
         width: the bins' width.
         series: per trace name (an outcome's colour when it is one), its bins.
         y_title: the counts' axis.
+        x_format: the values' tick format (plotly's, d3's), e.g. `$.2~g`.
     """
     import plotly.graph_objects as go
 
@@ -436,6 +433,27 @@ def binned(
                 )
             )
     figure.update_layout(title=title, barmode="stack", legend=HORIZONTAL_LEGEND)
-    figure.update_xaxes(title=x_title, rangemode="tozero")
+    figure.update_xaxes(title=x_title, rangemode="tozero", tickformat=x_format)
     figure.update_yaxes(title=y_title)
     return _html(figure, name, 320)
+
+
+def bin_counts(
+    rows: pl.DataFrame | pl.LazyFrame, column: str, width: float, *, by: str | None = None, start: float = 0.0
+) -> list[tuple[Any, float, int]]:
+    """(group, bin start, count) of `column` in bins of `width` from `start`, counted by Polars
+    (a million values are never Python floats): per value of `by`, or one group (None).
+
+    Args:
+        rows: the values' rows (a lazy frame: its scan, read only for the counts).
+        column: the values' column.
+        width: the bins' width.
+        by: the column whose values are the groups (stacked traces), if any.
+        start: where the first bin starts.
+    """
+    keys = [
+        pl.col(by) if by else pl.lit(None).alias("group"),
+        ((pl.col(column) - start) // width).cast(pl.Int64).alias("bin"),
+    ]
+    counts = rows.lazy().group_by(keys).len().sort("bin").collect()
+    return [(group, start + float(b) * width, int(n)) for group, b, n in counts.iter_rows()]

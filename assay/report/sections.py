@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.errors import InputError
-from assay.links import view_compare, view_run
+from assay.links import view_compare, view_items, view_run
 from assay.numbers import pct, rate_facts, rate_worth_showing, reasons_text
 from assay.outcomes import ItemOutcome, ScorerOutcome
 from assay.report import data as queries
@@ -95,7 +95,7 @@ def timing(data: RunData) -> dict[str, Any]:
     costs = queries.item_costs(data)
     total, incomplete = data.items.height, costs["incomplete"]
     why = None
-    if not any(usd > 0 for usd in costs["known"]):
+    if not (costs["known"] > 0).any():
         if incomplete:
             why = (
                 f"{incomplete} of {total} items' accounting is incomplete "
@@ -147,10 +147,14 @@ def failures(data: RunData) -> dict[str, Any]:
     Args:
         data: the run.
     """
+    counts = data.summary["items"]
     return {
         "failed": queries.failed_items(data),
+        "n_failed": counts[ItemOutcome.FAILED],
         "scorers": queries.failed_scores(data),
+        "n_scorers": sum(row[ScorerOutcome.FAILED] for row in data.summary["scorers"]),
         "trials": data.record.get("trials", 1),
+        "view_url": view_items(data.run_id, outcome=ItemOutcome.FAILED.value),
     }
 
 
@@ -226,6 +230,8 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
         row["turns"] = turns.get(row["id"])
     return {
         "outcomes": sorted(set(data.items["outcome"].to_list())),
+        "total": data.items.height,
+        "view_url": view_items(data.run_id),
         "payload": {
             "scorers": data.scorers,
             "trials": int(data.record.get("trials") or 1),

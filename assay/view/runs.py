@@ -256,7 +256,7 @@ def _latency(store: Store, run_id: str) -> str:
     timed = store.scan_run(run_id, "items").filter(pl.col("duration_ms").is_not_null())
     top = timed.select(pl.col("duration_ms").max()).collect().item()
     width = figures.nice_bin(float(top or 0.0), _BINS)
-    counts = _binned(timed, "duration_ms", width, by="outcome")
+    counts = figures.bin_counts(timed, "duration_ms", width, by="outcome")
     series = {
         outcome.value: [(start, n) for kind, start, n in counts if kind == outcome]
         for outcome in (ItemOutcome.COMPLETED, ItemOutcome.FAILED)
@@ -275,18 +275,5 @@ def _cost(store: Store, run_id: str) -> str | None:
     if top is None or not float(top) > 0:
         return None
     width = figures.nice_bin(float(top), _BINS)
-    bins = [(start, n) for _, start, n in _binned(known, "cost_usd", width)]
+    bins = [(start, n) for _, start, n in figures.bin_counts(known, "cost_usd", width)]
     return figures.binned("cost", "Known cost per item", "USD per item", width, {"items": bins}, "items")
-
-
-def _binned(
-    rows: pl.LazyFrame, column: str, width: float, by: str | None = None
-) -> list[tuple[Any, float, int]]:
-    """(group, bin start, count) of `column` in bins of `width` from 0, counted by Polars over
-    the scan (a million values are never held): per value of `by`, or one group (None)."""
-    keys = [
-        pl.col(by) if by else pl.lit(None).alias("group"),
-        (pl.col(column) // width).cast(pl.Int64).alias("bin"),
-    ]
-    counts = rows.group_by(keys).len().sort("bin").collect()
-    return [(group, float(start) * width, int(n)) for group, start, n in counts.iter_rows()]
