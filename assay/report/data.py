@@ -11,6 +11,7 @@ import polars as pl
 
 from assay.analysis.intervals import score_interval
 from assay.analysis.summary import summarise
+from assay.analysis.tallies import SUMMED
 from assay.outcomes import TOKEN_COLUMNS, Completeness, ItemOutcome, RowKind, ScorerOutcome, SpendKind
 from assay.store import Store, current_items
 
@@ -31,16 +32,14 @@ _ITEM_COLUMNS = (
     "trial",
     "retry",
     "item_index",
+    "model",
     "outcome",
     "error",
     *(f"failure_{name}" for name in ("kind", "provider", "http_status", "retryable", "request_id")),
-    "model",
     "duration_ms",
-    "operations",
-    "cost_usd",
-    "cost_generation_usd",
     "cost_completeness",
     "cost_reasons",
+    *SUMMED,
     *TOKEN_COLUMNS,
 )
 _SCORE_COLUMNS = (
