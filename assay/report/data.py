@@ -74,7 +74,9 @@ CHANGED_ITEMS = 20
 
 
 class RunData:
-    """One run's record, summary, items and scores, read once.
+    """One run's record and summary, read once, and its items and scores as lazy frames over its
+    parts: each figure and table reads its own columns from them (a million items' columns held
+    at once peaked at ~1.2 GB).
 
     Args:
         store: the store.
@@ -86,26 +88,25 @@ class RunData:
         self.run_id = run_id
         self.record = store.read_run(run_id)
         self.summary = summarise(store, run_id)
-        # In the parts' order, not sorted (a million rows sorted took ~1 GB more): what is shown
-        # in dataset order is sorted as it is picked (`browsed`, `failed_items`).
+        # In the parts' order, never sorted whole: what is shown in dataset order is sorted as
+        # it is picked (`browsed`, `failed_items`).
         items = store.scan_run(run_id, "items").select(_ITEM_COLUMNS)
         # Without a retry every row is current: no window over a million item ids to say so.
         retried = items.select(pl.col("retry").max()).collect().item()
-        self.items = (current_items(items) if retried else items).collect()
-        self.scores = (
+        self.items: pl.LazyFrame = current_items(items) if retried else items
+        self.scores: pl.LazyFrame = (
             store.scan_run(run_id, "scores")
             .filter(pl.col("kind") == RowKind.SCORE.value)
             .select(_SCORE_COLUMNS)
-            .collect()
         )
-        self.scorers: list[str] = sorted(set(self.scores["scorer"].to_list()))
-        self.kinds: dict[str, str] = dict(
-            self.scores.select("scorer", "scorer_kind").unique("scorer").iter_rows()
-        )
+        self.n_items: int = self.items.select(pl.len()).collect().item()
+        kinds = self.scores.select("scorer", "scorer_kind").unique("scorer").collect()
+        self.scorers: list[str] = sorted(kinds["scorer"].to_list())
+        self.kinds: dict[str, str] = dict(kinds.iter_rows())
 
     def browsed(self) -> pl.DataFrame:
         """The browser's rows: the first `BROWSED` current item x trials, with their texts."""
-        shown = self.items.bottom_k(BROWSED, by=["item_index", "trial"]).sort("item_index", "trial")
+        shown = self.items.bottom_k(BROWSED, by=["item_index", "trial"]).sort("item_index", "trial").collect()
         if shown.is_empty():
             return shown.with_columns(*(pl.lit(None).alias(name) for name in _TEXTS))
         last = shown["item_index"].max()
@@ -174,7 +175,7 @@ def scored_values(data: RunData, scorer: str) -> pl.Series:
         scorer: the scorer's name.
     """
     frame = data.scores.filter(pl.col("scorer") == scorer, pl.col("outcome") == ScorerOutcome.SCORED)
-    return frame["score"].drop_nulls()
+    return frame.select("score").collect()["score"].drop_nulls()
 
 
 def scorer_outcomes(data: RunData) -> dict[str, dict[str, int]]:
@@ -183,10 +184,10 @@ def scorer_outcomes(data: RunData) -> dict[str, dict[str, int]]:
     Args:
         data: the run.
     """
-    return {
-        s: dict(data.scores.filter(pl.col("scorer") == s).group_by("outcome").len().iter_rows())
-        for s in data.scorers
-    }
+    counts: dict[str, dict[str, int]] = {s: {} for s in data.scorers}
+    for scorer, outcome, n in data.scores.group_by("scorer", "outcome").len().collect().iter_rows():
+        counts[scorer][outcome] = n
+    return counts
 
 
 def scorer_table(data: RunData) -> list[dict[str, Any]]:
@@ -232,10 +233,11 @@ def item_costs(data: RunData) -> dict[str, Any]:
     """
     items = data.items
     measured = items.filter(pl.col("operations").fill_null(0) > 0)  # items that made model calls
+    incomplete = items.filter(pl.col("cost_completeness") != Completeness.COMPLETE).select(pl.len())
     return {
-        "known": measured["cost_usd"].fill_null(0),
-        "incomplete": items.filter(pl.col("cost_completeness") != Completeness.COMPLETE).height,
-        "reasons": merge_reasons(items["cost_reasons"]),
+        "known": measured.select(pl.col("cost_usd").fill_null(0)).collect()["cost_usd"],
+        "incomplete": incomplete.collect().item(),
+        "reasons": merge_reasons(items.select("cost_reasons").drop_nulls().collect()["cost_reasons"]),
     }
 
 
@@ -243,21 +245,24 @@ def _generation_rows(data: RunData) -> list[dict[str, Any]]:
     """Per target model: the items' tokens and cost, the judging share taken out."""
     fallback = data.record.get("model") or f"({data.record.get('target_kind') or 'target'})"
     spent = ("operations", "cost_reasons", "cost_completeness", "cost_generation_usd", *TOKEN_COLUMNS)
-    items = data.items.select("item_id", "trial", pl.col("model").fill_null(fallback).alias("key"), *spent)
-    keys = sorted(items["key"].unique().to_list())
+    keyed = data.items.select("item_id", "trial", pl.col("model").fill_null(fallback).alias("key"), *spent)
+    keys = sorted(keyed.select(pl.col("key").unique()).collect()["key"].to_list())
+    # Each model's rows read as it is summed (one model, most runs: every row, no join).
     judging = data.scores.select("item_id", "trial", "operations", "cost_reasons")
     if len(keys) == 1:
         # One target model (most runs): its items are every item, its judging every score; no
         # join of a million item ids.
-        groups = [(keys[0], items, judging)]
+        groups = [(keys[0], keyed, judging)]
     else:
-        judging = judging.join(items.select("item_id", "trial", "key"), on=["item_id", "trial"])
+        judging = judging.join(keyed.select("item_id", "trial", "key"), on=["item_id", "trial"])
         groups = [
-            (key, items.filter(pl.col("key") == key), judging.filter(pl.col("key") == key)) for key in keys
+            (key, keyed.filter(pl.col("key") == key), judging.filter(pl.col("key") == key)) for key in keys
         ]
     timing = {row["model"]: row for row in data.summary.get("timing_by_model") or []}
     rows: list[dict[str, Any]] = []
-    for key, group, judged in groups:
+    for key, rows_of, judged_of in groups:
+        group = rows_of.drop("item_id", "trial").collect()
+        judged = judged_of.select("operations", "cost_reasons").collect()
         reasons = merge_reasons(group["cost_reasons"])
         for name, n in merge_reasons(judged["cost_reasons"]).items():
             reasons[name] = reasons.get(name, 0) - n
@@ -293,7 +298,11 @@ def _generation_rows(data: RunData) -> list[dict[str, Any]]:
 def _judging_rows(data: RunData) -> list[dict[str, Any]]:
     """Per (model-graded scorer, judge model): the scores' tokens and cost."""
     scores = data.scores
-    judged = scores.filter(pl.col("model").is_not_null() | (pl.col("operations").fill_null(0) > 0))
+    judged = (
+        scores.filter(pl.col("model").is_not_null() | (pl.col("operations").fill_null(0) > 0))
+        .drop("item_id", "item_index", "score", "error")
+        .collect()
+    )
     rows: list[dict[str, Any]] = []
     for (scorer, model), group in sorted(
         judged.with_columns(pl.col("model").fill_null("(unknown)")).group_by("scorer", "model"),
@@ -342,7 +351,9 @@ def failed_items(data: RunData) -> list[dict[str, Any]]:
         data: the run.
     """
     failed = data.items.filter(pl.col("outcome") == ItemOutcome.FAILED)
-    return failed.bottom_k(LISTED, by=["item_index", "trial"]).sort("item_index", "trial").to_dicts()
+    return (
+        failed.bottom_k(LISTED, by=["item_index", "trial"]).sort("item_index", "trial").collect().to_dicts()
+    )
 
 
 def failed_scores(data: RunData) -> list[dict[str, Any]]:
@@ -353,7 +364,7 @@ def failed_scores(data: RunData) -> list[dict[str, Any]]:
     """
     failed = data.scores.filter(pl.col("outcome") == ScorerOutcome.FAILED)
     order = ["item_index", "trial", "scorer"]
-    return failed.bottom_k(LISTED, by=order).sort(order).to_dicts()
+    return failed.bottom_k(LISTED, by=order).sort(order).collect().to_dicts()
 
 
 def shown_tool_calls(value: Any) -> list[dict[str, Any]] | None:
@@ -385,6 +396,7 @@ def browser_rows(data: RunData) -> list[dict[str, Any]]:
     for item_id, trial, scorer, score, outcome in (
         data.scores.filter(pl.col("item_index") <= last)
         .select("item_id", "trial", "scorer", "score", "outcome")
+        .collect()
         .iter_rows()
     ):
         by_item.setdefault((item_id, trial), {})[scorer] = (score, outcome)

@@ -222,7 +222,7 @@ def latency(data: RunData) -> str:
         data: the run.
     """
     timed = data.items.filter(pl.col("duration_ms").is_not_null())
-    width = nice_bin(float(timed["duration_ms"].max() or 0.0))
+    width = nice_bin(float(timed.select(pl.col("duration_ms").max()).collect().item() or 0.0))
     counts = bin_counts(timed, "duration_ms", width, by="outcome")
     series = {
         outcome.value: [(start, n) for kind, start, n in counts if kind == outcome]

@@ -93,7 +93,7 @@ def timing(data: RunData) -> dict[str, Any]:
         data: the run.
     """
     costs = queries.item_costs(data)
-    total, incomplete = data.items.height, costs["incomplete"]
+    total, incomplete = data.n_items, costs["incomplete"]
     why = None
     if not (costs["known"] > 0).any():
         if incomplete:
@@ -229,8 +229,8 @@ def browser(data: RunData, artifacts_href: str) -> dict[str, Any]:
     for row in rows:
         row["turns"] = turns.get(row["id"])
     return {
-        "outcomes": sorted(set(data.items["outcome"].to_list())),
-        "total": data.items.height,
+        "outcomes": sorted(outcome for outcome, n in data.summary["items"].items() if n),
+        "total": data.n_items,
         "view_url": view_items(data.run_id),
         "payload": {
             "scorers": data.scorers,
