@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,37 +21,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assay.store import Store
+from tests.helpers.peak import assay_peak
 from tests.helpers.synthetic_runs import write_run
-
-# Prints the command's own peak RSS on stderr after it ran (`VmHWM` of the process).
-_PEAK = """
-import runpy, sys
-sys.argv = ["assay", *sys.argv[1:]]
-try:
-    runpy.run_module("assay.cli", run_name="__main__")
-except SystemExit as end:
-    code = end.code
-line = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print("peak_kb", line.split()[1], file=sys.stderr)
-raise SystemExit(code)
-"""
 
 
 def measure(args: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS MB) of `assay <args>` as its own process."""
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "DO_NOT_TRACK": "1"},
-    )
+    done, peak = assay_peak(*args)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"assay {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
-    peak = next(line for line in done.stderr.splitlines() if line.startswith("peak_kb"))
-    return wall, int(peak.split()[1]) / 1024
+    return wall, peak
 
 
 def main() -> int:

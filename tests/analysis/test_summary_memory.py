@@ -14,6 +14,7 @@ import pytest
 from assay.analysis.run_figures import RunRows
 from assay.analysis.summary import summarise
 from assay.store import Store
+from tests.helpers.peak import assay_peak
 from tests.helpers.synthetic_runs import write_run
 
 ITEMS = 400_000
@@ -66,19 +67,7 @@ SHOW_PEAK_MB = 250
 def test_showing_a_large_finished_run_reads_neither_its_items_nor_its_scores_whole(tmp_path) -> None:
     root = str(tmp_path / "store")
     write_run(Store(root), "big", ITEMS, seed=1)
-    peak = """
-import runpy, sys
-sys.argv = ["assay", "show", "big", "--store", sys.argv[1], "--json"]
-try:
-    runpy.run_module("assay.cli", run_name="__main__")
-except SystemExit as end:
-    code = end.code
-line = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(int(line.split()[1]) / 1024, file=sys.stderr)
-raise SystemExit(code)
-"""
-    done = subprocess.run([sys.executable, "-c", peak, root], capture_output=True, text=True, check=False)
+    done, peak_mb = assay_peak("show", "big", "--store", root, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["items"]["completed"] > 0
-    peak_mb = float(done.stderr.strip().splitlines()[-1])
     assert peak_mb < SHOW_PEAK_MB, f"assay show of {ITEMS:,} items peaked at {peak_mb:.0f} MB"

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import polars as pl
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from assay.outcomes import ItemOutcome
 from assay.report import data, write_report
 from assay.store import Store
+from tests.helpers.peak import assay_peak
 from tests.helpers.synthetic_runs import write_run
 
 ITEMS = 3_000
@@ -68,25 +67,13 @@ def _traces(figure_html: str) -> list[dict]:
 # `assay report` as its own process over a 400,000-item run: measured 310-315 MB with each figure
 # reading its own columns, 674 MB with the items' and scores' columns held whole.
 REPORT_PEAK_MB = 450
-_PEAK = """
-import runpy, sys
-sys.argv = ["assay", "report", "big", "--store", sys.argv[1]]
-try:
-    runpy.run_module("assay.cli", run_name="__main__")
-except SystemExit as end:
-    code = end.code
-line = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(int(line.split()[1]) / 1024, file=sys.stderr)
-raise SystemExit(code)
-"""
 
 
 @pytest.mark.slow
 def test_a_large_runs_report_reads_each_figures_columns_not_every_row_at_once(tmp_path) -> None:
     root = str(tmp_path / "store")
     write_run(Store(root), "big", 400_000, seed=1)
-    done = subprocess.run([sys.executable, "-c", _PEAK, root], capture_output=True, text=True, check=False)
+    done, peak_mb = assay_peak("report", "big", "--store", root)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("big.html")
-    peak_mb = float(done.stderr.strip().splitlines()[-1])
     assert peak_mb < REPORT_PEAK_MB, f"assay report of 400,000 items peaked at {peak_mb:.0f} MB"
